@@ -1,0 +1,26 @@
+"""The exception hierarchy: one root, ``SpecverifyError``; bad arguments raise ``InvalidArgument``."""
+
+from __future__ import annotations
+
+__all__ = ["SpecverifyError", "InvalidArgument", "ProtocolViolation", "check"]
+
+
+class SpecverifyError(Exception):
+    """Root of every exception specverify raises on purpose."""
+
+
+class InvalidArgument(SpecverifyError, ValueError):
+    """An argument has the wrong type, shape or value.
+
+    Messages read ``name=value!r``, then what was expected, then how to fix it.
+    """
+
+
+class ProtocolViolation(SpecverifyError):
+    """A decoder under test broke the protocol of DESIGN.md (wrong count, token outside the vocabulary, ...)."""
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise ``InvalidArgument(message)`` unless ``condition`` holds (for user input, never ``assert``)."""
+    if not condition:
+        raise InvalidArgument(message)
