@@ -1,0 +1,178 @@
+"""Exact law of complete outputs under plain target sampling, by enumeration (DESIGN.md, canonical semantics).
+
+This module shares no code with the decoders beyond ``specverify.sampling``'s pipeline: it rebuilds penalty state,
+grammar state and stop-string detection from the token lists at every node, naively, so that a bug in a decoder's
+incremental state cannot hide behind the same bug here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specverify.errors import InvalidArgument, check
+from specverify.params import SamplingParams
+from specverify.sampling import grammar_mask, process_logits
+
+__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "finish_reason_of"]
+
+Outcome = tuple  # (tokens: tuple[int, ...], finish_reason: str)
+MAX_OUTCOMES = 2_000_000
+
+
+@dataclass(frozen=True)
+class ExactLaw:
+    """Every outcome of positive probability with its exact probability (float64, sums to 1 within 1e-12)."""
+
+    outcomes: tuple
+    probs: np.ndarray
+    vocab: object
+    prompt: tuple
+    params: SamplingParams
+
+    def __post_init__(self):
+        object.__setattr__(self, "_index", {o: i for i, o in enumerate(self.outcomes)})
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    def index(self, outcome) -> int:
+        """Position of ``outcome`` or -1 when its exact probability is 0."""
+        return self._index.get(outcome, -1)
+
+    def prob(self, outcome) -> float:
+        i = self.index(outcome)
+        return 0.0 if i < 0 else float(self.probs[i])
+
+    def text(self, outcome) -> str:
+        """The outcome's text: token strings concatenated, cut at the earliest start of a stop string."""
+        return visible_text(self.vocab, outcome, self.params)
+
+
+def visible_text(vocab, outcome, params: SamplingParams) -> str:
+    tokens, reason = outcome
+    text = vocab.text(tokens)
+    if reason == "stop":
+        starts = [text.find(s) for s in params.stop if s in text]
+        text = text[: min(starts)] if starts else text
+    return text
+
+
+def _stop_completed(params, prev_text: str, new_text: str, num_generated: int) -> bool:
+    """Whether the last token completed an occurrence of a stop string (searched naively in the full text)."""
+    if not params.stop or (params.stop_after_min_tokens and num_generated < params.min_tokens):
+        return False
+    return any(new_text.find(s, max(0, len(prev_text) - len(s) + 1)) != -1 for s in params.stop)
+
+
+def finish_reason_of(vocab, tokens: Sequence[int], params: SamplingParams) -> str | None:
+    """The finish reason plain sampling gives after ``tokens`` (None: not finished yet). ``no_token`` is not
+    decided here: it needs the model."""
+    text = ""
+    for i, tok in enumerate(tokens):
+        new_text = text + vocab.strings[tok]
+        if tok == vocab.eos_token_id and not params.ignore_eos:
+            reason = "eos"
+        elif _stop_completed(params, text, new_text, i + 1):
+            reason = "stop"
+        elif i + 1 >= params.max_tokens:
+            reason = "length"
+        else:
+            reason = None
+        if reason is not None:
+            return reason if i == len(tokens) - 1 else "early:" + reason
+        text = new_text
+    return None
+
+
+def _node_tensors(nodes, prompt, params, vocab):
+    """seen / counts / allowed for each frontier node, rebuilt from its token list."""
+    size = vocab.size
+    seen = torch.zeros((len(nodes), size), dtype=torch.bool)
+    counts = torch.zeros((len(nodes), size), dtype=torch.float64)
+    seen[:, list(prompt)] = True
+    for row, (generated, _, _) in enumerate(nodes):
+        if generated:
+            ids = torch.as_tensor(generated)
+            seen[row, ids] = True
+            counts[row] += torch.bincount(ids, minlength=size).to(torch.float64)
+    allowed = None
+    if params.grammar is not None:
+        allowed = grammar_mask(params.grammar, [state for _, _, state in nodes], size, vocab.eos_token_id)
+    return seen, counts, allowed
+
+
+def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw:
+    """Enumerate every complete outcome of plain target sampling with its exact probability.
+
+    Breadth-first over token positions, pruning zero-probability branches. Finish reasons follow DESIGN.md:
+    EOS (unless ``ignore_eos``) -> ``eos``; a stop string completed by the token -> ``stop``; ``max_tokens`` ->
+    ``length``; no token of positive probability -> ``no_token`` (nothing emitted).
+
+    Examples
+    --------
+    >>> from specverify.oracles import make_vocab, random_target
+    >>> law = exact_law(random_target(make_vocab(4), seed=0), (0,), SamplingParams(max_tokens=2))
+    >>> bool(abs(law.probs.sum() - 1) < 1e-12)
+    True
+    """
+    check(isinstance(params, SamplingParams), f"params={params!r} must be a SamplingParams.")
+    vocab = target.vocab
+    prompt = tuple(int(t) for t in prompt)
+    check(len(prompt) >= 1, f"prompt={prompt!r} must hold at least one token.")
+    vocab.check_tokens(prompt, "prompt")
+    grammar = params.grammar
+    frontier = [((), 1.0, grammar.initial_state if grammar is not None else None)]
+    texts = {(): ""}
+    outcomes, probs = [], []
+    while frontier:
+        logits = target.logits([prompt + gen for gen, _, _ in frontier])
+        seen, counts, allowed = _node_tensors(frontier, prompt, params, vocab)
+        law = process_logits(logits, params, seen=seen, counts=counts, num_generated=len(frontier[0][0]),
+                             allowed=allowed, eos_token_id=vocab.eos_token_id).numpy()
+        frontier = _expand(frontier, law, params, vocab, texts, outcomes, probs)
+        if len(outcomes) + len(frontier) > MAX_OUTCOMES:
+            raise InvalidArgument(f"the law has more than {MAX_OUTCOMES} outcomes: lower max_tokens or the vocab size.")
+    probs = np.asarray(probs, dtype=np.float64)
+    total = probs.sum()
+    if abs(total - 1.0) > 1e-9:
+        raise InvalidArgument(f"enumerated mass {total!r} differs from 1: the target's rows are not normalised.")
+    return ExactLaw(outcomes=tuple(outcomes), probs=probs, vocab=vocab, prompt=prompt, params=params)
+
+
+def _expand(frontier, law, params, vocab, texts, outcomes, probs):
+    nxt = []
+    for (generated, mass, state), row in zip(frontier, law):
+        positive = np.flatnonzero(row > 0)
+        if positive.size == 0:
+            outcomes.append((generated, "no_token"))
+            probs.append(mass)
+            continue
+        text = texts[generated]
+        for tok in positive.tolist():
+            tokens = generated + (tok,)
+            new_text = text + vocab.strings[tok]
+            weight = mass * float(row[tok])
+            if tok == vocab.eos_token_id and not params.ignore_eos:
+                reason = "eos"
+            elif _stop_completed(params, text, new_text, len(tokens)):
+                reason = "stop"
+            elif len(tokens) >= params.max_tokens:
+                reason = "length"
+            else:
+                texts[tokens] = new_text
+                new_state = params.grammar.advance(state, tok) if params.grammar is not None else None
+                nxt.append((tokens, weight, new_state))
+                continue
+            outcomes.append((tokens, reason))
+            probs.append(weight)
+    return nxt
+
+
+def greedy_outcome(target, prompt: Sequence[int], params: SamplingParams):
+    """The single outcome of greedy (temperature 0) plain decoding under ``params``' other processors."""
+    law = exact_law(target, prompt, replace(params, temperature=0.0))
+    return law.outcomes[int(np.argmax(law.probs))]

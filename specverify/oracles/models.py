@@ -1,0 +1,240 @@
+"""Toy models whose law is fully known, with the cache API decoders must use (DESIGN.md, "Toy models").
+
+A toy model's "KV" entry at a position is a 64-bit hash of the whole prefix up to that position, computed from the
+previous entry and the new token — like attention KV, it depends on everything stored before it. The next-token
+logits are a function of the last entry only. A decoder that leaves a rejected token in its cache, or crops the
+wrong amount, reads a different entry and so a different law (a random table row: TV ≈ 0.3–0.6 from the right one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from specverify.errors import InvalidArgument, check
+
+__all__ = ["Vocab", "make_vocab", "ToyModel", "ToyCache", "BatchCache", "random_target", "draft_near",
+           "draft_copy", "TOKEN_STRINGS", "TABLE_ROWS"]
+
+# Strings chosen so stop strings span tokens ("ab" = "a" + "b", " b" = " " + "b") and overlap.
+TOKEN_STRINGS = ("a", "b", "ab", " ", "ba", "c", "b ", "aa", "ca", "bc", "  ", "cab", "d", "bd", "da")
+TABLE_ROWS = 4096
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_STEP = np.uint64(0x9E3779B97F4A7C15)
+_ROOT_KV = np.uint64(0x2545F4914F6CDD1D)
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Token strings by id; ``eos_token_id`` has text "". Token 0 is a real token."""
+
+    strings: tuple[str, ...]
+    eos_token_id: int
+
+    def __post_init__(self):
+        check(len(self.strings) >= 2, f"strings={self.strings!r} must hold at least 2 tokens (one of them EOS).")
+        check(0 <= self.eos_token_id < len(self.strings) and self.strings[self.eos_token_id] == "",
+              f"eos_token_id={self.eos_token_id!r} must index a token with text ''.")
+
+    @property
+    def size(self) -> int:
+        return len(self.strings)
+
+    def text(self, tokens: Sequence[int]) -> str:
+        return "".join(self.strings[t] for t in tokens)
+
+    def check_tokens(self, tokens: Sequence[int], name: str = "tokens") -> None:
+        bad = [t for t in tokens if not (isinstance(t, (int, np.integer)) and 0 <= t < self.size)]
+        check(not bad, f"{name}={tuple(tokens)!r} holds ids {bad[:5]!r} outside the vocabulary [0, {self.size}).")
+
+
+def make_vocab(size: int) -> Vocab:
+    """``size - 1`` toy strings (ids 0..size-2) and EOS as the last id."""
+    check(isinstance(size, int) and 2 <= size <= len(TOKEN_STRINGS) + 1,
+          f"size={size!r} must be an int in [2, {len(TOKEN_STRINGS) + 1}].")
+    return Vocab(strings=TOKEN_STRINGS[: size - 1] + ("",), eos_token_id=size - 1)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def step_kv(prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """The KV entry after ``tokens`` given the previous entries (uint64 arrays, broadcast)."""
+    with np.errstate(over="ignore"):
+        return _mix(prev ^ ((np.asarray(tokens).astype(np.uint64) + np.uint64(1)) * _STEP))
+
+
+@dataclass(frozen=True, eq=False)
+class ToyModel:
+    """A deterministic toy language model over ``vocab``.
+
+    Its logits after a prefix are row ``hash(prefix, seed) mod TABLE_ROWS`` of a table whose rows are permutations
+    of evenly spaced levels (spacing ``scale * spacing``) plus a small jitter, so no two tokens are nearer than
+    the spacing allows (DESIGN.md margins). ``base`` and ``mix`` make a draft at a controlled distance:
+    probs = (1 - mix) * base + mix * own. ``zero_rate`` sets that fraction of tokens to probability 0 per row
+    (never the row's most likely token).
+    """
+
+    vocab: Vocab
+    seed: int
+    scale: float = 1.0
+    spacing: float = 0.7
+    base: Optional["ToyModel"] = None
+    mix: float = 1.0
+    zero_rate: float = 0.0
+    eos_bias: float = 0.0
+    _table: torch.Tensor = field(init=False, repr=False)
+
+    def __post_init__(self):
+        check(isinstance(self.seed, int) and self.seed >= 0, f"seed={self.seed!r} must be an int >= 0.")
+        check(self.scale > 0 and np.isfinite(self.scale), f"scale={self.scale!r} must be a finite number > 0.")
+        check(0 <= self.mix <= 1, f"mix={self.mix!r} must lie in [0, 1] (0 = exact copy of base).")
+        check(0 <= self.zero_rate < 1, f"zero_rate={self.zero_rate!r} must lie in [0, 1).")
+        check(self.base is None or self.base.vocab == self.vocab, "base must share this model's vocab.")
+        object.__setattr__(self, "_table", self._build_table())
+
+    def _build_table(self) -> torch.Tensor:
+        rng = np.random.default_rng(self.seed)
+        vocab = self.vocab.size
+        levels = self.spacing * np.arange(vocab, dtype=np.float64)
+        order = np.argsort(rng.random((TABLE_ROWS, vocab)), axis=1)
+        table = levels[order] + rng.uniform(-0.15, 0.15, (TABLE_ROWS, vocab)) * self.spacing
+        table[:, self.vocab.eos_token_id] += self.eos_bias
+        logits = torch.from_numpy(self.scale * (table - table.max(1, keepdims=True)))
+        if self.zero_rate > 0:
+            drop = torch.from_numpy(rng.random((TABLE_ROWS, vocab)) < self.zero_rate)
+            drop &= logits < 0  # never the row's most likely token
+            logits = logits.masked_fill(drop, float("-inf"))
+        return logits
+
+    # --- the pure function the oracle uses
+    def logits(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Float64 [B, V]: next-token logits after each full token history (pure; no cache)."""
+        check(len(prefixes) > 0, "prefixes must hold at least one history.")
+        kv = np.empty(len(prefixes), dtype=np.uint64)
+        for row, prefix in enumerate(prefixes):
+            self.vocab.check_tokens(prefix, "prefix")
+            check(len(prefix) >= 1, "each prefix must hold at least one token.")
+            h = np.array([_ROOT_KV], dtype=np.uint64)
+            for tok in prefix:
+                h = step_kv(h, np.array([tok]))
+            kv[row] = h[0]
+        return self.head(kv)
+
+    # --- the pieces caches use
+    def head(self, kv: np.ndarray) -> torch.Tensor:
+        """Logits [B, V] read from the last KV entry of each row."""
+        with np.errstate(over="ignore"):
+            rows = torch.from_numpy((_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64))
+        own = self._table[rows]
+        if self.base is None or self.mix == 1.0:
+            return own
+        probs = (1 - self.mix) * torch.softmax(self.base.head(kv), -1) + self.mix * torch.softmax(own, -1)
+        logits = torch.log(probs)
+        if self.zero_rate > 0:
+            logits = torch.where(torch.isfinite(own), logits, torch.full_like(logits, float("-inf")))
+        return logits
+
+    @property
+    def root_kv(self) -> np.uint64:
+        return _ROOT_KV
+
+    def new_cache(self) -> "ToyCache":
+        return ToyCache(self)
+
+    def new_batch_cache(self, batch: int, capacity: int) -> "BatchCache":
+        return BatchCache(self, batch, capacity)
+
+
+class ToyCache:
+    """One request's cache: ``forward(tokens)`` stores them and returns the logits after each; ``crop(n)`` keeps
+    the first n entries. Logits come only from what is stored."""
+
+    def __init__(self, model: ToyModel):
+        self.model = model
+        self.tokens: list[int] = []
+        self.kv: list[np.uint64] = []
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def forward(self, tokens: Sequence[int]) -> torch.Tensor:  # [k] -> [k, V]
+        check(len(tokens) > 0, "forward() needs at least one token.")
+        self.model.vocab.check_tokens(tokens)
+        prev = self.kv[-1] if self.kv else self.model.root_kv
+        out = np.empty(len(tokens), dtype=np.uint64)
+        for i, tok in enumerate(tokens):
+            prev = step_kv(np.array([prev], dtype=np.uint64), np.array([tok]))[0]
+            out[i] = prev
+        self.tokens.extend(int(t) for t in tokens)
+        self.kv.extend(out)
+        return self.model.head(out)
+
+    def crop(self, length: int) -> None:
+        check(isinstance(length, int) and 0 <= length <= len(self.tokens),
+              f"length={length!r} must lie in [0, {len(self.tokens)}] (the stored length).")
+        del self.tokens[length:], self.kv[length:]
+
+
+class BatchCache:
+    """A cache over B rows in arrays (for vectorized decoders): ``kv`` uint64 [B, capacity], ``lengths`` [B]."""
+
+    def __init__(self, model: ToyModel, batch: int, capacity: int):
+        check(isinstance(batch, int) and batch >= 1, f"batch={batch!r} must be an int >= 1.")
+        check(isinstance(capacity, int) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1.")
+        self.model = model
+        self.tokens = np.zeros((batch, capacity), dtype=np.int64)
+        self.kv = np.zeros((batch, capacity), dtype=np.uint64)
+        self.lengths = np.zeros(batch, dtype=np.int64)
+
+    def forward(self, rows: np.ndarray, tokens: np.ndarray) -> torch.Tensor:  # [n], [n, k] -> [n, k, V]
+        n, k = tokens.shape
+        start = self.lengths[rows]
+        if int((start + k).max(initial=0)) > self.kv.shape[1]:
+            raise InvalidArgument(f"forward() past capacity={self.kv.shape[1]!r}; open the cache with more room.")
+        prev = np.where(start > 0, self.kv[rows, np.maximum(start - 1, 0)], _ROOT_KV)
+        out = np.empty((n, k), dtype=np.uint64)
+        for j in range(k):
+            prev = step_kv(prev, tokens[:, j])
+            out[:, j] = prev
+        cols = start[:, None] + np.arange(k)
+        self.kv[rows[:, None], cols] = out
+        self.tokens[rows[:, None], cols] = tokens
+        self.lengths[rows] = start + k
+        return self.model.head(out.reshape(-1)).reshape(n, k, -1)
+
+    def crop(self, rows: np.ndarray, lengths: np.ndarray) -> None:
+        check(bool(np.all(lengths <= self.lengths[rows])) and bool(np.all(lengths >= 0)),
+              "crop() lengths must lie in [0, stored length] per row.")
+        self.lengths[rows] = lengths
+
+
+# ------------------------------------------------------------------------------------------------------ families
+
+
+def random_target(vocab: Vocab, *, seed: int, scale: float = 1.0, zero_rate: float = 0.0,
+                  eos_bias: float = 0.0) -> ToyModel:
+    """A random target; larger ``scale`` is more deterministic (scale 8: near-deterministic rows)."""
+    return ToyModel(vocab=vocab, seed=seed, scale=scale, zero_rate=zero_rate, eos_bias=eos_bias)
+
+
+def draft_near(target: ToyModel, *, distance: float, seed: int, zero_rate: float = 0.0,
+               scale: float = 1.0) -> ToyModel:
+    """A draft mixing ``target`` with an independent random model: TV(target, draft) = distance × TV(target,
+    independent row) per row (≈ 0.3–0.6 × distance). ``zero_rate`` > 0 gives q(x) = 0 where p(x) > 0."""
+    check(0 <= distance <= 1, f"distance={distance!r} must lie in [0, 1] (0 = exact copy).")
+    return ToyModel(vocab=target.vocab, seed=seed, scale=scale, base=target, mix=float(distance),
+                    zero_rate=zero_rate)
+
+
+def draft_copy(target: ToyModel) -> ToyModel:
+    """A draft equal to the target (every draft accepted)."""
+    return ToyModel(vocab=target.vocab, seed=target.seed + 1, base=target, mix=0.0)

@@ -1,0 +1,78 @@
+"""The public protocol an engine adapter implements (DESIGN.md, "Public protocol")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+from specverify.errors import check
+from specverify.params import PROCESSOR_FIELDS, SamplingParams
+
+__all__ = ["Request", "Completion", "Decoder", "FINISH_REASONS", "EXTRA_CAPABILITIES", "MINIMUM_CAPABILITIES",
+           "capabilities_of", "SampleCounts"]
+
+FINISH_REASONS = ("eos", "stop", "length", "no_token")
+EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")
+MINIMUM_CAPABILITIES = frozenset({"temperature", "max_tokens"})
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request: ``prompt`` (>= 1 token, the last one is fed first), ``params``, ``num_draft_tokens``
+    (γ >= 1) and an optional ``seed`` (None: unseeded, yet independent of every other request)."""
+
+    prompt: tuple[int, ...]
+    params: SamplingParams
+    num_draft_tokens: int = 1
+    seed: Optional[int] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "prompt", tuple(int(t) for t in self.prompt))
+        check(len(self.prompt) >= 1, f"prompt={self.prompt!r} must hold at least one token (a BOS at least).")
+        check(all(t >= 0 for t in self.prompt), f"prompt={self.prompt!r} must hold non-negative token ids.")
+        check(isinstance(self.params, SamplingParams), f"params={self.params!r} must be a SamplingParams.")
+        check(isinstance(self.num_draft_tokens, int) and not isinstance(self.num_draft_tokens, bool)
+              and self.num_draft_tokens >= 1,
+              f"num_draft_tokens={self.num_draft_tokens!r} must be an int >= 1 (γ, drafts per round).")
+        check(self.seed is None or (isinstance(self.seed, int) and 0 <= self.seed < 2**63),
+              f"seed={self.seed!r} must be None or an int in [0, 2**63).")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The decoder's answer to one request: tokens generated (EOS included when it finished), the finish reason,
+    optionally the chunks as streamed and the number of accepted drafts per round."""
+
+    tokens: tuple[int, ...]
+    finish_reason: str
+    stream: Optional[tuple[tuple[int, ...], ...]] = None
+    accepted: Optional[tuple[int, ...]] = None
+
+
+@dataclass(frozen=True)
+class SampleCounts:
+    """Result of the optional fast path ``decoder.sample(request, n)``: ``outcomes`` maps (tokens, finish_reason)
+    to its count over n independent draws; ``accepted`` maps an accepted-draft count per round to its count
+    (None when the decoder does not report it)."""
+
+    outcomes: Mapping[tuple[tuple[int, ...], str], int]
+    accepted: Optional[Mapping[int, int]] = None
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    """``decoder(requests) -> completions``, one per request, in order; ``capabilities`` optional."""
+
+    def __call__(self, requests: Sequence[Request]) -> Sequence[Completion]: ...
+
+
+def capabilities_of(decoder) -> frozenset[str]:
+    """The decoder's declared capabilities, or the minimum (temperature, max_tokens) when it declares none."""
+    caps = getattr(decoder, "capabilities", None)
+    if caps is None:
+        return MINIMUM_CAPABILITIES
+    known = set(PROCESSOR_FIELDS) | set(EXTRA_CAPABILITIES)
+    unknown = sorted(set(caps) - known)
+    check(not unknown, f"capabilities={sorted(caps)!r} holds unknown names {unknown!r}; expected SamplingParams "
+          f"field names or {EXTRA_CAPABILITIES!r}.")
+    return frozenset(caps) | MINIMUM_CAPABILITIES

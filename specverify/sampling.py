@@ -1,0 +1,274 @@
+"""Canonical sampling: the processor pipeline, the single-position rule, residuals and inverse-CDF draws.
+
+Everything that decides a law lives here so that ``reference`` and ``kernels`` build on one definition
+(DESIGN.md, "Canonical semantics"). All probabilities are float64 unless a caller passes another float dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from specverify.errors import InvalidArgument, check
+from specverify.params import SamplingParams
+
+__all__ = [
+    "process_logits", "next_token_probs", "grammar_mask", "verify_candidate", "residual_probs",
+    "sample_from_uniforms", "keyed_uniforms", "Purpose",
+]
+
+
+class Purpose:
+    """RNG purposes: a draw is keyed by (request seed, position, purpose) (DESIGN.md, RNG)."""
+
+    DRAFT = 1  # the draft's proposal at a position
+    ACCEPT = 2  # the acceptance test of the draft at a position
+    TARGET = 3  # a recovered or bonus token (residual or target row) at a position
+    PLAIN = 4  # plain autoregressive sampling at a position
+    REQUEST = 5  # deriving per-draw seeds for repeated draws of one request
+
+
+# --------------------------------------------------------------------------------------------------- processors
+
+
+def _check_logits(logits: torch.Tensor) -> None:
+    check(isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[1] > 0,
+          f"logits.shape={tuple(getattr(logits, 'shape', ()))!r} must be [B, V] with V >= 1 "
+          "(pass a torch tensor; next_token_probs also takes a single [V] row).")
+    bad = torch.isnan(logits) | (logits == float("inf"))
+    if bool(bad.any()):
+        rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:5]
+        raise InvalidArgument(f"logits rows {rows!r} hold NaN or +inf: logits must be finite or -inf (masked). "
+                              "Check the model's output before sampling.")
+
+
+def _penalize(logits, params, seen, counts):  # [B, V], bool [B, V], [B, V] -> [B, V]
+    if params.repetition_penalty != 1.0 and seen is not None:
+        penalized = torch.where(logits > 0, logits / params.repetition_penalty, logits * params.repetition_penalty)
+        logits = torch.where(seen, penalized, logits)
+    if counts is not None and (params.frequency_penalty or params.presence_penalty):
+        finite = torch.isfinite(logits)
+        shift = params.frequency_penalty * counts + params.presence_penalty * (counts > 0).to(logits.dtype)
+        logits = torch.where(finite, logits - shift, logits)
+    return logits
+
+
+def _mask(logits, params, num_generated, allowed, eos_token_id):  # [B, V] -> [B, V]
+    neg_inf = torch.tensor(float("-inf"), dtype=logits.dtype)
+    if params.bad_token_ids:
+        ids = [t for t in params.bad_token_ids if t < logits.shape[1]]
+        logits = logits.clone()
+        logits[:, ids] = neg_inf
+    if params.min_tokens > 0 and not params.ignore_eos:
+        check(eos_token_id is not None, "eos_token_id=None but min_tokens > 0: pass the vocabulary's EOS id.")
+        early = torch.as_tensor(num_generated) < params.min_tokens  # [B]
+        logits = logits.clone()
+        logits[:, eos_token_id] = torch.where(early, neg_inf, logits[:, eos_token_id])
+    if allowed is not None:
+        logits = torch.where(allowed, logits, neg_inf)
+    return logits
+
+
+def _truncate(probs, params):  # [B, V] -> [B, V], rows renormalised
+    if params.top_k and params.top_k < probs.shape[1]:
+        order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order[:, : params.top_k], True)
+        probs = _renormalize(torch.where(keep, probs, torch.zeros_like(probs)))
+    if params.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        mass_before = torch.cumsum(sorted_probs, -1) - sorted_probs  # exclusive cumulative mass
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order, mass_before < params.top_p)
+        probs = _renormalize(torch.where(keep, probs, torch.zeros_like(probs)))
+    if params.min_p > 0.0:
+        floor = params.min_p * probs.max(-1, keepdim=True).values
+        probs = _renormalize(torch.where(probs >= floor, probs, torch.zeros_like(probs)))
+    return probs
+
+
+def _renormalize(probs):  # [B, V] -> [B, V]; all-zero rows stay zero
+    mass = probs.sum(-1, keepdim=True)
+    return torch.where(mass > 0, probs / mass.clamp_min(torch.finfo(probs.dtype).tiny), probs)
+
+
+def process_logits(logits, params: SamplingParams, *, seen=None, counts=None, num_generated=0, allowed=None,
+                   eos_token_id=None) -> torch.Tensor:
+    """Batched canonical pipeline: raw logits [B, V] -> next-token law [B, V] (float64).
+
+    Parameters
+    ----------
+    logits : torch.Tensor [B, V]
+        Raw logits; -inf entries are masked tokens. NaN or +inf raise ``InvalidArgument``.
+    params : SamplingParams
+        One configuration for the whole batch.
+    seen : bool tensor [B, V], optional
+        Tokens present in prompt + generated (repetition penalty).
+    counts : tensor [B, V], optional
+        Occurrences of each token among the generated tokens (frequency / presence penalties).
+    num_generated : int or int tensor [B]
+        Tokens generated so far (``min_tokens`` masks EOS while this is below it).
+    allowed : bool tensor [B, V], optional
+        Grammar mask (EOS column = accepting state).
+    eos_token_id : int, optional
+        Needed when ``min_tokens > 0``.
+
+    Returns
+    -------
+    torch.Tensor [B, V]
+        Rows sum to 1, or are all zero where no token has positive probability (``no_token``). Greedy
+        (temperature 0) rows are one-hot at the argmax of the processed logits, lowest index on ties.
+    """
+    _check_logits(logits)
+    logits = logits.to(torch.float64)
+    logits = _mask(logits, params, num_generated, allowed, eos_token_id)
+    logits = _penalize(logits, params, seen, counts)
+    alive = torch.isfinite(logits).any(-1, keepdim=True)  # [B, 1]
+    if params.temperature == 0:
+        hot = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[1]).to(torch.float64)
+        return torch.where(alive, hot, torch.zeros_like(hot))
+    scaled = torch.where(alive, logits / params.temperature, torch.zeros_like(logits))
+    probs = torch.softmax(scaled, dim=-1)
+    probs = torch.where(alive & torch.isfinite(logits), probs, torch.zeros_like(probs))
+    return _truncate(probs, params)
+
+
+def grammar_mask(grammar, states: Sequence, vocab_size: int, eos_token_id: int) -> torch.Tensor:
+    """Bool [B, V]: non-EOS tokens the grammar allows in each state, EOS where the state is accepting."""
+    mask = torch.zeros((len(states), vocab_size), dtype=torch.bool)
+    for row, state in enumerate(states):
+        ids = [t for t in grammar.allowed(state) if t < vocab_size and t != eos_token_id]
+        mask[row, ids] = True
+        mask[row, eos_token_id] = bool(grammar.accepting(state))
+    return mask
+
+
+def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], generated: Sequence[int],
+                     grammar_state=None, eos_token_id: int | None = None) -> torch.Tensor:
+    """The next-token law of plain target sampling after ``prompt + generated`` (DESIGN.md order).
+
+    ``logits`` is one row [V] (returns [V]) or the same history's rows stacked [B, V]. Penalty state is computed
+    from ``prompt`` and ``generated``; ``grammar_state`` defaults to the grammar's initial state advanced over
+    ``generated``. A row with no token of positive probability comes back all zeros (``no_token``), never NaN.
+
+    Examples
+    --------
+    >>> import torch
+    >>> next_token_probs(torch.tensor([0.0, 0.0, 1.0]), SamplingParams(temperature=0), prompt=[0], generated=[])
+    tensor([0., 0., 1.], dtype=torch.float64)
+    """
+    check(isinstance(logits, torch.Tensor), f"logits={type(logits).__name__} must be a torch tensor.")
+    single = logits.ndim == 1
+    rows = logits[None] if single else logits
+    check(rows.ndim == 2, f"logits.shape={tuple(logits.shape)!r} must be [V] or [B, V].")
+    vocab = rows.shape[1]
+    history = list(prompt) + list(generated)
+    check(all(isinstance(t, (int, np.integer)) and 0 <= t < vocab for t in history),
+          f"prompt + generated={history!r} must hold token ids in [0, {vocab}).")
+    ids = torch.as_tensor(history, dtype=torch.long)
+    seen = torch.zeros(vocab, dtype=torch.bool)
+    seen[ids] = True
+    counts = torch.bincount(torch.as_tensor(list(generated), dtype=torch.long), minlength=vocab).to(torch.float64)
+    allowed = None
+    if params.grammar is not None:
+        check(eos_token_id is not None, "eos_token_id=None but params.grammar is set: pass the vocabulary's EOS id.")
+        if grammar_state is None:
+            grammar_state = params.grammar.initial_state
+            for tok in generated:
+                grammar_state = params.grammar.advance(grammar_state, int(tok))
+        allowed = grammar_mask(params.grammar, [grammar_state], vocab, eos_token_id).expand(rows.shape[0], -1)
+    probs = process_logits(rows, params, seen=seen.expand(rows.shape[0], -1), counts=counts.expand(rows.shape[0], -1),
+                           num_generated=len(generated), allowed=allowed, eos_token_id=eos_token_id)
+    return probs[0] if single else probs
+
+
+# ------------------------------------------------------------------------------------- the single-position rule
+
+
+def verify_candidate(target, draft, token, uniform):
+    """Single-position exact acceptance (the seed's reference): ``(True, None)`` or ``(False, residual)``.
+
+    Accept ``token`` iff ``uniform < min(1, target[token] / draft[token])``; on rejection return the normalised
+    positive residual ``(target - draft)_+``. Raises ``ValueError`` (``InvalidArgument``) on misaligned or invalid
+    distributions, a token the draft could not have sampled, a uniform outside [0, 1), and on a rejection with no
+    residual mass (here, unlike ``residual_probs``, there is no fallback).
+    """
+    if target.ndim != 1 or target.shape != draft.shape or target.numel() == 0:
+        raise InvalidArgument(f"target.shape={tuple(target.shape)!r}, draft.shape={tuple(draft.shape)!r}: expected "
+                              "two aligned non-empty 1-D distributions over one vocabulary.")
+    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < target.numel():
+        raise InvalidArgument(f"token={token!r} must be an int indexing the shared vocabulary [0, {target.numel()}).")
+    for name, dist in (("target", target), ("draft", draft)):
+        if not bool(torch.all(torch.isfinite(dist) & (dist >= 0))):
+            raise InvalidArgument(f"{name} holds negative or non-finite entries: pass probabilities, not logits.")
+        if abs(float(dist.sum()) - 1.0) > 1e-6:
+            raise InvalidArgument(f"{name} sums to {float(dist.sum())!r}, expected 1 (atol=1e-6). Did you pass logits?")
+    if not 0 <= float(uniform) < 1:
+        raise InvalidArgument(f"uniform={float(uniform)!r} must lie in [0, 1).")
+    if draft[token] <= 0:
+        raise InvalidArgument(f"token={token!r} has draft probability 0: the draft could not have sampled it.")
+    if float(uniform) * float(draft[token]) < float(target[token]):  # u < min(1, p/q), without dividing
+        return True, None
+    residual = (target - draft).clamp_min(0)
+    if residual.sum() <= 0:
+        raise InvalidArgument("rejection has no residual mass (target == draft where it matters): "
+                              "this cannot happen for exact distributions; check the inputs.")
+    return False, residual / residual.sum()
+
+
+def residual_probs(target_probs, draft_probs):  # [..., V], [..., V] -> [..., V]
+    """Normalised ``(target_probs - draft_probs).clamp_min(0)``; rows without positive mass fall back to
+    ``target_probs`` (DESIGN.md: float rounding makes that reachable; never divide by zero)."""
+    residual = (target_probs - draft_probs).clamp_min(0)
+    mass = residual.sum(-1, keepdim=True)
+    return torch.where(mass > 0, residual / mass.clamp_min(torch.finfo(mass.dtype).tiny), target_probs)
+
+
+def sample_from_uniforms(probs, uniforms):  # [B, V], [B] -> [B] int64
+    """Inverse-CDF categorical draw: the smallest index ``i`` with ``uniform * total < cdf[i]``.
+
+    Zero-probability entries can never be returned; a uniform so close to 1 that rounding runs past the last
+    positive entry returns that last positive entry (never a trailing zero-probability index). Rows without
+    positive mass return -1.
+    """
+    cdf = torch.cumsum(probs, -1)
+    total = cdf[..., -1:]
+    index = (cdf <= uniforms[..., None].to(cdf.dtype) * total).sum(-1)
+    positive = probs > 0
+    vocab = probs.shape[-1]
+    last_positive = vocab - 1 - torch.flip(positive, dims=(-1,)).to(torch.int8).argmax(-1)
+    index = torch.minimum(index, last_positive)
+    return torch.where(positive.any(-1), index, torch.full_like(index, -1))
+
+
+# --------------------------------------------------------------------------------------------------- keyed RNG
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic is defined for numpy arrays)."""
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def keyed_uniforms(seeds, positions, purpose: int) -> np.ndarray:
+    """Uniforms in [0, 1) keyed by (request seed, position, purpose), never by batch index (DESIGN.md, RNG).
+
+    ``seeds`` and ``positions`` are int arrays (broadcast); returns float64 with 53 random bits.
+
+    Examples
+    --------
+    >>> a = keyed_uniforms([7, 8], [3, 3], Purpose.ACCEPT)
+    >>> bool(a[0] == keyed_uniforms([7], [3], Purpose.ACCEPT)[0]) and bool(a[0] != a[1])
+    True
+    """
+    with np.errstate(over="ignore"):
+        s = np.asarray(seeds).astype(np.uint64)
+        p = np.asarray(positions).astype(np.uint64)
+        x = _mix64(s * _GOLDEN + np.uint64(purpose))
+        x = _mix64(x ^ (p * _MIX1 + np.uint64(0x632BE59BD9B4E019)))
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
