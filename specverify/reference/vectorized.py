@@ -1,0 +1,336 @@
+"""The vectorized reference decoder: chain speculative sampling over many requests at once, in arrays.
+
+It keeps incremental per-request state — KV caches, penalty counts, grammar and stop-matcher states, the stream
+log — and rolls it back each round; it never rebuilds state from the committed tokens, so a rollback mutation (the
+zoo) changes its law and is caught. Each step of a round is a small method a zoo entry can override.
+
+Layout: a *group* is B rows sharing one prompt, one ``SamplingParams`` and one γ. Rows finish independently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from specverify.errors import check
+from specverify.params import PROCESSOR_FIELDS, SamplingParams
+from specverify.protocol import Completion, Request, SampleCounts
+from specverify.reference.stops import stop_tables
+from specverify.sampling import Purpose, keyed_uniforms, process_logits, residual_probs, sample_from_uniforms
+
+__all__ = ["VectorizedDecoder", "GroupResult", "REASONS"]
+
+REASONS = ("", "eos", "stop", "length", "no_token")
+EOS, STOP, LENGTH, NO_TOKEN = 1, 2, 3, 4
+
+
+@dataclass
+class GroupResult:
+    """Outputs of one group: generated tokens [B, max_tokens] (valid up to ``lengths``), reason codes [B] (index
+    into ``REASONS``), accepted drafts per round [B, R] and tokens committed per round [B, R] (-1 / 0 padded)."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    reasons: np.ndarray
+    accepted: np.ndarray
+    chunk_sizes: np.ndarray
+
+
+class _State:
+    """Committed per-row state of a group (arrays), plus the caches."""
+
+    def __init__(self, dec, prompt, params, gamma, seeds):
+        vocab = dec.vocab
+        b, size = len(seeds), vocab.size
+        self.params, self.gamma, self.b = params, gamma, b
+        self.seeds = seeds
+        self.prompt_len = len(prompt)
+        self.out = np.zeros((b, params.max_tokens), dtype=np.int64)
+        self.n_gen = np.zeros(b, dtype=np.int64)
+        self.reason = np.zeros(b, dtype=np.int64)
+        self.seen = torch.zeros((b, size), dtype=torch.bool)
+        self.seen[:, list(prompt)] = True
+        self.counts = torch.zeros((b, size), dtype=torch.float64)
+        self.last = np.full(b, prompt[-1], dtype=np.int64)
+        capacity = len(prompt) + params.max_tokens + gamma + 1
+        self.target_cache = dec.target.new_batch_cache(b, capacity)
+        self.draft_cache = dec.draft.new_batch_cache(b, capacity)
+        if len(prompt) > 1:
+            rows, pre = np.arange(b), np.tile(np.asarray(prompt[:-1], dtype=np.int64), (b, 1))
+            self.target_cache.forward(rows, pre)
+            self.draft_cache.forward(rows, pre)
+        self.gstate = np.zeros(b, dtype=np.int64)
+        self.grammar = None
+        if params.grammar is not None:
+            allowed, nxt = params.grammar.tables(size, vocab.eos_token_id)
+            self.grammar = (torch.from_numpy(allowed), nxt)
+            self.gstate[:] = params.grammar.initial_state
+        self.stops = stop_tables(vocab.strings, params.stop) if params.stop else None
+        self.sstate = np.zeros(b, dtype=np.int64)
+        self.rounds = 0
+        self.accepted = np.full((b, params.max_tokens), -1, dtype=np.int64)
+        self.chunks = np.zeros((b, params.max_tokens), dtype=np.int64)
+
+
+class VectorizedDecoder:
+    """Reference chain speculative decoder over arrays; follows DESIGN.md's protocol.
+
+    ``decoder(requests)`` returns one ``Completion`` per request; ``decoder.sample(request, n)`` returns the counts
+    of distinct outcomes over n independent draws (the certifier's fast path). Unseeded requests get fresh 63-bit
+    seeds from this decoder's own generator (``entropy``), so they are independent of each other.
+    """
+
+    capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream", "accepted"}
+
+    def __init__(self, target, draft, *, entropy=None):
+        check(target.vocab == draft.vocab, "target and draft must share one vocabulary (same token space).")
+        self.target, self.draft, self.vocab = target, draft, target.vocab
+        self._rng = np.random.default_rng(entropy)
+
+    # ------------------------------------------------------------------------------------------- protocol
+    def __call__(self, requests):
+        requests = list(requests)
+        for i, req in enumerate(requests):
+            check(isinstance(req, Request), f"requests[{i}]={req!r} must be a specverify Request.")
+            self.vocab.check_tokens(req.prompt, f"requests[{i}].prompt")
+        seeds = self._request_seeds([r.seed for r in requests])
+        groups: dict = {}
+        for i, req in enumerate(requests):
+            groups.setdefault((req.prompt, req.params, req.num_draft_tokens), []).append(i)
+        completions = [None] * len(requests)
+        for (prompt, params, gamma), members in groups.items():
+            result = self.run_group(prompt, params, gamma, seeds[members])
+            for row, i in enumerate(members):
+                completions[i] = _completion(result, row)
+        return completions
+
+    def sample(self, request: Request, n: int) -> SampleCounts:
+        """Counts of distinct outcomes over ``n`` independent draws of ``request`` (seeded: draw i uses a seed
+        derived from (request.seed, i); unseeded: fresh seeds)."""
+        check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
+        check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1.")
+        self.vocab.check_tokens(request.prompt, "request.prompt")
+        if request.seed is None:
+            seeds = self._request_seeds([None] * n)
+        else:
+            seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
+        result = self.run_group(request.prompt, request.params, request.num_draft_tokens, seeds)
+        return SampleCounts(outcomes=_count_outcomes(result, self.vocab.size),
+                            accepted=_count_accepted(result.accepted))
+
+    def _request_seeds(self, seeds) -> np.ndarray:
+        fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)
+        given = np.array([0 if s is None else s for s in seeds], dtype=np.uint64)
+        return np.where(np.array([s is None for s in seeds], dtype=bool), fresh, given)
+
+    # ------------------------------------------------------------------------------------------- one group
+    def run_group(self, prompt, params: SamplingParams, gamma: int, seeds: np.ndarray) -> GroupResult:
+        st = _State(self, prompt, params, gamma, np.asarray(seeds, dtype=np.uint64))
+        active = np.arange(st.b)
+        while active.size:
+            self.round(st, active)
+            st.rounds += 1
+            active = np.flatnonzero(st.reason == 0)
+        return GroupResult(tokens=st.out, lengths=st.n_gen, reasons=st.reason,
+                           accepted=st.accepted[:, : st.rounds], chunk_sizes=st.chunks[:, : st.rounds])
+
+    def round(self, st: _State, rows: np.ndarray) -> None:
+        """One transaction: draft γ tokens, verify, commit the accepted prefix + one token, roll back the rest."""
+        st.round_start = st.n_gen.copy()
+        drafts, draft_probs, draft_len = self.propose(st, rows)
+        target_probs = self.verify(st, rows, drafts)
+        self.accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
+        self.rollback(st, rows, drafts)
+
+    def uniforms(self, st, rows, offset, purpose) -> torch.Tensor:
+        """Keyed draws for the token at generated position (round start + offset) of each row."""
+        positions = st.round_start[rows] + offset
+        return torch.from_numpy(keyed_uniforms(st.seeds[rows], positions, purpose))
+
+    def law(self, st, logits, prov, num_generated) -> torch.Tensor:  # [n, V] -> [n, V]
+        seen, counts, gstate = prov
+        allowed = st.grammar[0][torch.from_numpy(gstate)] if st.grammar is not None else None
+        return process_logits(logits, st.params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
+                              allowed=allowed, eos_token_id=self.vocab.eos_token_id)
+
+    def provisional(self, st, rows):
+        """A copy of the committed history state (snapshot) that drafts may advance."""
+        return st.seen[rows].clone(), st.counts[rows].clone(), st.gstate[rows].copy()
+
+    def advance(self, st, prov, tokens: np.ndarray):
+        seen, counts, gstate = prov
+        idx = torch.from_numpy(tokens)[:, None]
+        seen.scatter_(1, idx, True)
+        counts.scatter_add_(1, idx, torch.ones(idx.shape, dtype=counts.dtype))
+        if st.grammar is not None:
+            gstate = st.grammar[1][gstate, tokens]
+        return seen, counts, gstate
+
+    # ------------------------------------------------------------------------------------------- draft
+    def propose(self, st, rows):
+        """Draft γ tokens per row from the draft's processed law; rows whose draft row has no mass stop drafting."""
+        n, gamma = rows.size, st.gamma
+        drafts = np.zeros((n, gamma), dtype=np.int64)
+        draft_probs = torch.zeros((n, gamma, self.vocab.size), dtype=torch.float64)
+        draft_len = np.full(n, gamma, dtype=np.int64)
+        prov = self.provisional(st, rows)
+        feed = st.last[rows]
+        for k in range(gamma):
+            logits = st.draft_cache.forward(rows, feed[:, None])[:, 0]
+            q = self.law(st, logits, prov, st.n_gen[rows] + k)
+            tok = sample_from_uniforms(q, self.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
+            dead = (tok < 0) & (draft_len == gamma)
+            draft_len[dead] = k
+            tok = np.maximum(tok, 0)
+            drafts[:, k], draft_probs[:, k] = tok, q
+            prov = self.advance(st, prov, tok)
+            feed = tok
+        return drafts, draft_probs, draft_len
+
+    # ------------------------------------------------------------------------------------------- verify
+    def verify(self, st, rows, drafts) -> torch.Tensor:  # -> [n, γ+1, V]
+        """One target call over [last, x_0 .. x_{γ-1}]; position k's processors see the drafts before it."""
+        feed = np.concatenate([st.last[rows][:, None], drafts], axis=1)
+        logits = st.target_cache.forward(rows, feed)
+        prov = self.provisional(st, rows)
+        out = []
+        for k in range(st.gamma + 1):
+            out.append(self.law(st, logits[:, k], prov, st.n_gen[rows] + k))
+            if k < st.gamma:
+                prov = self.advance(st, prov, drafts[:, k])
+        return torch.stack(out, dim=1)
+
+    def accept(self, target_p, draft_q, u) -> torch.Tensor:  # [n], [n], [n] -> bool [n]
+        return u * draft_q < target_p
+
+    def recover(self, target_row, draft_row, u) -> torch.Tensor:  # [n, V], [n, V], [n] -> [n]
+        return sample_from_uniforms(residual_probs(target_row, draft_row), u)
+
+    def bonus(self, target_row, u) -> torch.Tensor:  # [n, V], [n] -> [n]
+        return sample_from_uniforms(target_row, u)
+
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        live = np.ones(rows.size, dtype=bool)  # still inside this round
+        accepted = np.zeros(rows.size, dtype=np.int64)
+        committed = np.zeros(rows.size, dtype=np.int64)
+        for k in range(st.gamma + 1):
+            sel = np.flatnonzero(live)
+            if sel.size == 0:
+                break
+            p_row = target_probs[sel, k]
+            dead = (p_row.sum(-1) <= 0).numpy()
+            if dead.any():
+                self.finish(st, rows[sel[dead]], NO_TOKEN)
+                live[sel[dead]] = False
+                sel, p_row = sel[~dead], p_row[~dead]
+            has_draft = draft_len[sel] > k
+            tok = np.empty(sel.size, dtype=np.int64)
+            ends = ~has_draft
+            d = np.flatnonzero(has_draft)
+            if d.size:
+                x = torch.from_numpy(drafts[sel[d], k])
+                q_row = draft_probs[sel[d], k]
+                p_x = p_row[d].gather(1, x[:, None])[:, 0]
+                q_x = q_row.gather(1, x[:, None])[:, 0]
+                ok = self.accept(p_x, q_x, self.uniforms(st, rows[sel[d]], k, Purpose.ACCEPT)).numpy()
+                tok[d[ok]] = drafts[sel[d[ok]], k]
+                accepted[sel[d[ok]]] += 1
+                rej = d[~ok]
+                if rej.size:
+                    u = self.uniforms(st, rows[sel[rej]], k, Purpose.TARGET)
+                    tok[rej] = self.recover(p_row[rej], q_row[~ok], u).numpy()
+                    ends[rej] = True
+            b = np.flatnonzero(~has_draft)
+            if b.size:
+                tok[b] = self.bonus(p_row[b], self.uniforms(st, rows[sel[b]], k, Purpose.TARGET)).numpy()
+            self.commit(st, rows[sel], tok)
+            committed[sel] += 1
+            live[sel[ends]] = False
+            live[sel[st.reason[rows[sel]] != 0]] = False
+        r = st.rounds
+        st.accepted[rows, r] = accepted
+        st.chunks[rows, r] = committed
+
+    # ------------------------------------------------------------------------------------------- commit
+    def commit(self, st, rows, tokens: np.ndarray) -> None:
+        """Append one token per row to the committed state and decide finishing (DESIGN.md order)."""
+        params = st.params
+        pos = st.n_gen[rows]
+        st.out[rows, pos] = tokens
+        st.n_gen[rows] = pos + 1
+        idx = torch.from_numpy(rows)
+        tok = torch.from_numpy(tokens)
+        st.seen[idx, tok] = True
+        st.counts[idx, tok] += 1
+        if st.grammar is not None:
+            st.gstate[rows] = st.grammar[1][st.gstate[rows], tokens]
+        stop_hit = np.zeros(rows.size, dtype=bool)
+        if st.stops is not None:
+            stop_hit = st.stops.hit[st.sstate[rows], tokens]
+            st.sstate[rows] = st.stops.next_state[st.sstate[rows], tokens]
+            if params.stop_after_min_tokens:
+                stop_hit &= pos + 1 >= params.min_tokens
+        is_eos = (tokens == self.vocab.eos_token_id) & (not params.ignore_eos)
+        reason = np.where(is_eos, EOS, np.where(stop_hit, STOP, np.where(pos + 1 >= params.max_tokens, LENGTH, 0)))
+        st.reason[rows] = reason
+        st.last[rows] = tokens
+
+    def finish(self, st, rows, reason: int) -> None:
+        st.reason[rows] = reason
+
+    # ------------------------------------------------------------------------------------------- rollback
+    def rollback(self, st, rows, drafts) -> None:
+        """Crop both caches to the committed tokens except the last (fed first next round); append committed
+        tokens a cache is missing (the last accepted draft after full acceptance)."""
+        alive = rows[st.reason[rows] == 0]
+        if alive.size == 0:
+            return
+        keep = st.prompt_len + st.n_gen[alive] - 1
+        for cache in (st.target_cache, st.draft_cache):
+            stored = cache.lengths[alive]
+            cache.crop(alive, np.minimum(stored, keep))
+            short = np.flatnonzero(stored < keep)
+            if short.size:
+                r = alive[short]
+                cache.forward(r, st.out[r, st.n_gen[r] - 2][:, None])
+
+
+def _completion(result: GroupResult, row: int) -> Completion:
+    n = int(result.lengths[row])
+    tokens = tuple(int(t) for t in result.tokens[row, :n])
+    sizes = [int(s) for s in result.chunk_sizes[row] if s > 0]
+    stream, start = [], 0
+    for size in sizes:
+        stream.append(tokens[start:start + size])
+        start += size
+    accepted = tuple(int(a) for a in result.accepted[row] if a >= 0)
+    return Completion(tokens=tokens, finish_reason=REASONS[int(result.reasons[row])], stream=tuple(stream),
+                      accepted=accepted)
+
+
+def _count_outcomes(result: GroupResult, vocab_size: int) -> dict:
+    """Distinct (tokens, finish_reason) with counts, by encoding each row into one integer key."""
+    width = result.tokens.shape[1]
+    base = vocab_size + 1
+    valid = np.arange(width)[None, :] < result.lengths[:, None]
+    digits = np.where(valid, result.tokens + 1, 0)
+    if width * np.log2(base) + 3 < 62:
+        key = result.reasons.astype(np.int64)
+        for j in range(width):
+            key = key * base + digits[:, j]
+        _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    else:
+        rows = np.column_stack([result.reasons, digits])
+        _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    out = {}
+    for row, count in zip(first, counts):
+        n = int(result.lengths[row])
+        out[(tuple(int(t) for t in result.tokens[row, :n]), REASONS[int(result.reasons[row])])] = int(count)
+    return out
+
+
+def _count_accepted(accepted: np.ndarray) -> dict:
+    values, counts = np.unique(accepted[accepted >= 0], return_counts=True)
+    return {int(v): int(c) for v, c in zip(values, counts)}
