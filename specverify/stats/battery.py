@@ -1,0 +1,150 @@
+"""The per-scenario test battery and Holm's step-down procedure across scenarios."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specverify.errors import InvalidArgument
+from specverify.stats._checks import as_expected, as_probability
+from specverify.stats.gof import GofResult, goodness_of_fit
+from specverify.stats.targeted import (
+    MaxCellResult,
+    OutcomeResidual,
+    SurprisalResult,
+    max_cell_test,
+    surprisal_test,
+    worst_outcomes,
+)
+from specverify.stats.tv import TVResult, tv_estimate
+
+__all__ = ["BatteryResult", "battery", "holm", "BATTERY_TESTS"]
+
+BATTERY_TESTS = ("cressie-read", "surprisal", "max-cell")
+
+
+@dataclass(frozen=True)
+class BatteryResult:
+    """Result of :func:`battery`.
+
+    Attributes
+    ----------
+    passed : bool
+        True when no test of the battery rejects at ``alpha_per_test``.
+    tests : tuple of (str, float)
+        ``(name, pvalue)`` for each test, in the order of ``BATTERY_TESTS``.
+    pvalue_min : float
+        Smallest p-value of the battery.
+    alpha_per_test : float
+        ``alpha / 3``: the level each test is run at (Bonferroni inside the battery).
+    gof, surprisal, max_cell : GofResult, SurprisalResult, MaxCellResult
+        The full results of the three tests.
+    tv : TVResult
+        Plug-in TV beside its null distribution (reported, not used for ``passed``).
+    worst : tuple of OutcomeResidual
+        The five outcomes with the largest standardised residuals.
+    """
+
+    passed: bool
+    tests: tuple[tuple[str, float], ...]
+    pvalue_min: float
+    alpha_per_test: float
+    gof: GofResult
+    surprisal: SurprisalResult
+    max_cell: MaxCellResult
+    tv: TVResult
+    worst: tuple[OutcomeResidual, ...]
+
+
+def battery(counts, expected, *, alpha, seed, min_expected=5.0) -> BatteryResult:
+    """Run the omnibus, surprisal and max-cell tests on one scenario's counts, Bonferroni-combined at ``alpha``.
+
+    Parameters
+    ----------
+    counts : array_like, int [K]
+        How many of the n samples hit each outcome.
+    expected : array_like, float [K]
+        Exact law over the same K outcomes.
+    alpha : float
+        Level of the whole battery for this scenario (e.g. from :func:`family_alpha_per_test` with ``num_tests=1``).
+    seed : int or numpy.random.Generator
+        Seed of the TV simulations (the tests themselves are deterministic).
+    min_expected : float, optional
+        Pooling threshold of the omnibus test (default 5).
+
+    Returns
+    -------
+    BatteryResult
+
+    Notes
+    -----
+    The three tests are Cressie–Read λ = 2/3 on pooled cells (:func:`goodness_of_fit`), the mean-surprisal z test
+    (:func:`surprisal_test`) and the max-cell binomial test (:func:`max_cell_test`), each at ``alpha / 3``: the
+    battery's false-alarm rate is at most ``alpha`` under any dependence between them, as far as each test's own
+    p-value is valid (see their Notes: pooled χ² and the normal surprisal tail are approximations at tiny α, which is
+    why :func:`plan_sample_size` plans with a safety factor). ``tv`` and ``worst`` are descriptive.
+
+    Examples
+    --------
+    >>> result = battery([300, 300, 400], [0.3, 0.3, 0.4], alpha=1e-3, seed=0)
+    >>> result.passed, [name for name, _ in result.tests]
+    (True, ['cressie-read', 'surprisal', 'max-cell'])
+    """
+    alpha = as_probability(alpha, "alpha")
+    expected = as_expected(expected)
+    gof = goodness_of_fit(counts, expected, method="cressie-read", min_expected=min_expected)
+    surprisal = surprisal_test(counts, expected)
+    max_cell = max_cell_test(counts, expected)
+    tests = tuple(zip(BATTERY_TESTS, (gof.pvalue, surprisal.pvalue, max_cell.pvalue)))
+    alpha_per_test = alpha / len(tests)
+    pvalue_min = min(pvalue for _, pvalue in tests)
+    tv = tv_estimate(counts, expected, seed=seed)
+    worst = tuple(worst_outcomes(counts, expected, k=5))
+    passed = bool(pvalue_min > alpha_per_test)
+    return BatteryResult(passed, tests, pvalue_min, alpha_per_test, gof, surprisal, max_cell, tv, worst)
+
+
+def holm(pvalues, alpha) -> np.ndarray:
+    """Holm's step-down procedure: which hypotheses survive at family-wise level ``alpha``.
+
+    Parameters
+    ----------
+    pvalues : array_like, float [m]
+        One p-value per hypothesis (e.g. per scenario), each in [0, 1].
+    alpha : float
+        Family-wise error rate in (0, 1).
+
+    Returns
+    -------
+    numpy.ndarray, bool [m]
+        True where the hypothesis is NOT rejected (the scenario passed).
+
+    Notes
+    -----
+    Sort the p-values ascending; reject ``p_(i)`` while ``p_(i) <= alpha / (m - i + 1)`` (i from 1), stop at the
+    first that fails; ties keep their input order. Controls the family-wise error rate at ``alpha`` under any
+    dependence, and rejects everything Bonferroni rejects.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03, 0.005], 0.05).tolist()
+    [False, True, True, False]
+    """
+    alpha = as_probability(alpha, "alpha")
+    try:
+        values = np.asarray(pvalues, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"pvalues={pvalues!r} is not numeric; pass a 1-D array of p-values.") from error
+    if values.ndim != 1 or not np.all((values >= 0) & (values <= 1)):
+        raise InvalidArgument(
+            f"pvalues={pvalues!r}; expected a 1-D array of p-values in [0, 1] (no NaN). Check the tests that made them."
+        )
+    size = values.size
+    order = np.argsort(values, kind="stable")
+    thresholds = alpha / (size - np.arange(size))  # alpha / m, alpha / (m - 1), ..., alpha
+    failing = values[order] > thresholds
+    num_rejected = int(np.argmax(failing)) if failing.any() else size
+    passed = np.ones(size, dtype=bool)
+    passed[order[:num_rejected]] = False
+    return passed
