@@ -37,8 +37,9 @@ def _check_logits(logits: torch.Tensor) -> None:
     check(isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[1] > 0,
           f"logits.shape={tuple(getattr(logits, 'shape', ()))!r} must be [B, V] with V >= 1 "
           "(pass a torch tensor; next_token_probs also takes a single [V] row).")
-    bad = torch.isnan(logits) | (logits == float("inf"))
-    if bool(bad.any()):
+    top = float(logits.amax()) if logits.numel() else 0.0  # NaN propagates through amax: one pass checks both
+    if top != top or top == float("inf"):
+        bad = torch.isnan(logits) | (logits == float("inf"))
         rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:5]
         raise InvalidArgument(f"logits rows {rows!r} hold NaN or +inf: logits must be finite or -inf (masked). "
                               "Check the model's output before sampling.")
@@ -123,24 +124,26 @@ def process_logits(logits, params: SamplingParams, *, seen=None, counts=None, nu
     logits = logits.to(torch.float64)
     logits = _mask(logits, params, num_generated, allowed, eos_token_id)
     logits = _penalize(logits, params, seen, counts)
-    alive = torch.isfinite(logits).any(-1, keepdim=True)  # [B, 1]
     if params.temperature == 0:
+        alive = torch.isfinite(logits).any(-1, keepdim=True)  # [B, 1]
         hot = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[1]).to(torch.float64)
         return torch.where(alive, hot, torch.zeros_like(hot))
-    scaled = torch.where(alive, logits / params.temperature, torch.zeros_like(logits))
-    probs = torch.softmax(scaled, dim=-1)
-    probs = torch.where(alive & torch.isfinite(logits), probs, torch.zeros_like(probs))
+    scaled = logits if params.temperature == 1.0 else logits / params.temperature
+    # exp(-inf) = 0 masks single tokens; a row with every token masked comes out NaN: make it all zeros
+    probs = torch.nan_to_num_(torch.softmax(scaled, dim=-1), nan=0.0)
     return _truncate(probs, params)
 
 
 def grammar_mask(grammar, states: Sequence, vocab_size: int, eos_token_id: int) -> torch.Tensor:
     """Bool [B, V]: non-EOS tokens the grammar allows in each state, EOS where the state is accepting."""
-    mask = torch.zeros((len(states), vocab_size), dtype=torch.bool)
-    for row, state in enumerate(states):
+    distinct = {}
+    rows = [distinct.setdefault(state, len(distinct)) for state in states]
+    mask = torch.zeros((len(distinct), vocab_size), dtype=torch.bool)
+    for state, row in distinct.items():
         ids = [t for t in grammar.allowed(state) if t < vocab_size and t != eos_token_id]
         mask[row, ids] = True
         mask[row, eos_token_id] = bool(grammar.accepting(state))
-    return mask
+    return mask[torch.as_tensor(rows, dtype=torch.long)]
 
 
 def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], generated: Sequence[int],

@@ -42,7 +42,7 @@ from specverify.errors import InvalidArgument, check
 
 __all__ = [
     "PAD_TOKEN_ID", "STATUS_OK", "STATUS_INVALID_PROBS", "STATUS_NO_TOKEN", "STATUS_BAD_DRAFT_TOKEN",
-    "STATUS_BAD_LENGTH", "ERROR_MASK", "ChainResult", "CategoricalResult", "describe_status",
+    "STATUS_BAD_LENGTH", "ERROR_MASK", "ChainInputs", "ChainResult", "CategoricalResult", "describe_status",
 ]
 
 PAD_TOKEN_ID = -1
@@ -63,6 +63,24 @@ _STATUS_NAMES = {STATUS_INVALID_PROBS: "invalid_probs", STATUS_NO_TOKEN: "no_tok
                  STATUS_BAD_DRAFT_TOKEN: "bad_draft_token", STATUS_BAD_LENGTH: "bad_length"}
 PROB_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+class ChainInputs(NamedTuple):
+    """The six inputs of a chain verification round, in call order: ``kernel(*inputs)``."""
+
+    draft_token_ids: torch.Tensor  # [B, G] int
+    num_draft_tokens: torch.Tensor  # [B] int
+    draft_probs: torch.Tensor  # [B, G, V]
+    target_probs: torch.Tensor  # [B, G+1, V]
+    u_accept: torch.Tensor  # [B, G]
+    u_recover: torch.Tensor  # [B, G+1]
+
+    def to(self, device) -> "ChainInputs":
+        return ChainInputs(*(t.to(device) for t in self))
+
+    def select(self, rows) -> "ChainInputs":
+        """The sub-batch ``rows`` (an index tensor or slice), contiguous."""
+        return ChainInputs(*(t[rows].contiguous() for t in self))
 
 
 class ChainResult(NamedTuple):

@@ -35,7 +35,8 @@ def _lengths(num_draft_tokens, gamma):  # [B] -> [B] int64 (0 where bad), bool [
     return torch.where(bad, torch.zeros_like(n), n), bad
 
 
-def _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vocab):  # -> final [B], bad_token [B]
+def _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vocab, *, inclusive=False):
+    # -> final [B] (first rejected position, else n), bad_token [B]; inclusive=True is a bug kept for the mutants
     gamma = draft_token_ids.shape[1]
     acc = compute_dtype(target_probs.dtype)
     owned = torch.arange(gamma, device=n.device)[None] < n[:, None]  # [B, G]
@@ -44,7 +45,8 @@ def _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vo
     safe = torch.where(owned & ~bad_id, ids, torch.zeros_like(ids))[..., None]  # [B, G, 1]
     p = target_probs[:, :gamma].gather(-1, safe).squeeze(-1).to(acc)  # [B, G]
     q = draft_probs.gather(-1, safe).squeeze(-1).to(acc)  # [B, G]
-    accept = (q > 0) & (u_accept.to(acc) * q < p)
+    scaled = u_accept.to(acc) * q
+    accept = (q > 0) & ((scaled <= p) if inclusive else (scaled < p))
     rejected = owned & ~accept
     final = torch.where(rejected.any(-1), rejected.to(torch.int8).argmax(-1), n)  # first rejection, else n
     return final, bad_id.any(-1)

@@ -92,6 +92,7 @@ class ToyModel:
     zero_rate: float = 0.0
     eos_bias: float = 0.0
     _table: torch.Tensor = field(init=False, repr=False)
+    _probs: torch.Tensor = field(init=False, repr=False)
 
     def __post_init__(self):
         check(isinstance(self.seed, int) and self.seed >= 0, f"seed={self.seed!r} must be an int >= 0.")
@@ -100,6 +101,7 @@ class ToyModel:
         check(0 <= self.zero_rate < 1, f"zero_rate={self.zero_rate!r} must lie in [0, 1).")
         check(self.base is None or self.base.vocab == self.vocab, "base must share this model's vocab.")
         object.__setattr__(self, "_table", self._build_table())
+        object.__setattr__(self, "_probs", torch.softmax(self._table, -1))
 
     def _build_table(self) -> torch.Tensor:
         rng = np.random.default_rng(self.seed)
@@ -134,14 +136,20 @@ class ToyModel:
         """Logits [B, V] read from the last KV entry of each row."""
         with np.errstate(over="ignore"):
             rows = torch.from_numpy((_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64))
-        own = self._table[rows]
         if self.base is None or self.mix == 1.0:
-            return own
-        probs = (1 - self.mix) * torch.softmax(self.base.head(kv), -1) + self.mix * torch.softmax(own, -1)
-        logits = torch.log(probs)
+            return self._table[rows]
+        probs = torch.lerp(self.base.head_probs(kv), self._probs[rows], self.mix)
         if self.zero_rate > 0:
-            logits = torch.where(torch.isfinite(own), logits, torch.full_like(logits, float("-inf")))
-        return logits
+            probs = torch.where(torch.isfinite(self._table[rows]), probs, torch.zeros_like(probs))
+        return torch.log(probs)
+
+    def head_probs(self, kv: np.ndarray) -> torch.Tensor:
+        """softmax(head(kv)), from a precomputed table where possible."""
+        if self.base is None or self.mix == 1.0:
+            with np.errstate(over="ignore"):
+                rows = (_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
+            return self._probs[torch.from_numpy(rows)]
+        return torch.softmax(self.head(kv), -1)
 
     @property
     def root_kv(self) -> np.uint64:

@@ -28,7 +28,8 @@ def as_expected(expected, name: str = "expected") -> np.ndarray:  # any -> float
     try:
         array = np.asarray(expected, dtype=np.float64)
     except (TypeError, ValueError) as error:
-        raise InvalidArgument(f"{name}={expected!r} is not numeric; pass a 1-D float array of probabilities.") from error
+        message = f"{name}={expected!r} is not numeric; pass a 1-D float array of probabilities."
+        raise InvalidArgument(message) from error
     if array.ndim != 1 or array.size == 0:
         raise InvalidArgument(
             f"{name}={_show(array)} has shape {array.shape}; expected a non-empty 1-D array of probabilities "

@@ -57,7 +57,7 @@ class GofResult:
 
 
 def _pool_sorted(sorted_counts: np.ndarray, min_expected: float) -> np.ndarray:  # [K] ascending -> int64 [K]
-    """Cell id per position of ascending expected counts; small ones merged greedily, leftover into the smallest cell."""
+    """Cell id per position of ascending expected counts; small ones merged greedily, leftover to the smallest cell."""
     size = sorted_counts.size
     num_small = int(np.searchsorted(sorted_counts, min_expected, side="left"))
     ids = np.empty(size, dtype=np.int64)

@@ -79,10 +79,14 @@ def test_detectable_tv_is_infinite_with_one_cell():
 
 
 def _flat_tilt(law: np.ndarray, cells: np.ndarray, epsilon: float) -> np.ndarray:
-    """Move mass epsilon between two unions of pooled cells of mass ~1/2, proportionally inside each (the worst case)."""
-    num_cells = cells.max() + 1
-    cell_mass = np.bincount(cells, weights=law, minlength=num_cells)
-    up_cells = np.cumsum(cell_mass) <= 0.5
+    """Move mass epsilon between two unions of pooled cells of mass ~1/2 (greedy), proportionally: the worst case."""
+    cell_mass = np.bincount(cells, weights=law)
+    up_cells = np.zeros(cell_mass.size, dtype=bool)
+    sides = [0.0, 0.0]
+    for cell in np.argsort(-cell_mass, kind="stable"):  # greedy: heaviest cell to the lighter side
+        side = int(sides[1] < sides[0])
+        sides[side] += cell_mass[cell]
+        up_cells[cell] = side == 1
     up = up_cells[cells]
     mass_up = law[up].sum()
     return np.where(up, law * (1 + epsilon / mass_up), law * (1 - epsilon / (1 - mass_up)))

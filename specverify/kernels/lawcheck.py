@@ -1,0 +1,226 @@
+"""Per-round law checks for a chain sampler: a deterministic uniform grid, and a statistical test.
+
+A *sampler* is any callable with the signature of ``chain_rejection_sample`` (the twin, the kernel, an adapter
+around an engine's kernel, a deliberately broken twin) returning a ``ChainResult``.
+
+``check_grid_law`` needs a sampler that consumes the explicit uniforms. It enumerates the draft tokens weighted by
+their draft probabilities and runs a stratified grid of uniforms over the n acceptance uniforms and the one recovery
+uniform: ``j/M`` for j = 0..M-1 (u = 0 included), each of weight 1/M, plus the largest float below 1 with weight 0,
+which can only reveal outcomes, never add mass. For a fixed draft sequence every outcome of the exact rule is a box
+in uniform space (an interval per consumed uniform), and the grid fraction of an interval is within 1/M of its
+length, so each outcome's grid mass is within (n+1)/M of its exact probability, deterministically: the check cannot
+flake. Any outcome of exact probability 0 reached at any grid point fails outright; that is where measure-zero bugs
+(inclusive acceptance at u = 0, a zero-probability token at u -> 1, NaN rows) live. Should a grid point lie within
+1e-6 of an acceptance ratio or residual CDF boundary, float rounding may move it across, and the bound doubles.
+
+``round_law_test`` is for samplers that draw their own randomness: N independent rounds of the case, a pooled
+power-divergence test (``specverify.stats.goodness_of_fit``) against the exact law, and any outcome of exact
+probability 0 rejects at once (p-value 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from specverify.errors import check
+from specverify.kernels.law import (RoundCase, RoundLaw, case_inputs, exact_round_law, format_outcome, outcome_of,
+                                    outcome_rows)
+from specverify.sampling import residual_probs
+
+__all__ = ["GridLawResult", "RoundLawTestResult", "grid_round_law", "check_grid_law", "round_law_test",
+           "sampled_round_law"]
+
+_CHUNK = 1 << 18
+
+
+def _grid_points(grid_size: int, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:  # values [M+1], weights [M+1]
+    below_one = torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)).item()
+    values = np.append(np.arange(grid_size) / grid_size, below_one)
+    return values, np.append(np.full(grid_size, 1.0 / grid_size), 0.0)
+
+
+def _run(sampler, case, ids, u_accept, u_recover, pad_to, device, chunk) -> np.ndarray:  # -> outcome rows [B, G+3]
+    parts = []
+    for start in range(0, ids.shape[0], chunk):
+        stop = start + chunk
+        inputs = case_inputs(case, ids[start:stop], u_accept[start:stop], u_recover[start:stop], pad_to=pad_to,
+                             device=device)
+        parts.append(outcome_rows(sampler(*inputs)))
+    return np.concatenate(parts)
+
+
+def _tally(rows: np.ndarray, weights: np.ndarray) -> tuple[dict, tuple]:  # -> {outcome: mass}, every reached outcome
+    # rows hold small non-negative integers after +1 (tokens >= -1): a mixed-radix key makes np.unique 1-D and fast
+    shifted = rows - rows.min(0)
+    radix = shifted.max(0) + 1
+    if float(np.prod(radix.astype(np.float64))) < 2.0**62:
+        keys = np.zeros(rows.shape[0], dtype=np.int64)
+        for column, base in zip(shifted.T, radix):
+            keys = keys * base + column
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        unique = rows[first]
+    else:
+        unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+    mass = np.bincount(inverse.reshape(-1), weights=weights, minlength=unique.shape[0])
+    outcomes = [outcome_of(row) for row in unique]
+    return dict(zip(outcomes, mass.tolist())), tuple(outcomes)
+
+
+def grid_round_law(sampler, case: RoundCase, *, grid_size: int = 64, pad_to: int | None = None, device="cpu",
+                   chunk: int = _CHUNK) -> tuple[dict, tuple]:
+    """Run ``sampler`` on every (draft sequence, grid point) of ``case``; return ({outcome: grid mass}, reached).
+
+    ``reached`` lists every outcome seen at any grid point, the zero-weight points just below 1 included.
+    """
+    check(isinstance(grid_size, int) and grid_size >= 2, f"grid_size={grid_size!r} must be an int >= 2.")
+    n = case.num_draft_tokens
+    seq_ids, seq_weights = case.draft_sequences()  # [S, n], [S]
+    values, weights = _grid_points(grid_size, case.dtype)
+    mesh = np.stack(np.meshgrid(*[np.arange(values.size)] * (n + 1), indexing="ij"), -1).reshape(-1, n + 1)
+    point_u, point_w = values[mesh], weights[mesh].prod(-1)  # [P, n+1], [P]
+    ids = np.repeat(seq_ids, point_u.shape[0], axis=0)
+    u = np.tile(point_u, (seq_ids.shape[0], 1))
+    w = np.outer(seq_weights, point_w).reshape(-1)
+    rows = _run(sampler, case, ids, u[:, :n], u[:, n], pad_to, device, chunk)
+    return _tally(rows, w)
+
+
+def _boundaries(case: RoundCase) -> np.ndarray:
+    """Acceptance ratios and normalised CDF boundaries of every residual and bonus row, strictly inside (0, 1)."""
+    if not case.valid:
+        return np.zeros(0)
+    target, draft = torch.as_tensor(case.target_probs), torch.as_tensor(case.draft_probs)
+    found = []
+    for k in range(case.num_draft_tokens):
+        support = draft[k] > 0
+        found.append((target[k][support] / draft[k][support]).numpy())
+        found.append(_cdf(residual_probs(target[k], draft[k])))
+    found.append(_cdf(target[-1]))
+    edges = np.concatenate(found)
+    return edges[(edges > 0) & (edges < 1)]
+
+
+def _cdf(row: torch.Tensor) -> np.ndarray:
+    mass = float(row.sum())
+    return np.cumsum(row.numpy()) / mass if mass > 0 else np.zeros(0)
+
+
+@dataclass(frozen=True)
+class GridLawResult:
+    """Outcome of :func:`check_grid_law`.
+
+    ``max_error`` is the largest |grid mass - exact probability| over all outcomes and ``bound`` the deterministic
+    limit (n+1)/M (doubled near float ties); ``impossible`` lists reached outcomes of exact probability 0.
+    """
+
+    passed: bool
+    max_error: float
+    bound: float
+    worst: tuple | None
+    impossible: tuple
+    grid_size: int
+    num_points: int
+    exact: RoundLaw
+    observed: dict
+
+    def summary(self) -> str:
+        verdict = "matches" if self.passed else "DOES NOT match"
+        lines = [f"grid law {verdict} the exact law: max error {self.max_error:.4g} (bound {self.bound:.4g}, "
+                 f"M={self.grid_size}, {self.num_points} points)"]
+        lines += [f"  impossible outcome reached: {format_outcome(o)}" for o in self.impossible[:5]]
+        if self.worst is not None and not self.impossible:
+            exact = self.exact.as_dict().get(self.worst, 0.0)
+            lines.append(f"  worst: {format_outcome(self.worst)} grid {self.observed.get(self.worst, 0.0):.4g} vs "
+                         f"exact {exact:.4g}")
+        return "\n".join(lines)
+
+
+def check_grid_law(sampler, case: RoundCase, *, grid_size: int = 64, pad_to: int | None = None, device="cpu",
+                   chunk: int = _CHUNK) -> GridLawResult:
+    """Compare ``sampler``'s law on the uniform grid with :func:`exact_round_law` (module docstring).
+
+    Examples
+    --------
+    >>> from specverify.kernels.twins import chain_rejection_sample_torch
+    >>> case = RoundCase([[0.6, 0.4], [0.3, 0.7]], [[0.5, 0.5]])
+    >>> check_grid_law(chain_rejection_sample_torch, case, grid_size=32).passed
+    True
+    """
+    exact = exact_round_law(case)
+    observed, reached = grid_round_law(sampler, case, grid_size=grid_size, pad_to=pad_to, device=device, chunk=chunk)
+    support = exact.as_dict()
+    impossible = tuple(o for o in reached if o not in support)
+    errors = {o: abs(observed.get(o, 0.0) - support.get(o, 0.0)) for o in set(support) | set(observed)}
+    worst = max(errors, key=errors.get) if errors else None
+    edges = _boundaries(case)
+    tied = bool(np.any(np.abs(edges * grid_size - np.round(edges * grid_size)) <= 1e-6 * grid_size))
+    bound = (case.num_draft_tokens + 1) / grid_size * (2 if tied else 1) + 1e-9
+    max_error = errors[worst] if worst is not None else 0.0
+    num_points = case.draft_sequences()[0].shape[0] * (grid_size + 1) ** (case.num_draft_tokens + 1)
+    return GridLawResult(not impossible and max_error <= bound, max_error, bound, worst, impossible, grid_size,
+                         num_points, exact, observed)
+
+
+def sampled_round_law(sampler, case: RoundCase, *, num_samples: int, seed: int, pad_to: int | None = None,
+                      device="cpu", chunk: int = _CHUNK) -> dict:
+    """{outcome: count} over ``num_samples`` independent rounds: drafts drawn from the draft rows and uniforms from
+    ``numpy.random.default_rng(seed)`` (a sampler with its own randomness ignores the uniforms)."""
+    check(isinstance(num_samples, int) and num_samples >= 1, f"num_samples={num_samples!r} must be an int >= 1.")
+    rng = np.random.default_rng(seed)
+    n = case.num_draft_tokens
+    seq_ids, seq_weights = case.draft_sequences()
+    ids = seq_ids[rng.choice(seq_ids.shape[0], size=num_samples, p=seq_weights / seq_weights.sum())]
+    below_one = _grid_points(2, case.dtype)[0][-1]
+    uniforms = np.minimum(rng.random((num_samples, n + 1)), below_one)  # float32 rounding must not reach 1
+    rows = _run(sampler, case, ids, uniforms[:, :n], uniforms[:, n], pad_to, device, chunk)
+    counts, _ = _tally(rows, np.ones(num_samples))
+    return {o: int(round(c)) for o, c in counts.items()}
+
+
+@dataclass(frozen=True)
+class RoundLawTestResult:
+    """Outcome of :func:`round_law_test`, with scipy's field names.
+
+    Notes
+    -----
+    The p-value is the pooled power-divergence test's (valid when pooled expected counts are >= 5, which the
+    pooling ensures); it is 0 when an outcome of exact probability 0 was observed (``impossible``).
+    """
+
+    statistic: float
+    pvalue: float
+    df: int
+    num_samples: int
+    impossible: tuple
+    counts: dict
+    exact: RoundLaw
+
+    def summary(self) -> str:
+        lines = [f"per-round law test: N={self.num_samples}, statistic={self.statistic:.4g}, df={self.df}, "
+                 f"p={self.pvalue:.3g}"]
+        lines += [f"  impossible outcome observed {self.counts[o]}x: {format_outcome(o)}" for o in self.impossible[:5]]
+        return "\n".join(lines)
+
+
+def round_law_test(sampler, case: RoundCase, *, num_samples: int = 20_000, seed: int = 0, pad_to: int | None = None,
+                   device="cpu", chunk: int = _CHUNK) -> RoundLawTestResult:
+    """Statistical per-round law test for samplers that draw their own randomness (module docstring).
+
+    Reproduce a failure with the same ``seed`` (and the sampler's own seed, if it has one).
+    """
+    from specverify.stats import goodness_of_fit
+
+    exact = exact_round_law(case)
+    counts = sampled_round_law(sampler, case, num_samples=num_samples, seed=seed, pad_to=pad_to, device=device,
+                               chunk=chunk)
+    support = exact.as_dict()
+    impossible = tuple(o for o in counts if o not in support)
+    in_support = [counts.get(o, 0) for o in exact.outcomes]
+    gof = goodness_of_fit(in_support, exact.probs) if sum(in_support) else None  # None: every sample impossible
+    statistic = float(gof.statistic) if gof is not None else float("inf")
+    pvalue = 0.0 if impossible or gof is None else float(gof.pvalue)
+    return RoundLawTestResult(statistic, pvalue, int(gof.df) if gof is not None else 0, num_samples, impossible,
+                              counts, exact)
