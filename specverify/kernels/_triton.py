@@ -127,10 +127,11 @@ def _chain_rejection_kernel(
     n = tl.load(num_draft_tokens_ptr + rows, mask=live, other=0)
     bad_length = live & ((n < 0) | (n > GAMMA))
     n = tl.where(bad_length, 0, n)
+    reads = live & (bad_length == 0)  # a request with a bad length owns no row
     final, x, bad_token = _first_rejection(draft_token_ids_ptr, draft_probs_ptr, target_probs_ptr, u_accept_ptr, r64,
-                                           live, n, vocab_size, GAMMA, ACC, BLOCK_K)
+                                           reads, n, vocab_size, GAMMA, ACC, BLOCK_K)
     rejected = final < n
-    invalid, mass_res, mass_tgt, last_res, last_tgt = _scan_rows(draft_probs_ptr, target_probs_ptr, r64, live, n,
+    invalid, mass_res, mass_tgt, last_res, last_tgt = _scan_rows(draft_probs_ptr, target_probs_ptr, r64, reads, n,
                                                                  final, rejected, vocab_size, GAMMA, ACC, BLOCK)
     error = (invalid != 0) | (bad_token != 0) | bad_length
     use_res = rejected & (mass_res > 0)

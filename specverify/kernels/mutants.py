@@ -10,7 +10,7 @@ import torch
 
 from specverify.kernels.layout import (STATUS_BAD_DRAFT_TOKEN, STATUS_BAD_LENGTH, STATUS_INVALID_PROBS, ChainResult,
                                        check_chain_args, compute_dtype)
-from specverify.kernels.twins import _assemble, _first_rejection, _lengths, _owned_invalid
+from specverify.kernels.twins import _assemble, _first_rejection, _invalid_owned_rows, _lengths
 from specverify.sampling import residual_probs, sample_from_uniforms
 
 __all__ = ["MUTANTS", "MUTANT_BUGS"]
@@ -29,9 +29,7 @@ def _round(inputs, *, inclusive=False, final_probs=None, final_uniform=None, sam
     draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover = inputs
     gamma = check_chain_args(*inputs)[1]
     n, bad_length = _lengths(num_draft_tokens, gamma)
-    positions = torch.arange(gamma + 1, device=n.device)[None]
-    invalid = (_owned_invalid(target_probs, positions <= n[:, None])
-               | _owned_invalid(draft_probs, positions[:, :gamma] < n[:, None]))
+    invalid = _invalid_owned_rows(draft_probs, target_probs, n, bad_length)
     if not flag_invalid:
         invalid = torch.zeros_like(invalid)
     final, bad_token = _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, target_probs.shape[2],

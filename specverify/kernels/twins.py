@@ -29,6 +29,14 @@ def _owned_invalid(probs, owned):  # [B, K, V], bool [B, K] -> bool [B]
     return bad
 
 
+def _invalid_owned_rows(draft_probs, target_probs, n, bad_length):  # -> bool [B]
+    # a request owns target rows 0..n and draft rows 0..n-1; one with a bad length owns nothing
+    positions = torch.arange(target_probs.shape[1], device=n.device)[None]
+    reads = ~bad_length[:, None]
+    return (_owned_invalid(target_probs, reads & (positions <= n[:, None]))
+            | _owned_invalid(draft_probs, reads[:, :1] & (positions[:, :-1] < n[:, None])))
+
+
 def _lengths(num_draft_tokens, gamma):  # [B] -> [B] int64 (0 where bad), bool [B]
     n = num_draft_tokens.long()
     bad = (n < 0) | (n > gamma)
@@ -103,9 +111,7 @@ def chain_rejection_sample_torch(draft_token_ids, num_draft_tokens, draft_probs,
     batch, gamma, vocab = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
                                            u_recover)
     n, bad_length = _lengths(num_draft_tokens, gamma)
-    positions = torch.arange(gamma + 1, device=n.device)[None]
-    invalid = (_owned_invalid(target_probs, positions <= n[:, None])
-               | _owned_invalid(draft_probs, positions[:, :gamma] < n[:, None]))
+    invalid = _invalid_owned_rows(draft_probs, target_probs, n, bad_length)
     final, bad_token = _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vocab)
     token = _final_draw(final, n, draft_probs, target_probs, u_recover)
     bits = (torch.where(invalid, STATUS_INVALID_PROBS, 0) | torch.where(bad_token, STATUS_BAD_DRAFT_TOKEN, 0)
