@@ -52,8 +52,8 @@ class Completion:
 @dataclass(frozen=True)
 class SampleCounts:
     """Result of the optional fast path ``decoder.sample(request, n)``: ``outcomes`` maps (tokens, finish_reason)
-    to its count over n independent draws; ``accepted`` maps an accepted-draft count per round to its count
-    (None when the decoder does not report it)."""
+    to its count over n independent draws; ``accepted`` maps the number of drafts accepted in each draw's
+    *first* round to its count (its exact law is known: certify compares it), None when not reported."""
 
     outcomes: Mapping[tuple[tuple[int, ...], str], int]
     accepted: Optional[Mapping[int, int]] = None

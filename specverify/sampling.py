@@ -130,7 +130,9 @@ def process_logits(logits, params: SamplingParams, *, seen=None, counts=None, nu
         return torch.where(alive, hot, torch.zeros_like(hot))
     scaled = logits if params.temperature == 1.0 else logits / params.temperature
     # exp(-inf) = 0 masks single tokens; a row with every token masked comes out NaN: make it all zeros
-    probs = torch.nan_to_num_(torch.softmax(scaled, dim=-1), nan=0.0)
+    # written out: for the small vocabularies certification uses this is ~3x faster than torch.softmax
+    weights = torch.exp(scaled - scaled.amax(-1, keepdim=True))
+    probs = torch.nan_to_num_(weights / weights.sum(-1, keepdim=True), nan=0.0)
     return _truncate(probs, params)
 
 

@@ -17,7 +17,7 @@ from specverify.errors import InvalidArgument, check
 from specverify.params import SamplingParams
 from specverify.sampling import grammar_mask, process_logits
 
-__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "finish_reason_of"]
+__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "first_finish"]
 
 Outcome = tuple  # (tokens: tuple[int, ...], finish_reason: str)
 MAX_OUTCOMES = 2_000_000
@@ -68,22 +68,21 @@ def _stop_completed(params, prev_text: str, new_text: str, num_generated: int) -
     return any(new_text.find(s, max(0, len(prev_text) - len(s) + 1)) != -1 for s in params.stop)
 
 
-def finish_reason_of(vocab, tokens: Sequence[int], params: SamplingParams) -> str | None:
-    """The finish reason plain sampling gives after ``tokens`` (None: not finished yet). ``no_token`` is not
-    decided here: it needs the model."""
+def first_finish(vocab, tokens: Sequence[int], params: SamplingParams):
+    """``(index, reason)`` of the first token after which plain sampling would have finished, or None.
+
+    Recomputed from the tokens alone (EOS, stop string, ``max_tokens``); ``no_token`` needs the model and is
+    never returned here.
+    """
     text = ""
     for i, tok in enumerate(tokens):
         new_text = text + vocab.strings[tok]
         if tok == vocab.eos_token_id and not params.ignore_eos:
-            reason = "eos"
-        elif _stop_completed(params, text, new_text, i + 1):
-            reason = "stop"
-        elif i + 1 >= params.max_tokens:
-            reason = "length"
-        else:
-            reason = None
-        if reason is not None:
-            return reason if i == len(tokens) - 1 else "early:" + reason
+            return i, "eos"
+        if _stop_completed(params, text, new_text, i + 1):
+            return i, "stop"
+        if i + 1 >= params.max_tokens:
+            return i, "length"
         text = new_text
     return None
 

@@ -117,8 +117,8 @@ class VectorizedDecoder:
         else:
             seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
         result = self.run_group(request.prompt, request.params, request.num_draft_tokens, seeds)
-        return SampleCounts(outcomes=_count_outcomes(result, self.vocab.size),
-                            accepted=_count_accepted(result.accepted))
+        first_round = result.accepted[:, :1]  # the protocol reports the first round's accepted count per draw
+        return SampleCounts(outcomes=_count_outcomes(result, self.vocab.size), accepted=_count_accepted(first_round))
 
     def _request_seeds(self, seeds) -> np.ndarray:
         fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)

@@ -1,0 +1,87 @@
+"""Result objects of a certification: per-scenario evidence and the certificate."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+__all__ = ["ScenarioResult", "Certificate", "VERDICTS", "RANK"]
+
+VERDICTS = ("exact", "greedy-only", "approximate", "invalid", "inconclusive")
+RANK = {"exact": 3, "greedy-only": 2, "approximate": 1, "invalid": 0, "inconclusive": -1}
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """Evidence for one scenario. ``passed`` is None when it was not run (``note`` says why).
+
+    Sampling scenarios carry ``n`` (draws), ``planned_n``, the omnibus ``statistic``/``df``, the scenario
+    ``pvalue`` (Bonferroni over the battery), ``detectable_tv`` at that n, ``tv_estimate`` with its
+    ``tv_interval`` beside ``tv_null_quantile`` (the TV an exact decoder shows at this n, 95 %), the ``worst``
+    outcomes decoded to text, and ``impossible`` outcomes (exact probability 0: an immediate failure).
+    """
+
+    name: str
+    kind: str
+    exercises: str
+    covered: bool
+    passed: Optional[bool] = None
+    note: str = ""
+    n: int = 0
+    planned_n: int = 0
+    statistic: Optional[float] = None
+    df: Optional[int] = None
+    pvalue: Optional[float] = None
+    tests: tuple = ()
+    detectable_tv: Optional[float] = None
+    tv_estimate: Optional[float] = None
+    tv_interval: Optional[tuple] = None
+    tv_null_quantile: Optional[float] = None
+    worst: tuple = ()
+    impossible: tuple = ()
+    mismatches: tuple = ()
+    violation: Optional[str] = None
+    accepted_observed: Optional[dict] = None
+    accepted_expected: Optional[tuple] = None
+    accepted_pvalue: Optional[float] = None
+    num_outcomes: int = 0
+    reproduce: str = ""
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The verdict with its evidence. ``meets(require)`` says whether the decoder reaches ``require``."""
+
+    verdict: str
+    reason: str
+    level: str
+    seed: int
+    alpha: float
+    epsilon: float
+    elapsed_s: float
+    version: str
+    factory: str
+    scenarios: tuple
+    reproducible: Optional[bool] = None
+    reproducibility_note: str = ""
+    speculation_observed: Optional[bool] = None
+    versions: dict = field(default_factory=dict)
+    command: str = ""
+
+    def meets(self, require: str = "exact", *, require_reproducible: bool = False) -> bool:
+        if require_reproducible and self.reproducible is not True:
+            return False
+        return RANK[self.verdict] >= RANK[require] and self.verdict != "inconclusive"
+
+    @property
+    def failures(self) -> tuple:
+        return tuple(s for s in self.scenarios if s.passed is False)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["scenarios"] = [s.to_dict() for s in self.scenarios]
+        return out

@@ -1,0 +1,142 @@
+"""The scenario matrix: each scenario exercises named failure modes with a small exact law (≤ ~300 outcomes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from specverify.errors import InvalidArgument
+from specverify.grammar import ToyGrammar
+from specverify.params import SamplingParams
+
+__all__ = ["Scenario", "SCENARIOS", "CORE", "scenario_names", "select_scenarios"]
+
+# state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
+DEAD_END_GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {}, {1: 2, 0: 0}), accepting={2})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One certification scenario.
+
+    ``kind``: ``sampling`` (law vs exact law), ``greedy`` (exact comparison on many prompts), ``collision``
+    (disjoint pairs of identical unseeded requests in one call), ``mixed`` (several sampling configurations and γ
+    interleaved in one call; ``members`` names them).
+    """
+
+    name: str
+    kind: str
+    exercises: str
+    params: SamplingParams = SamplingParams(max_tokens=4)
+    gamma: int = 3
+    prompt: tuple = (0, 1)
+    vocab_size: int = 4
+    target_seed: int = 3
+    target_scale: float = 1.0
+    target_zero: float = 0.0
+    eos_bias: float = -1.0
+    draft_distance: float = 0.6
+    draft_seed: int = 7
+    draft_zero: float = 0.0
+    core: bool = False
+    members: tuple = field(default=())
+
+    def models(self):
+        return _models(self.vocab_size, self.target_seed, self.target_scale, self.target_zero, self.eos_bias,
+                       self.draft_distance, self.draft_seed, self.draft_zero)
+
+    def requires(self) -> frozenset:
+        """Capabilities the decoder must declare for this scenario to run."""
+        needed = {"temperature", "max_tokens"} | set(self.params.active())
+        needed.discard("stop_after_min_tokens")
+        if self.kind in ("collision", "mixed"):
+            needed.add("batch")
+        if self.kind == "mixed":
+            for member in self.members:
+                needed |= SCENARIOS[member].requires()
+        return frozenset(needed)
+
+
+@lru_cache(maxsize=64)
+def _models(vocab_size, target_seed, scale, target_zero, eos_bias, distance, draft_seed, draft_zero):
+    from specverify.oracles import draft_near, make_vocab, random_target
+
+    target = random_target(make_vocab(vocab_size), seed=target_seed, scale=scale, zero_rate=target_zero,
+                           eos_bias=eos_bias)
+    return target, draft_near(target, distance=distance, seed=draft_seed, zero_rate=draft_zero)
+
+
+def _s(name, kind, exercises, **kw) -> Scenario:
+    return Scenario(name=name, kind=kind, exercises=exercises, **kw)
+
+
+P = SamplingParams
+_LIST = [
+    _s("temperature-1", "sampling", "first-position, middle and full acceptance; residual; bonus", core=True),
+    _s("temperature-0.5", "sampling", "temperature applied to both laws", params=P(temperature=0.5, max_tokens=4)),
+    _s("temperature-1.5", "sampling", "temperature applied to both laws", params=P(temperature=1.5, max_tokens=4)),
+    _s("first-token-rejection", "sampling", "rejection at the first draft (independent draft)", draft_distance=1.0,
+       draft_seed=11),
+    _s("full-acceptance-bonus", "sampling", "every draft accepted, bonus drawn from the target", draft_distance=0.1,
+       gamma=2, params=P(max_tokens=4)),
+    _s("draft-zero", "sampling", "q(x) = 0 where p(x) > 0", draft_zero=0.4),
+    _s("target-zero", "sampling", "p(x) = 0 where q(x) > 0 (zero-probability drafts must be rejected)",
+       target_zero=0.4, draft_distance=1.0),
+    _s("near-deterministic", "sampling", "extreme probabilities (near one-hot target)", target_scale=5.0),
+    _s("top-k", "sampling", "top-k on both laws", params=P(top_k=2, max_tokens=5)),
+    _s("top-p", "sampling", "top-p on both laws", params=P(top_p=0.8, max_tokens=4)),
+    _s("min-p", "sampling", "min-p on both laws", params=P(min_p=0.25, max_tokens=4)),
+    _s("penalties", "sampling", "repetition/frequency/presence penalty history, rolled back on rejection",
+       params=P(repetition_penalty=1.8, frequency_penalty=0.6, presence_penalty=0.4, max_tokens=4), eos_bias=-2.0,
+       vocab_size=5),
+    _s("bad-tokens", "sampling", "bad token ids masked in every row", params=P(bad_token_ids=(0,), max_tokens=4)),
+    _s("min-tokens", "sampling", "EOS masked until min_tokens (counted in tokens, not rounds)",
+       params=P(min_tokens=3, max_tokens=4), eos_bias=1.0),
+    _s("eos-in-block", "sampling", "EOS accepted inside a block ends the request there", eos_bias=0.8,
+       params=P(max_tokens=5), core=True),
+    _s("stop-spanning", "sampling", "stop strings spanning tokens, finishing inside a block; matcher rollback",
+       params=P(stop=("ab", " b"), max_tokens=5), vocab_size=5),
+    _s("max-tokens-not-multiple", "sampling", "max_tokens not a multiple of γ+1 (cap inside a block)",
+       params=P(max_tokens=5), core=True),
+    _s("grammar-dead-end", "sampling", "grammar mask on drafts and verify; dead end -> no_token; rollback",
+       params=P(grammar=DEAD_END_GRAMMAR, max_tokens=4), eos_bias=0.0, vocab_size=5),
+    _s("gamma-1", "sampling", "γ = 1", gamma=1),
+    _s("gamma-5", "sampling", "γ = 5 (longer than the output: blocks cut by max_tokens)", gamma=5,
+       params=P(max_tokens=4)),
+    _s("long-prompt", "sampling", "prompts crossing KV block boundaries", prompt=(0, 1, 2) * 6, gamma=2),
+    _s("mixed-batch", "mixed", "different params and γ in one call; no cross-request leakage",
+       members=("temperature-1", "penalties", "stop-spanning")),
+    _s("unseeded-collision", "collision", "independence of identical unseeded requests (shared RNG stream)",
+       params=P(max_tokens=3)),
+    _s("greedy", "greedy", "temperature 0: output must equal the target's greedy output", core=True,
+       params=P(temperature=0.0, max_tokens=5), draft_distance=1.0, draft_seed=21),
+    _s("greedy-processors", "greedy", "greedy with penalties and stop strings",
+       params=P(temperature=0.0, max_tokens=5, repetition_penalty=1.5, stop=("ab",)), draft_distance=1.0,
+       draft_seed=22, vocab_size=5),
+]
+SCENARIOS = {s.name: s for s in _LIST}
+CORE = tuple(s.name for s in _LIST if s.core)
+
+
+def scenario_names() -> tuple:
+    return tuple(SCENARIOS)
+
+
+def select_scenarios(names=None) -> list:
+    """The scenarios named (all when ``names`` is empty); unknown names raise ``InvalidArgument`` with hints."""
+    if not names:
+        return list(_LIST)
+    out = []
+    for name in names:
+        if name not in SCENARIOS:
+            import difflib
+            close = difflib.get_close_matches(name, SCENARIOS, n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise InvalidArgument(f"scenario={name!r} is not a scenario.{hint} List them with "
+                                  "`specverify scenarios`.")
+        out.append(SCENARIOS[name])
+    return out
+
+
+def with_params(scenario: Scenario, **changes) -> Scenario:
+    return replace(scenario, params=replace(scenario.params, **changes))

@@ -1,0 +1,51 @@
+"""Protocol checks on what a decoder returned (DESIGN.md verdict rule 1): any failure makes the run invalid."""
+
+from __future__ import annotations
+
+from specverify.oracles.law import first_finish
+from specverify.protocol import FINISH_REASONS
+
+__all__ = ["outcome_violation", "completion_violation"]
+
+
+def outcome_violation(tokens, reason, vocab, params) -> str | None:
+    """Why ``(tokens, reason)`` breaks the protocol for a request with ``params``, or None."""
+    if not isinstance(tokens, tuple) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        return f"tokens={tokens!r} must be a tuple of ints"
+    outside = [t for t in tokens if not 0 <= t < vocab.size]
+    if outside:
+        return f"tokens {outside[:3]!r} outside the vocabulary [0, {vocab.size}) in {tokens!r}"
+    if reason not in FINISH_REASONS:
+        return f"finish_reason={reason!r} is not one of {FINISH_REASONS!r}"
+    if len(tokens) > params.max_tokens:
+        return f"{len(tokens)} tokens > max_tokens={params.max_tokens} in {tokens!r}"
+    finish = first_finish(vocab, tokens, params)
+    if finish is not None and finish[0] < len(tokens) - 1:
+        return (f"tokens after the finishing token: {tokens!r} finished ({finish[1]}) at index {finish[0]} "
+                f"but goes on")
+    expected = None if finish is None else finish[1]
+    if reason == "no_token":
+        if expected is not None:
+            return f"finish_reason='no_token' but {tokens!r} had already finished ({expected})"
+    elif reason != expected:
+        return f"finish_reason={reason!r} does not match the tokens {tokens!r} (recomputed: {expected or 'unfinished'})"
+    return None
+
+
+def completion_violation(completion, request, vocab) -> str | None:
+    """Protocol check of one ``Completion`` (tokens, finish reason, stream, accepted) for ``request``."""
+    problem = outcome_violation(completion.tokens, completion.finish_reason, vocab, request.params)
+    if problem:
+        return problem
+    if completion.stream is not None:
+        joined = tuple(t for chunk in completion.stream for t in chunk)
+        if joined != completion.tokens:
+            return f"stream {completion.stream!r} does not concatenate to the tokens {completion.tokens!r}"
+    if completion.accepted is not None:
+        bad = [a for a in completion.accepted
+               if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
+        if bad:
+            return f"accepted={completion.accepted!r} holds counts outside [0, γ={request.num_draft_tokens}]"
+        if sum(completion.accepted) > len(completion.tokens):
+            return f"accepted={completion.accepted!r} sums past the {len(completion.tokens)} tokens emitted"
+    return None
