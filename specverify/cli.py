@@ -1,0 +1,147 @@
+"""``specverify`` command line: certify a decoder, list the zoo and scenarios, plan sample sizes."""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+import sys
+
+__all__ = ["main", "ExitCode"]
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes."""
+
+    MEETS = 0  # the decoder meets --require
+    FALLS_SHORT = 1  # it does not (including invalid and inconclusive)
+    USAGE = 2  # bad arguments, or the factory cannot be imported
+    INTERNAL = 3  # a bug in specverify itself
+
+
+EPILOG = "exit codes: " + ", ".join(f"{c.value} {c.name.lower().replace('_', ' ')}" for c in ExitCode) + \
+         " (meets = the verdict is at least --require; invalid and inconclusive never meet it)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specverify", description="Is your speculative decoder exact?", epilog=EPILOG)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("certify", help="certify a decoder factory MODULE:ATTR", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("factory", help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. "
+                                   "specverify.reference:make_decoder")
+    c.add_argument("--level", choices=("quick", "standard", "thorough"), default="standard",
+                   help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)")
+    c.add_argument("--seed", type=int, default=0, help="seed of every request; reproduces the run (default 0)")
+    c.add_argument("--alpha", type=float, default=1e-6, help="family false-alarm rate (default 1e-6)")
+    c.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                   help="run only this scenario (repeatable); `specverify scenarios` lists them")
+    c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
+    c.add_argument("--require", choices=("exact", "greedy-only", "approximate"), default="exact",
+                   help="verdict needed for exit code 0 (default exact)")
+    c.add_argument("--require-reproducible", action="store_true",
+                   help="also require same seed -> same output (alone, batched, repeated)")
+    c.add_argument("--isolation", choices=("process", "none"), default="process",
+                   help="run the decoder in a worker process with a per-call timeout (default) or in-process")
+    c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
+    c.add_argument("--budget", type=float, default=None, help="wall-clock budget in seconds (default none)")
+    sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
+    sub.add_parser("scenarios", help="list the certification scenarios")
+    pl = sub.add_parser("plan", help="sample size to detect a TV of EPSILON on a law of K outcomes")
+    pl.add_argument("--outcomes", type=int, required=True, help="number of outcomes K (uniform law: worst case)")
+    pl.add_argument("--epsilon", type=float, default=0.02, help="total variation to detect (default 0.02)")
+    pl.add_argument("--alpha", type=float, default=1e-6, help="false-alarm rate of this one test (default 1e-6)")
+    pl.add_argument("--power", type=float, default=0.9, help="power (default 0.9)")
+    return p
+
+
+def _certify(args, out, err) -> int:
+    from specverify.certify import certify
+    from specverify.errors import InvalidArgument
+    from specverify.report import render_json, render_text
+
+    progress = (lambda msg: print(msg, file=err, flush=True)) if err.isatty() else None
+    try:
+        cert = certify(args.factory, level=args.level, seed=args.seed, alpha=args.alpha,
+                       scenarios=args.scenario or None, isolation=args.isolation, timeout_s=args.timeout,
+                       budget_s=args.budget, progress=progress)
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    if args.json == "-":
+        out.write(render_json(cert))
+    else:
+        out.write(render_text(cert))
+        if args.json:
+            with open(args.json, "w") as fh:
+                fh.write(render_json(cert))
+    ok = cert.meets(args.require, require_reproducible=args.require_reproducible)
+    return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
+
+
+def _zoo(out) -> int:
+    try:
+        from specverify.zoo import zoo_entries
+    except ImportError as exc:
+        out.write(f"the zoo is not available: {exc}\n")
+        return ExitCode.INTERNAL
+    for entry in zoo_entries():
+        out.write(f"specverify.zoo:{entry.name:34s} {entry.verdict:12s} {entry.summary}\n")
+    return ExitCode.MEETS
+
+
+def _scenarios(out) -> int:
+    from specverify.certify import SCENARIOS
+
+    for s in SCENARIOS.values():
+        core = " (core)" if s.core else ""
+        out.write(f"{s.name:26s} {s.kind:9s} {s.exercises}{core}\n")
+    return ExitCode.MEETS
+
+
+def _plan(args, out, err) -> int:
+    import numpy as np
+
+    from specverify.errors import InvalidArgument
+    from specverify.stats import plan_sample_size
+
+    if args.outcomes < 1:
+        print(f"specverify: error: --outcomes={args.outcomes!r} must be >= 1", file=err)
+        return ExitCode.USAGE
+    try:
+        n = plan_sample_size(np.full(args.outcomes, 1.0 / args.outcomes), args.epsilon, alpha=args.alpha,
+                             power=args.power)
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    out.write(f"{n} draws detect a TV of {args.epsilon} on {args.outcomes} equally likely outcomes with power "
+              f"{args.power} at α = {args.alpha:g} (pooled χ², safety factor 4)\n")
+    return ExitCode.MEETS
+
+
+def main(argv=None, *, out=None, err=None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return ExitCode.USAGE if exc.code else ExitCode.MEETS
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny tensors: threads cost more than they give
+    try:
+        if args.command == "certify":
+            return _certify(args, out, err)
+        if args.command == "zoo":
+            return _zoo(out)
+        if args.command == "scenarios":
+            return _scenarios(out)
+        return _plan(args, out, err)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, with how to report it
+        import traceback
+        traceback.print_exc(file=err)
+        print(f"specverify: internal error ({type(exc).__name__}: {exc}). Please report it with the command "
+              "line above.", file=err)
+        return ExitCode.INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
