@@ -7,6 +7,9 @@ from specverify.sampling import verify_candidate
 
 __all__ = ["make_decoder", "decode_plain", "sample_plain", "VectorizedDecoder", "verify_candidate", "Request",
            "Completion"]
+from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache  # noqa: E402
+from specverify.reference.transactional import TransactionalDecoder  # noqa: E402
+__all__ += ["TransactionalDecoder", "BlockPool", "PagedCache", "OutOfBlocks"]
 
 
 def make_decoder(target, draft):

@@ -63,11 +63,16 @@ class StateView:
 
 
 class _Rules:
-    """One request's processors and finishing rules: the law of a ``History`` and the ``History`` after a token."""
+    """One request's processors and finishing rules: the law of a ``History`` and the ``History`` after a token.
+
+    The law is a pure function of the logits row read from a cache and the ``History``, so it is memoised (per
+    decoder call; draws of one request revisit the same prefixes): a stale cache entry changes the logits, hence
+    the key, and is never masked by the memo."""
 
     def __init__(self, vocab, params):
         self.vocab, self.params = vocab, params
         self.stops = stop_tables(vocab.strings, params.stop) if params.stop else None
+        self._laws: dict = {}
 
     def start(self, prompt) -> History:
         grammar = self.params.grammar
@@ -93,20 +98,24 @@ class _Rules:
         return History(generated=history.generated + (token,), seen=history.seen | {token}, counts=tuple(counts),
                        grammar_state=grammar_state, stop_state=stop_state, finish_reason=reason)
 
-    def law(self, logits, histories: Sequence[History]) -> torch.Tensor:  # [n, V], n histories -> [n, V]
+    def law(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
+        key = (logits.numpy().tobytes(), history)
+        if key not in self._laws:
+            self._laws[key] = self._process(logits, history)
+        return self._laws[key]
+
+    def _process(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
         params, size, eos = self.params, self.vocab.size, self.vocab.eos_token_id
         seen = counts = allowed = None  # None where the processor is off: same law, fewer tensors
         if params.repetition_penalty != 1.0:
-            seen = torch.zeros((len(histories), size), dtype=torch.bool)
-            for row, history in enumerate(histories):
-                seen[row, list(history.seen)] = True
+            seen = torch.zeros((1, size), dtype=torch.bool)
+            seen[0, list(history.seen)] = True
         if params.frequency_penalty or params.presence_penalty:
-            counts = torch.tensor([h.counts for h in histories], dtype=torch.float64)
+            counts = torch.tensor([history.counts], dtype=torch.float64)
         if params.grammar is not None:
-            allowed = grammar_mask(params.grammar, [h.grammar_state for h in histories], size, eos)
-        num_generated = torch.tensor([len(h.generated) for h in histories], dtype=torch.int64)
-        return process_logits(logits, params, seen=seen, counts=counts, num_generated=num_generated,
-                              allowed=allowed, eos_token_id=eos)
+            allowed = grammar_mask(params.grammar, [history.grammar_state], size, eos)
+        return process_logits(logits, params, seen=seen, counts=counts, allowed=allowed, eos_token_id=eos,
+                              num_generated=torch.tensor([len(history.generated)], dtype=torch.int64))
 
 
 @dataclass(eq=False)
@@ -116,6 +125,7 @@ class RequestState:
 
     request: Request
     seed: int
+    draws: dict = field(repr=False)  # purpose -> keyed uniforms float64 [max_tokens + γ], by generated position
     rules: _Rules = field(repr=False)
     history: History
     target_cache: PagedCache = field(repr=False)
@@ -216,28 +226,32 @@ class TransactionalDecoder:
         for i, request in enumerate(requests):
             self._validate(request, f"requests[{i}]")
         fresh = self._rng.integers(0, 2**63, size=len(requests), dtype=np.int64)
-        return [self.decode(r, int(f) if r.seed is None else r.seed) for r, f in zip(requests, fresh)]
+        rules: dict = {}
+        return [self.decode(r, int(f) if r.seed is None else r.seed, rules=rules.setdefault(r.params, self._rules(r)))
+                for r, f in zip(requests, fresh)]
 
     def sample(self, request: Request, n: int) -> SampleCounts:
-        """Counts of distinct outcomes over ``n`` independent draws (seeds derived as ``VectorizedDecoder.sample``)."""
+        """Counts of distinct outcomes over ``n`` independent draws, and of the accepted drafts in each draw's first
+        round (seeds derived as in ``VectorizedDecoder.sample``)."""
         self._validate(request, "request")
         check(isinstance(n, int) and not isinstance(n, bool) and n >= 1, f"n={n!r} must be an int >= 1.")
         if request.seed is None:
-            seeds = self._rng.integers(0, 2**63, size=n, dtype=np.int64)
+            seeds = self._rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
         else:
             seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
-        outcomes, accepted = {}, {}
-        for seed in seeds.tolist():
-            completion = self.decode(request, int(seed))
+        outcomes, accepted, rules = {}, {}, self._rules(request)
+        draws = _keyed_draws(seeds, request)
+        for i, seed in enumerate(seeds.tolist()):
+            completion = self.decode(request, seed, rules=rules, draws={p: d[i] for p, d in draws.items()})
             key = (completion.tokens, completion.finish_reason)
             outcomes[key] = outcomes.get(key, 0) + 1
-            for a in completion.accepted:
-                accepted[a] = accepted.get(a, 0) + 1
+            first = completion.accepted[0]  # the protocol reports the first round's accepted count per draw
+            accepted[first] = accepted.get(first, 0) + 1
         return SampleCounts(outcomes=outcomes, accepted=accepted)
 
-    def decode(self, request: Request, seed: int) -> Completion:
+    def decode(self, request: Request, seed: int, *, rules: Optional[_Rules] = None, draws=None) -> Completion:
         """Run one (validated) request to completion with the given 63-bit seed."""
-        state = self.start(request, seed)
+        state = self.start(request, seed, rules=rules, draws=draws)
         try:
             while state.finish_reason is None:
                 self.round(state)
@@ -247,21 +261,29 @@ class TransactionalDecoder:
         return Completion(tokens=state.generated, finish_reason=state.finish_reason, stream=tuple(state.stream),
                           accepted=tuple(state.accepted))
 
-    def start(self, request: Request, seed: int) -> RequestState:
-        rules = _Rules(self.vocab, request.params)
-        state = RequestState(request=request, seed=seed, rules=rules, history=rules.start(request.prompt),
+    def start(self, request: Request, seed: int, *, rules: Optional[_Rules] = None, draws=None) -> RequestState:
+        rules = rules if rules is not None else self._rules(request)
+        if draws is None:
+            draws = {p: d[0] for p, d in _keyed_draws(np.asarray([seed], dtype=np.uint64), request).items()}
+        state = RequestState(request=request, seed=seed, draws=draws, rules=rules, history=rules.start(request.prompt),
                              target_cache=PagedCache(self.pool, self.target),
                              draft_cache=PagedCache(self.pool, self.draft))
-        self.discard(state)  # fills both caches with the prompt minus its last token
+        try:
+            self.discard(state)  # fills both caches with the prompt minus its last token
+        except BaseException:
+            state.target_cache.free()
+            state.draft_cache.free()
+            raise
         return state
 
     # ------------------------------------------------------------------------------------------- one round
     def round(self, state: RequestState) -> None:
         """snapshot -> provisional branch -> verify -> commit accepted prefix + one token -> discard -> emit."""
-        branch = self.propose(state)
+        branch = self.snapshot(state)  # nothing committed changes before commit below
+        self.propose(state, branch)
         target_probs = self.verify(state, branch)
         history, accepted = self.accept(state, branch, target_probs)
-        state.history = history
+        state.history = history  # commit: adopt the branch's history up to the committed token
         state.accepted.append(accepted)
         state.drafted.append(len(branch.drafts))
         self.discard(state)
@@ -270,23 +292,20 @@ class TransactionalDecoder:
             self.on_round(state)
 
     def snapshot(self, state: RequestState) -> _Branch:
-        """Open the round's branch on the committed history, with its keyed draws (each position's once)."""
-        positions = state.rng_position + np.arange(state.request.num_draft_tokens + 1)
-        seed = np.uint64(state.seed)
-        uniforms = {p: keyed_uniforms(seed, positions, p) for p in (Purpose.DRAFT, Purpose.ACCEPT, Purpose.TARGET)}
-        return _Branch(start=state.history, uniforms=uniforms)
+        """Open the round's branch on the committed history, with the keyed draws of its positions."""
+        span = slice(state.rng_position, state.rng_position + state.request.num_draft_tokens + 1)
+        return _Branch(start=state.history, uniforms={p: draws[span] for p, draws in state.draws.items()})
 
-    def propose(self, state: RequestState) -> _Branch:
+    def propose(self, state: RequestState, branch: _Branch) -> None:
         """Draft up to γ tokens from the draft's processed law, each on a provisional ``History``. Drafting stops
         after a draft that would finish the request (nothing after it can be committed) and where the draft row
         has no mass (that position then gets a plain target draw)."""
-        branch = self.snapshot(state)
         feed = state.last_token
         for k in range(state.request.num_draft_tokens):
             history = branch.before(k)
             if history.finish_reason is not None:
                 break
-            draft_probs = state.rules.law(state.draft_cache.forward([feed]), [history])  # [1, V]
+            draft_probs = state.rules.law(state.draft_cache.forward([feed]), history)  # [1, V]
             token = int(sample_from_uniforms(draft_probs, branch.uniform(k, Purpose.DRAFT))[0])
             if token < 0:
                 break
@@ -294,13 +313,12 @@ class TransactionalDecoder:
             branch.draft_rows.append(draft_probs[0])
             branch.histories.append(state.rules.advance(history, token))
             feed = token
-        return branch
 
     def verify(self, state: RequestState, branch: _Branch) -> list[torch.Tensor]:  # -> d + 1 rows [V]
         """One target call over [last, x_0 .. x_{d-1}]; row k's processors see the drafts before it."""
         logits = state.target_cache.forward([state.last_token] + branch.drafts)  # [d + 1, V]
         # row by row: on a busy CPU a multi-row op can cost a thread-pool wake-up (ms); one row never does
-        return [state.rules.law(logits[k:k + 1], [branch.before(k)])[0] for k in range(len(branch.drafts) + 1)]
+        return [state.rules.law(logits[k:k + 1], branch.before(k))[0] for k in range(len(branch.drafts) + 1)]
 
     def accept(self, state: RequestState, branch: _Branch, target_probs) -> tuple[History, int]:
         """Walk the branch: accept x_k iff u·q(x_k) < p(x_k); on rejection commit a recovered token, after the
@@ -355,7 +373,7 @@ class TransactionalDecoder:
         if no_token:
             self._check_no_token(request, history)
             history = replace(history, finish_reason="no_token")
-        state = RequestState(request=request, seed=request.seed or 0, rules=_Rules(self.vocab, request.params),
+        state = RequestState(request=request, seed=request.seed or 0, draws={}, rules=self._rules(request),
                              history=history, cursor=len(tokens), stream=[tokens] if tokens else [],
                              target_cache=None, draft_cache=None)
         pool = BlockPool(2 * max(1, state.position), 1)
@@ -374,6 +392,9 @@ class TransactionalDecoder:
         check(float(probs.sum()) <= 0, f"no_token=True but the target's next-token law after "
               f"{history.generated!r} has positive mass: no_token only ends a request whose next row is all masked.")
 
+    def _rules(self, request: Request) -> _Rules:
+        return _Rules(self.vocab, request.params)
+
     def _validate(self, request: Request, name: str) -> None:
         check(isinstance(request, Request), f"{name}={request!r} must be a specverify Request.")
         self.vocab.check_tokens(request.prompt, f"{name}.prompt")
@@ -387,8 +408,16 @@ class TransactionalDecoder:
               f"block_size={self.pool.block_size!r}. Raise num_blocks or block_size.")
 
 
+def _keyed_draws(seeds: np.ndarray, request: Request) -> dict:  # uint64 [m] -> purpose -> [m, max_tokens + γ]
+    """Every keyed uniform a request can use: rounds start at generated position <= max_tokens - 1 and reach γ on."""
+    positions = np.arange(request.params.max_tokens + request.num_draft_tokens)
+    return {p: keyed_uniforms(seeds[:, None], positions[None, :], p) for p in (Purpose.DRAFT, Purpose.ACCEPT,
+                                                                              Purpose.TARGET)}
+
+
 def _history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> History:
     params, prompt = request.params, request.prompt
+    finish_reason = _finish_from_scratch(vocab, params, tokens)  # first: it rejects tokens after a finish
     grammar_state = params.grammar.initial_state if params.grammar is not None else None
     for token in tokens:
         if params.grammar is not None and token != vocab.eos_token_id:
@@ -400,7 +429,7 @@ def _history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> H
         stop_state = max((i for i, p in enumerate(prefixes) if text.endswith(p)), key=lambda i: len(prefixes[i]))
     return History(generated=tokens, seen=frozenset(prompt + tokens),
                    counts=tuple(tokens.count(t) for t in range(vocab.size)), grammar_state=grammar_state,
-                   stop_state=stop_state, finish_reason=_finish_from_scratch(vocab, params, tokens))
+                   stop_state=stop_state, finish_reason=finish_reason)
 
 
 def _finish_from_scratch(vocab, params, tokens: tuple[int, ...]) -> Optional[str]:

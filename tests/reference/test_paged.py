@@ -38,14 +38,14 @@ def snapshot(cache):
 @pytest.mark.parametrize("block_size", BLOCK_SIZES)
 def test_forward_across_block_boundaries_at_every_offset(block_size):
     for start in range(2 * block_size + 2):
-        for count in range(1, block_size + 2):
+        for count in sorted({1, 2, block_size - 1, block_size, block_size + 1} - {0}):
             pool = BlockPool(16, block_size)
             cache = PagedCache(pool, TARGET)
             if start:
                 cache.forward(SEQ[:start])
             logits = cache.forward(SEQ[start:start + count])
             ref = reference(SEQ[:start])
-            torch.testing.assert_close(logits, ref.forward(SEQ[start:start + count]), rtol=0, atol=0)
+            assert torch.equal(logits, ref.forward(SEQ[start:start + count]))
             assert_same(cache, ref)
             assert pool.num_free == pool.num_blocks - len(cache.block_table)
 
@@ -62,7 +62,7 @@ def test_crop_to_every_length_frees_whole_blocks_and_regrows_correctly(block_siz
         assert pool.num_free == pool.num_blocks - -(-length // block_size)
         regrow = SEQ[total:total + block_size + 1]  # a different continuation: stale slots must not leak
         ref = reference(SEQ[:length])
-        torch.testing.assert_close(cache.forward(regrow), ref.forward(regrow), rtol=0, atol=0)
+        assert torch.equal(cache.forward(regrow), ref.forward(regrow))
         assert_same(cache, ref)
         cache.free()
         assert pool.num_free == pool.num_blocks and len(cache) == 0
@@ -187,7 +187,7 @@ def test_random_operations_on_shared_pool_match_flat_caches(block_size):
     caches = [PagedCache(pool, TARGET if i % 3 else DRAFT) for i in range(4)]
     refs = [[] for _ in caches]
     prefixes = [SEQ[:n] for n in (block_size, 2 * block_size, 2 * block_size + 1)]
-    for _ in range(300):
+    for step in range(300):
         i = int(rng.integers(len(caches)))
         cache, before = caches[i], snapshot(caches[i])
         op = rng.choice(["forward", "prefill", "crop", "commit", "free"], p=[0.35, 0.2, 0.25, 0.15, 0.05])
@@ -196,7 +196,7 @@ def test_random_operations_on_shared_pool_match_flat_caches(block_size):
                 new = rng.integers(VOCAB.size, size=int(rng.integers(1, 2 * block_size + 2))).tolist()
                 logits = cache.forward(new)
                 ref = reference(refs[i], cache.model)
-                torch.testing.assert_close(logits, ref.forward(new), rtol=0, atol=0)
+                assert torch.equal(logits, ref.forward(new))
                 refs[i] = refs[i] + new
             elif op == "prefill":
                 cache.crop(cache.num_committed)
@@ -216,8 +216,10 @@ def test_random_operations_on_shared_pool_match_flat_caches(block_size):
         except OutOfBlocks:
             if op != "prefill":  # prefill crops first, then may fail: the crop stays
                 assert snapshot(cache) == before
-        for c, r in zip(caches, refs):
-            assert_same(c, reference(r, c.model))
+        assert_same(cache, reference(refs[i], cache.model))
+        if step % 10 == 0:  # another holder of a shared block must never see a write
+            for c, r in zip(caches, refs):
+                assert_same(c, reference(r, c.model))
         held = sum(pool.refcount(b) for b in range(pool.num_blocks))
         assert held == sum(len(c.block_table) for c in caches)
         assert pool.num_free == sum(pool.refcount(b) == 0 for b in range(pool.num_blocks))
