@@ -197,10 +197,13 @@ def _categorical_kernel(
 INTERPRETED = type(_chain_rejection_kernel).__name__ == "InterpretedFunction"
 
 
-def _blocks(batch: int, vocab: int) -> tuple[int, int, int]:
-    """(BLOCK_B, BLOCK, BLOCK_V): requests per program, flat chunk of the validation pass, vocabulary chunk."""
-    if INTERPRETED:  # one program per up to 128 requests: programs and ops, not elements, cost time here
-        return min(triton.next_power_of_2(batch), 128), 4096, min(triton.next_power_of_2(vocab), 4096)
+def _blocks(batch: int, vocab: int, rows: int = 1) -> tuple[int, int, int]:
+    """(BLOCK_B, BLOCK, BLOCK_V): requests per program, flat chunk of the validation pass (``rows`` rows of V per
+    request), vocabulary chunk of the search."""
+    if INTERPRETED:  # programs and ops cost time here, not elements: big tiles, capped at 2**18 elements
+        block = min(triton.next_power_of_2(rows * vocab), 4096)
+        block_v = min(triton.next_power_of_2(vocab), 4096)
+        return min(triton.next_power_of_2(batch), 1024, 2**18 // block), block, block_v
     return 1, 4096, min(triton.next_power_of_2(vocab), 2048)
 
 
@@ -225,7 +228,7 @@ def chain_rejection_sample_triton(draft_token_ids, num_draft_tokens, draft_probs
     status = torch.empty(batch, dtype=torch.int32, device=device)
     if batch == 0:
         return ChainResult(tokens, num_accepted, status)
-    block_b, block, block_v = _blocks(batch, vocab)
+    block_b, block, block_v = _blocks(batch, vocab, gamma + 1)
     _chain_rejection_kernel[(triton.cdiv(batch, block_b),)](
         tokens, num_accepted, status, draft_token_ids.to(torch.int64).contiguous(),
         num_draft_tokens.to(torch.int32).contiguous(), draft_probs, target_probs, u_accept.to(acc).contiguous(),

@@ -1,0 +1,79 @@
+"""Public surface: ``__all__``, lazy imports, argument checks that raise ``InvalidArgument``."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import specverify.kernels as kernels
+from specverify.errors import InvalidArgument
+from specverify.kernels import chain_rejection_sample, categorical_sample
+
+
+def test_all_names_resolve_and_are_sorted():
+    assert kernels.__all__ == sorted(kernels.__all__)
+    for name in kernels.__all__:
+        assert getattr(kernels, name) is not None
+    with pytest.raises(AttributeError):
+        kernels.no_such_name  # noqa: B018
+
+
+def test_imports_are_lazy():
+    # importing specverify(.kernels) imports neither torch nor triton; the torch twin never imports triton
+    code = ("import sys, specverify, specverify.kernels as k\n"
+            "assert 'triton' not in sys.modules and 'torch' not in sys.modules\n"
+            "import torch\n"
+            "k.chain_rejection_sample(torch.zeros(1, 1, dtype=torch.long), torch.ones(1, dtype=torch.long), "
+            "torch.ones(1, 1, 2), torch.ones(1, 2, 2) / 2, torch.zeros(1, 1), torch.zeros(1, 2), backend='torch')\n"
+            "assert 'triton' not in sys.modules and 'hypothesis' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": "0"})
+
+
+def _args(batch=2, gamma=3, vocab=5):
+    return [torch.zeros(batch, gamma, dtype=torch.long), torch.full((batch,), gamma), torch.full((batch, gamma, vocab), 0.2),
+            torch.full((batch, gamma + 1, vocab), 0.2), torch.zeros(batch, gamma), torch.zeros(batch, gamma + 1)]
+
+
+@pytest.mark.parametrize("index, bad, words", [
+    (0, torch.zeros(2, 3), "draft_token_ids.dtype"),
+    (0, torch.zeros(2, dtype=torch.long), "draft_token_ids.shape=(2,)"),
+    (1, torch.zeros(3, dtype=torch.long), "num_draft_tokens.shape=(3,)"),
+    (2, torch.zeros(2, 3, 4), "draft_probs.shape=(2, 3, 4)"),
+    (3, torch.zeros(2, 3, 5), "bonus row"),
+    (3, torch.zeros(2, 4, 5, dtype=torch.float64), "cast both to one dtype"),
+    (4, torch.zeros(2, 3, dtype=torch.long), "u_accept.dtype"),
+    (5, torch.zeros(2, 3), "u_recover.shape=(2, 3)"),
+    (2, [[0.2]], "must be a torch.Tensor"),
+])
+def test_chain_argument_errors_name_the_argument_and_the_fix(index, bad, words):
+    args = _args()
+    args[index] = bad
+    with pytest.raises(InvalidArgument, match=words.replace("(", r"\(").replace(")", r"\)")):
+        chain_rejection_sample(*args, backend="torch")
+
+
+def test_backend_name_is_checked():
+    with pytest.raises(InvalidArgument, match="backend='cuda'"):
+        chain_rejection_sample(*_args(), backend="cuda")
+
+
+def test_triton_backend_needs_contiguous_probabilities(device):
+    args = [a.to(device) for a in _args()]
+    args[3] = torch.full((2, 5, 4), 0.2, device=device).transpose(1, 2)
+    with pytest.raises(InvalidArgument, match=r"target_probs .* must be contiguous.*target_probs.contiguous\(\)"):
+        chain_rejection_sample(*args, backend="triton")
+
+
+def test_categorical_argument_errors():
+    with pytest.raises(InvalidArgument, match=r"uniforms.shape=\(3,\), expected \(2,\)"):
+        categorical_sample(torch.ones(2, 4), torch.zeros(3))
+    with pytest.raises(InvalidArgument, match="probs.shape=.* rank 2"):
+        categorical_sample(torch.ones(4), torch.zeros(4))
+
+
+def test_describe_status():
+    assert kernels.describe_status(0) == "ok"
+    assert kernels.describe_status(kernels.STATUS_INVALID_PROBS | kernels.STATUS_BAD_LENGTH) == "invalid_probs|bad_length"
+    assert kernels.ERROR_MASK & kernels.STATUS_NO_TOKEN == 0
