@@ -75,7 +75,7 @@ def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1
     chosen = select_scenarios(scenarios)
     started = time.perf_counter()
     name = factory_name(factory)
-    base_cmd = f"specverify certify {name} --level {level} --seed {seed}"
+    base_cmd = f"specverify certify {name} --level {level}"
     plan = Plan(alpha=alpha, epsilon=LEVELS[level], power=power, num_tests=_num_sampling_tests(), level=level,
                 seed=seed)
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
@@ -92,13 +92,13 @@ def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1
                        reproducible=repro[0], reproducibility_note=repro[1],
                        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec)
                                              if spec else None),
-                       versions=_versions(), command=base_cmd)
+                       versions=_versions(), command=f"{base_cmd} --seed {seed}")
 
 
 def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress):
     results, violation, repro = [], None, (None, "not checked")
     for i, scenario in enumerate(chosen):
-        reproduce = f"{base_cmd} --scenario {scenario.name}"
+        reproduce = f"{base_cmd} --scenario {scenario.name} --seed {plan.seed}"
         if violation is not None or (budget_s is not None and time.perf_counter() - started > budget_s):
             why = "not run: the decoder already broke the protocol" if violation else "not run: budget exhausted"
             results.append(ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=why))

@@ -50,9 +50,13 @@ class _State:
         self.out = np.zeros((b, params.max_tokens), dtype=np.int64)
         self.n_gen = np.zeros(b, dtype=np.int64)
         self.reason = np.zeros(b, dtype=np.int64)
-        self.seen = torch.zeros((b, size), dtype=torch.bool)
-        self.seen[:, list(prompt)] = True
-        self.counts = torch.zeros((b, size), dtype=torch.float64)
+        # penalty history is only kept when a penalty reads it (it is dead weight otherwise)
+        self.penalized = bool(params.repetition_penalty != 1.0 or params.frequency_penalty or params.presence_penalty)
+        self.seen = self.counts = None
+        if self.penalized:
+            self.seen = torch.zeros((b, size), dtype=torch.bool)
+            self.seen[:, list(prompt)] = True
+            self.counts = torch.zeros((b, size), dtype=torch.float64)
         self.last = np.full(b, prompt[-1], dtype=np.int64)
         capacity = len(prompt) + params.max_tokens + gamma + 1
         self.target_cache = dec.target.new_batch_cache(b, capacity)
@@ -157,13 +161,16 @@ class VectorizedDecoder:
 
     def provisional(self, st, rows):
         """A copy of the committed history state (snapshot) that drafts may advance."""
+        if not st.penalized:
+            return None, None, st.gstate[rows].copy()
         return st.seen[rows].clone(), st.counts[rows].clone(), st.gstate[rows].copy()
 
     def advance(self, st, prov, tokens: np.ndarray):
         seen, counts, gstate = prov
-        idx = torch.from_numpy(tokens)[:, None]
-        seen.scatter_(1, idx, True)
-        counts.scatter_add_(1, idx, torch.ones(idx.shape, dtype=counts.dtype))
+        if seen is not None:
+            idx = torch.from_numpy(tokens)[:, None]
+            seen.scatter_(1, idx, True)
+            counts.scatter_add_(1, idx, torch.ones(idx.shape, dtype=counts.dtype))
         if st.grammar is not None:
             gstate = st.grammar[1][gstate, tokens]
         return seen, counts, gstate
@@ -260,10 +267,10 @@ class VectorizedDecoder:
         pos = st.n_gen[rows]
         st.out[rows, pos] = tokens
         st.n_gen[rows] = pos + 1
-        idx = torch.from_numpy(rows)
-        tok = torch.from_numpy(tokens)
-        st.seen[idx, tok] = True
-        st.counts[idx, tok] += 1
+        if st.penalized:
+            idx, tok = torch.from_numpy(rows), torch.from_numpy(tokens)
+            st.seen[idx, tok] = True
+            st.counts[idx, tok] += 1
         if st.grammar is not None:
             st.gstate[rows] = st.grammar[1][st.gstate[rows], tokens]
         stop_hit = np.zeros(rows.size, dtype=bool)

@@ -1,0 +1,88 @@
+"""Decoders that break the protocol in one way each (importable, so the worker process can load them)."""
+
+import time
+from dataclasses import replace
+
+from specverify.protocol import Completion
+from specverify.reference import VectorizedDecoder
+
+
+class _Wrap:
+    capabilities = VectorizedDecoder.capabilities
+
+    def __init__(self, target, draft):
+        self.inner = VectorizedDecoder(target, draft)
+        self.vocab = target.vocab
+
+    def __call__(self, requests):
+        return [self.mutate(c) for c in self.inner(requests)]
+
+    def mutate(self, completion):
+        return completion
+
+
+class Raises(_Wrap):
+    def __call__(self, requests):
+        raise RuntimeError("engine exploded")
+
+
+class WrongCount(_Wrap):
+    def __call__(self, requests):
+        return self.inner(requests)[:-1]
+
+
+class OutOfVocab(_Wrap):
+    def mutate(self, c):
+        return replace(c, tokens=c.tokens[:-1] + (self.vocab.size + 3,), stream=None)
+
+
+class TokensAfterEos(_Wrap):
+    def mutate(self, c):
+        if c.finish_reason == "eos":
+            return replace(c, tokens=c.tokens + (0,), stream=None)
+        return c
+
+
+class WrongReason(_Wrap):
+    def mutate(self, c):
+        return replace(c, finish_reason="length" if c.finish_reason == "eos" else c.finish_reason)
+
+
+class BrokenStream(_Wrap):
+    def mutate(self, c):
+        return replace(c, stream=c.stream + (c.tokens[:1],))
+
+
+class Hangs(_Wrap):
+    def __call__(self, requests):
+        time.sleep(3600)
+
+
+class NotACompletion(_Wrap):
+    def __call__(self, requests):
+        return [{"tokens": (0,), "finish_reason": "eos"} for _ in requests]
+
+
+class _Minimal:
+    """Declares only batching on top of the minimum; no fast path, no seeds, no stream, no accepted counts."""
+
+    capabilities = frozenset({"temperature", "max_tokens", "batch"})
+
+    def __init__(self, target, draft):
+        self.inner = VectorizedDecoder(target, draft)
+
+    def __call__(self, requests):
+        return [Completion(c.tokens, c.finish_reason) for c in self.inner(requests)]
+
+
+def minimal(target, draft):
+    return _Minimal(target, draft)
+
+
+def make(cls):
+    return lambda target, draft: cls(target, draft)
+
+
+raises, wrong_count, out_of_vocab = make(Raises), make(WrongCount), make(OutOfVocab)
+tokens_after_eos, wrong_reason, broken_stream = make(TokensAfterEos), make(WrongReason), make(BrokenStream)
+hangs, not_a_completion = make(Hangs), make(NotACompletion)

@@ -1,0 +1,84 @@
+"""certify(): verdict rules, protocol violations, coverage, budget, reproduction commands."""
+
+import pytest
+
+from specverify import InvalidArgument
+from specverify.certify import CORE, SCENARIOS, certify
+from specverify.reference import make_decoder
+from tests.certify import bad_decoders
+
+FAST = list(CORE)
+
+
+def run(factory, scenarios=FAST, **kw):
+    kw.setdefault("level", "quick")
+    return certify(factory, scenarios=scenarios, isolation="none", **kw)
+
+
+def test_reference_is_exact_with_evidence():
+    cert = run(make_decoder, scenarios=FAST + ["unseeded-collision"])
+    assert cert.verdict == "exact", cert.reason
+    sampling = [s for s in cert.scenarios if s.kind in ("sampling", "mixed")]
+    assert sampling and all(s.passed and s.n == s.planned_n and s.n > 1000 for s in sampling)
+    for s in sampling:
+        assert s.detectable_tv <= 0.05 + 1e-9 and 0 <= s.tv_estimate <= 1 and s.pvalue > 1e-6
+        assert s.accepted_observed and abs(sum(s.accepted_expected) - 1) < 1e-12
+    assert cert.reproducible is True and cert.speculation_observed is True
+    assert "--scenario temperature-1 --seed 0" in cert.scenarios[0].reproduce
+
+
+@pytest.mark.parametrize("factory, fragment", [
+    (bad_decoders.raises, "engine exploded"), (bad_decoders.wrong_count, "wrong count"),
+    (bad_decoders.out_of_vocab, "outside the vocabulary"), (bad_decoders.tokens_after_eos, "after the finishing"),
+    (bad_decoders.wrong_reason, "does not match"), (bad_decoders.broken_stream, "stream"),
+    (bad_decoders.not_a_completion, "without tokens"),
+])
+def test_protocol_violations_are_invalid_never_a_pass(factory, fragment):
+    cert = run(factory, scenarios=["eos-in-block"])
+    assert cert.verdict == "invalid"
+    assert fragment in cert.reason
+    assert "Reproduce: specverify certify" in cert.reason
+
+
+@pytest.mark.slow
+def test_a_hang_in_the_worker_process_is_invalid():
+    cert = certify("tests.certify.bad_decoders:hangs", level="quick", scenarios=["greedy"], timeout_s=3.0)
+    assert cert.verdict == "invalid" and "hang" in cert.reason
+
+
+def test_minimal_decoder_covers_core_and_lists_what_it_skips():
+    cert = run(bad_decoders.minimal, scenarios=list(CORE) + ["penalties", "mixed-batch"])
+    assert cert.verdict == "exact", cert.reason
+    skipped = {s.name: s.note for s in cert.scenarios if not s.covered}
+    assert set(skipped) == {"penalties", "mixed-batch"} and "not covered" in skipped["penalties"]
+    assert cert.speculation_observed is None and cert.reproducible is None
+
+
+def test_missing_core_scenarios_make_it_inconclusive_and_inconclusive_never_meets():
+    cert = run(make_decoder, scenarios=["top-k"])
+    assert cert.verdict == "inconclusive" and "core" in cert.reason
+    assert not cert.meets("approximate")
+
+
+def test_budget_exhaustion_is_inconclusive():
+    cert = run(make_decoder, scenarios=list(CORE) + ["penalties"], budget_s=1e-9)
+    assert cert.verdict == "inconclusive"
+
+
+def test_bad_arguments():
+    with pytest.raises(InvalidArgument, match="level='fast'"):
+        run(make_decoder, level="fast")
+    with pytest.raises(InvalidArgument, match="Did you mean 'greedy'"):
+        run(make_decoder, scenarios=["greedi"])
+    with pytest.raises(InvalidArgument, match="alpha=2"):
+        run(make_decoder, alpha=2.0)
+    with pytest.raises(InvalidArgument, match="Did you mean"):
+        certify("specverify.reference:make_decodr", isolation="none")
+
+
+def test_scenarios_stay_small():
+    from specverify.oracles import exact_law
+    for s in SCENARIOS.values():
+        if s.kind == "sampling":
+            target, _ = s.models()
+            assert len(exact_law(target, s.prompt, s.params)) <= 400, s.name
