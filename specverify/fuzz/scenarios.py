@@ -1,0 +1,122 @@
+"""Strategies for schedules (events over a batch of requests) and for scenarios on the reference decoder."""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+from hypothesis import strategies as st
+
+from specverify.errors import check
+from specverify.fuzz.protocol import FAULT_KINDS, Fault
+from specverify.fuzz.reference import ReferenceWhiteBox
+from specverify.fuzz.schedules import Add, Cancel, Preempt, Resume, Scenario, Step
+from specverify.fuzz.strategies import prompts, sampling_params
+from specverify.oracles import draft_copy, draft_near, make_vocab, random_target
+from specverify.protocol import Request
+
+__all__ = ["schedules", "steps", "reference_scenarios", "reference_runs", "toy_family", "DRAFT_DISTANCES",
+           "BLOCK_SIZES"]
+
+DRAFT_DISTANCES = (0.0, 0.3, 0.6, 1.0)
+BLOCK_SIZES = (1, 2, 3, 16)
+# weights by repetition: plain steps dominate, every other kind of event shows up in most schedules of ~10 events
+_EVENT_KINDS = ("step",) * 5 + ("fault",) * 5 + ("during",) * 2 + ("cancel", "preempt", "resume", "resume", "add")
+
+
+@lru_cache(maxsize=64)
+def toy_family(vocab_size: int, target_seed: int, distances: tuple, eos_bias: float = -1.5):
+    """``(target, drafts)``: a toy target and one draft per distance (0.0 = an exact copy), built once per key."""
+    target = random_target(make_vocab(vocab_size), seed=target_seed, eos_bias=eos_bias)
+    drafts = tuple(draft_copy(target) if d == 0 else draft_near(target, distance=d, seed=100 + 7 * i + target_seed)
+                   for i, d in enumerate(distances))
+    return target, drafts
+
+
+@st.composite
+def _fault(draw, faults, versions: int, gamma: int):
+    """A fault for a round of ``gamma`` drafts, placed where it fires: a draft error at one of the γ draft calls,
+    an allocation failure at one of the first two allocations, a switch before any draft call or after the last."""
+    kind = draw(st.sampled_from(tuple(faults)))
+    if kind == "draft_switch":
+        return Fault(kind, after=draw(st.integers(0, gamma)), version=draw(st.integers(0, versions - 1)))
+    return Fault(kind, after=draw(st.integers(0, 1 if kind == "alloc_failure" else gamma - 1)))
+
+
+@st.composite
+def steps(draw, num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4):
+    """One schedule event: mostly ``Step`` (some with a fault armed or an action mid-round), sometimes ``Cancel``,
+    ``Preempt``, ``Resume`` or ``Add``."""
+    kind = draw(st.sampled_from(_EVENT_KINDS))
+    slot = draw(st.integers(0, num_slots - 1))
+    gamma = draw(st.integers(1, max_gamma))
+    if kind == "fault" and faults:
+        return Step(slot, gamma, fault=draw(_fault(faults, versions, gamma)))
+    if kind == "during":
+        return Step(slot, gamma, during=draw(st.sampled_from(("cancel", "add"))))
+    if kind in ("step", "fault", "during"):
+        return Step(slot, gamma)
+    return {"cancel": Cancel(slot), "preempt": Preempt(slot), "resume": Resume(slot), "add": Add()}[kind]
+
+
+def schedules(num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4, max_events: int = 12):
+    """Schedules: lists of events over ``num_slots`` request slots. ``faults`` limits the injected fault kinds to
+    those a decoder supports; ``versions`` is the number of draft versions a ``draft_switch`` can pick."""
+    check(isinstance(num_slots, int) and num_slots >= 1, f"num_slots={num_slots!r} must be an int >= 1.")
+    check(set(faults) <= set(FAULT_KINDS), f"faults={faults!r} must be a subset of {FAULT_KINDS!r}.")
+    check(isinstance(versions, int) and versions >= 1, f"versions={versions!r} must be an int >= 1.")
+    check(isinstance(max_gamma, int) and max_gamma >= 1, f"max_gamma={max_gamma!r} must be an int >= 1.")
+    check(isinstance(max_events, int) and max_events >= 0, f"max_events={max_events!r} must be an int >= 0.")
+    return st.lists(steps(num_slots, faults=faults, versions=versions, max_gamma=max_gamma), max_size=max_events)
+
+
+def _num_blocks(requests, block_size: int) -> int:
+    """Enough blocks for every request's two caches at once (so only injected faults fail an allocation)."""
+    return sum(2 * -(-(len(r.prompt) + r.params.max_tokens) // block_size) for r in requests) + 4
+
+
+@st.composite
+def _related_prompts(draw, count: int, vocab, max_len: int):
+    """``count`` prompts, most sharing a prefix with the first (so the prefix cache shares blocks)."""
+    base = draw(prompts(vocab.size, vocab.eos_token_id, max_len=max_len))
+    out = [base]
+    for _ in range(count - 1):
+        keep = draw(st.integers(0, len(base)))
+        tail = draw(prompts(vocab.size, vocab.eos_token_id, max_len=3)) if keep < len(base) else ()
+        out.append(base[:keep] + tail if keep + len(tail) else base)
+    return out
+
+
+@st.composite
+def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES, max_tokens=(2, 7),
+                        vocab_sizes=(5, 6, 7), params=None):
+    """``Scenario``s on ``ReferenceWhiteBox``: a toy target, one or two draft versions, ``1..max_requests`` seeded
+    requests with related prompts and their own params, a block size from ``block_sizes``. ``params`` (a strategy
+    of ``SamplingParams`` given the vocab) replaces ``sampling_params``."""
+    check(isinstance(max_requests, int) and max_requests >= 1, f"max_requests={max_requests!r} must be >= 1.")
+    check(len(block_sizes) > 0, f"block_sizes={block_sizes!r} must be non-empty.")
+    vocab_size = draw(st.sampled_from(tuple(vocab_sizes)))
+    distances = tuple(draw(st.lists(st.sampled_from(DRAFT_DISTANCES), min_size=1, max_size=2)))
+    target, drafts = toy_family(vocab_size, draw(st.integers(0, 3)), distances)
+    vocab = target.vocab
+    count = draw(st.integers(1, max_requests))
+    params_of = params or (lambda v: sampling_params(v, max_tokens=max_tokens))
+    first = draw(params_of(vocab))
+    requests = tuple(Request(p, first if i == 0 or draw(st.booleans()) else draw(params_of(vocab)), 1,
+                             seed=draw(st.integers(0, 2**20)))
+                     for i, p in enumerate(draw(_related_prompts(count, vocab, 6))))
+    block_size = draw(st.sampled_from(tuple(block_sizes)))
+    make = partial(ReferenceWhiteBox, target, drafts, block_size=block_size,
+                   num_blocks=_num_blocks(requests, block_size))
+    label = f"V={vocab_size} drafts={distances} block_size={block_size}"
+    return Scenario(make=make, requests=requests, initial=draw(st.integers(1, count)), versions=len(drafts),
+                    label=label)
+
+
+@st.composite
+def reference_runs(draw, *, max_events: int = 12, **scenario_options):
+    """``(scenario, schedule)`` pairs on the reference: ``reference_scenarios(**scenario_options)`` and a schedule
+    over its requests and draft versions."""
+    scenario = draw(reference_scenarios(**scenario_options))
+    schedule = draw(schedules(len(scenario.requests), versions=scenario.versions, max_events=max_events))
+    return scenario, tuple(schedule)
+

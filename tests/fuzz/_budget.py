@@ -1,0 +1,35 @@
+"""Hypothesis profiles for the fuzz tests and the per-test example budgets.
+
+``ci`` (the default): derandomized, no deadline, no example database, sized so ``pytest tests/fuzz`` stays under the
+project's two-minute fuzz budget on two cores. ``thorough``: random, ten times the examples. Select with
+``SPECVERIFY_HYPOTHESIS_PROFILE=thorough``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+PROFILE = os.environ.get("SPECVERIFY_HYPOTHESIS_PROFILE", "ci")
+SCALE = {"ci": 1, "thorough": 10}
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+            HealthCheck.large_base_example]
+
+settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
+                          suppress_health_check=_SLOW_OK, max_examples=100)
+settings.register_profile("thorough", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
+                          max_examples=1000)
+if PROFILE not in SCALE:
+    raise ValueError(f"SPECVERIFY_HYPOTHESIS_PROFILE={PROFILE!r} must be one of {sorted(SCALE)!r}.")
+settings.load_profile(PROFILE)
+
+
+def examples(n: int, **overrides) -> settings:
+    """Settings running ``n`` examples under ``ci`` (``10 n`` under ``thorough``), on top of the loaded profile."""
+    return settings(settings.get_profile(PROFILE), max_examples=n * SCALE[PROFILE], **overrides)
+
+
+def search(n: int) -> settings:
+    """Settings for hunting a known bug with ``hypothesis.find``: generate only (no shrinking), ``n`` tries."""
+    return settings(settings.get_profile(PROFILE), max_examples=n, phases=[Phase.generate], database=None)

@@ -1,0 +1,31 @@
+"""The state-transaction properties on the reference decoder under random schedules, and the paths they reach."""
+
+from collections import Counter
+
+from hypothesis import event, given, target
+
+from specverify.fuzz import reference_runs, run_schedule
+from tests.fuzz._budget import PROFILE, examples
+
+# paths every schedule-level strategy must reach in >= 10 % of examples (the issue's "interesting paths")
+MUST_REACH = ("rejection", "bonus", "finish inside block", "rollback after fault")
+REACHED: Counter = Counter()
+
+
+@examples(150)
+@given(reference_runs())
+def test_reference_keeps_every_state_property_under_random_schedules(run):
+    scenario, schedule = run
+    trace = run_schedule(scenario, schedule)
+    for path in trace.paths:
+        event(path)
+    target(float(trace.rounds), label="rounds")
+    REACHED["examples"] += 1
+    REACHED.update(trace.paths.keys())
+
+
+def test_schedules_reach_each_interesting_path_in_at_least_ten_percent_of_examples():
+    if not REACHED["examples"]:  # run alone: generate the examples here
+        test_reference_keeps_every_state_property_under_random_schedules()
+    share = {path: REACHED[path] / REACHED["examples"] for path in MUST_REACH}
+    assert min(share.values()) >= 0.10, (PROFILE, share)
