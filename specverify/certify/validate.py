@@ -32,11 +32,17 @@ def outcome_violation(tokens, reason, vocab, params) -> str | None:
     return None
 
 
-def completion_violation(completion, request, vocab) -> str | None:
-    """Protocol check of one ``Completion`` (tokens, finish reason, stream, accepted) for ``request``."""
-    problem = outcome_violation(completion.tokens, completion.finish_reason, vocab, request.params)
-    if problem:
-        return problem
+def completion_violation(completion, request, vocab, *, known_ok=None) -> str | None:
+    """Protocol check of one ``Completion`` (tokens, finish reason, stream, accepted) for ``request``.
+
+    ``known_ok``: an optional set of (tokens, finish_reason, params) already found valid, to skip re-checking."""
+    key = (completion.tokens, completion.finish_reason, request.params)
+    if known_ok is None or key not in known_ok:
+        problem = outcome_violation(completion.tokens, completion.finish_reason, vocab, request.params)
+        if problem:
+            return problem
+        if known_ok is not None:
+            known_ok.add(key)
     if completion.stream is not None:
         joined = tuple(t for chunk in completion.stream for t in chunk)
         if joined != completion.tokens:

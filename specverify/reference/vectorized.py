@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specverify.errors import check
+from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 from specverify.protocol import Completion, Request, SampleCounts
 from specverify.reference.stops import stop_tables
-from specverify.sampling import Purpose, keyed_uniforms, process_logits, residual_probs, sample_from_uniforms
+from specverify.sampling import (Purpose, keyed_uniforms, one_thread, process_logits, residual_probs,
+                                 sample_from_uniforms)
 
 __all__ = ["VectorizedDecoder", "GroupResult", "REASONS"]
 
@@ -97,8 +98,9 @@ class VectorizedDecoder:
     def __call__(self, requests):
         requests = list(requests)
         for i, req in enumerate(requests):
-            check(isinstance(req, Request), f"requests[{i}]={req!r} must be a specverify Request.")
-            self.vocab.check_tokens(req.prompt, f"requests[{i}].prompt")
+            if not isinstance(req, Request):
+                raise InvalidArgument(f"requests[{i}]={req!r} must be a specverify Request.")
+            self.vocab.check_tokens(req.prompt, "requests[i].prompt")
         seeds = self._request_seeds([r.seed for r in requests])
         groups: dict = {}
         for i, req in enumerate(requests):
@@ -106,8 +108,8 @@ class VectorizedDecoder:
         completions = [None] * len(requests)
         for (prompt, params, gamma), members in groups.items():
             result = self.run_group(prompt, params, gamma, seeds[members])
-            for row, i in enumerate(members):
-                completions[i] = _completion(result, row)
+            for i, completion in zip(members, _completions(result)):
+                completions[i] = completion
         return completions
 
     def sample(self, request: Request, n: int) -> SampleCounts:
@@ -131,6 +133,10 @@ class VectorizedDecoder:
 
     # ------------------------------------------------------------------------------------------- one group
     def run_group(self, prompt, params: SamplingParams, gamma: int, seeds: np.ndarray) -> GroupResult:
+        with one_thread():
+            return self._run_group(prompt, params, gamma, seeds)
+
+    def _run_group(self, prompt, params, gamma, seeds) -> GroupResult:
         st = _State(self, prompt, params, gamma, np.asarray(seeds, dtype=np.uint64))
         active = np.arange(st.b)
         while active.size:
@@ -304,17 +310,21 @@ class VectorizedDecoder:
                 cache.forward(r, st.out[r, st.n_gen[r] - 2][:, None])
 
 
-def _completion(result: GroupResult, row: int) -> Completion:
-    n = int(result.lengths[row])
-    tokens = tuple(int(t) for t in result.tokens[row, :n])
-    sizes = [int(s) for s in result.chunk_sizes[row] if s > 0]
-    stream, start = [], 0
-    for size in sizes:
-        stream.append(tokens[start:start + size])
-        start += size
-    accepted = tuple(int(a) for a in result.accepted[row] if a >= 0)
-    return Completion(tokens=tokens, finish_reason=REASONS[int(result.reasons[row])], stream=tuple(stream),
-                      accepted=accepted)
+def _completions(result: GroupResult) -> list:
+    """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round)."""
+    out = []
+    for tokens, n, reason, sizes, accepted in zip(result.tokens.tolist(), result.lengths.tolist(),
+                                                  result.reasons.tolist(), result.chunk_sizes.tolist(),
+                                                  result.accepted.tolist()):
+        tokens = tuple(tokens[:n])
+        stream, start = [], 0
+        for size in sizes:
+            if size > 0:
+                stream.append(tokens[start:start + size])
+                start += size
+        out.append(Completion(tokens=tokens, finish_reason=REASONS[reason], stream=tuple(stream),
+                              accepted=tuple(a for a in accepted if a >= 0)))
+    return out
 
 
 def _count_outcomes(result: GroupResult, vocab_size: int) -> dict:
@@ -331,11 +341,10 @@ def _count_outcomes(result: GroupResult, vocab_size: int) -> dict:
     else:
         rows = np.column_stack([result.reasons, digits])
         _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
-    out = {}
-    for row, count in zip(first, counts):
-        n = int(result.lengths[row])
-        out[(tuple(int(t) for t in result.tokens[row, :n]), REASONS[int(result.reasons[row])])] = int(count)
-    return out
+    lengths = result.lengths[first].tolist()
+    reasons = [REASONS[r] for r in result.reasons[first].tolist()]
+    rows = result.tokens[first].tolist()
+    return {(tuple(row[:n]), reason): int(c) for row, n, reason, c in zip(rows, lengths, reasons, counts.tolist())}
 
 
 def _count_accepted(accepted: np.ndarray) -> dict:
