@@ -17,8 +17,9 @@ __all__ = ["chain_rejection_sample_torch", "categorical_sample_torch", "invalid_
 
 
 def invalid_rows(probs: torch.Tensor) -> torch.Tensor:  # [..., V] -> bool [...]
-    """Rows holding NaN, ±inf or a negative entry."""
-    return ~((probs >= 0) & (probs < float("inf"))).all(-1)
+    """Rows holding NaN, ±inf or a negative entry (aminmax propagates NaN, and needs no [..., V] temporaries)."""
+    low, high = torch.aminmax(probs, dim=-1)
+    return ~((low >= 0) & (high < float("inf")))
 
 
 def _owned_invalid(probs, owned):  # [B, K, V], bool [B, K] -> bool [B]
@@ -65,8 +66,9 @@ def _final_draw(final, n, draft_probs, target_probs, u_recover):  # -> token [B]
     rows = torch.arange(final.shape[0], device=final.device)
     target_row = target_probs[rows, final].to(acc)  # [B, V]
     draft_row = draft_probs[rows, final.clamp_max(draft_probs.shape[1] - 1)].to(acc)  # [B, V]
-    rejected = (final < n)[:, None]
-    probs = torch.where(rejected, residual_probs(target_row, draft_row), target_row)  # [B, V]
+    rejected = final < n
+    probs = target_row  # [B, V]; the residual only where a draft was rejected (rows are independent)
+    probs[rejected] = residual_probs(target_row[rejected], draft_row[rejected])
     uniform = u_recover.to(acc).gather(-1, final[:, None]).squeeze(-1)  # [B]
     return sample_from_uniforms(probs, uniform)
 

@@ -1,0 +1,148 @@
+"""Adapters between the chain-sampler signature used here and the two public kernel signatures.
+
+vLLM style (``vllm.v1.sample.rejection_sampler.rejection_sample``, sampling metadata left to a closure)::
+
+    fn(draft_token_ids [N], num_draft_tokens list[int], max_spec_len int, cu_num_draft_tokens [B] (inclusive
+       cumsum), draft_probs [N, V], target_probs [N, V], bonus_token_ids [B, 1]) -> output_token_ids [B, G+1]
+
+    Drafts are flattened request after request; the target rows are those of the draft positions only, the bonus
+    token is sampled outside the kernel and passed in; -1 pads the output.
+
+FlashInfer style (``flashinfer.sampling.chain_speculative_sampling``, generator/seed left to a closure)::
+
+    fn(draft_probs [B, n, V], draft_token_ids [B, n], target_probs [B, n+1, V]) -> output_token_ids [B, n+1]
+
+    One draft length n for the whole batch; randomness drawn inside the kernel; -1 pads the output (a tuple return
+    is accepted, its first element being the tokens).
+
+``from_vllm_style`` / ``from_flashinfer_style`` wrap an engine's kernel into a sampler with the signature of
+``chain_rejection_sample``, flagged ``consumes_uniforms = False``: such kernels draw their own randomness, so they are
+checked with the statistical per-round law test (``check_kernel_law`` dispatches). ``as_vllm_style`` /
+``as_flashinfer_style`` go the other way: any sampler here becomes a kernel of that signature drawing its uniforms
+from a ``torch.Generator`` (u_accept [B, G] first, then u_recover [B, G+1], both ``torch.rand``), which makes the
+reference (and the mutants) available in the engines' shapes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specverify.errors import check
+from specverify.kernels.layout import PAD_TOKEN_ID, ChainResult, check_chain_args, compute_dtype
+from specverify.kernels.ops import categorical_sample
+
+__all__ = ["from_vllm_style", "from_flashinfer_style", "as_vllm_style", "as_flashinfer_style", "check_kernel_law"]
+
+
+def _from_padded_output(output, num_draft_tokens, gamma) -> ChainResult:  # engine output [B, <=G+1] -> ChainResult
+    output = output[0] if isinstance(output, (tuple, list)) else output
+    batch = num_draft_tokens.shape[0]
+    tokens = torch.full((batch, gamma + 1), PAD_TOKEN_ID, dtype=torch.int64, device=output.device)
+    tokens[:, : output.shape[1]] = output.long()
+    tokens = torch.where(tokens < 0, PAD_TOKEN_ID, tokens)
+    emitted = (tokens != PAD_TOKEN_ID).long().cumprod(-1).sum(-1)  # leading non-pad tokens
+    accepted = (emitted - 1).clamp_min(0)
+    return ChainResult(tokens, accepted.to(torch.int32), torch.zeros(batch, dtype=torch.int32, device=tokens.device))
+
+
+def _bonus_tokens(n, target_probs, u_recover):  # [B] -> [B, 1] int64: the bonus draw at row n_r with u_recover[r, n_r]
+    rows = torch.arange(n.shape[0], device=n.device)
+    result = categorical_sample(target_probs[rows, n].contiguous(), u_recover[rows, n].contiguous())
+    return result.tokens[:, None]
+
+
+def from_vllm_style(fn):
+    """A sampler (signature of ``chain_rejection_sample``) around a vLLM-style kernel ``fn``.
+
+    The bonus token is drawn here, from target row n_r with ``u_recover[r, n_r]`` (vLLM samples it outside the
+    kernel); everything else comes from ``fn``'s own randomness. ``status`` is always 0: the signature has no error
+    flags, so check such kernels on valid cases only.
+    """
+    def sampler(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover) -> ChainResult:
+        _, gamma, _ = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
+                                       u_recover)
+        n = num_draft_tokens.long()
+        owned = torch.arange(gamma, device=n.device)[None] < n[:, None]  # [B, G]
+        output = fn(draft_token_ids[owned].contiguous(), n.tolist(), gamma,
+                    n.cumsum(0).to(torch.int32), draft_probs[owned].contiguous(),
+                    target_probs[:, :gamma][owned].contiguous(), _bonus_tokens(n, target_probs, u_recover))
+        return _from_padded_output(output, n, gamma)
+
+    sampler.consumes_uniforms = False
+    return sampler
+
+
+def from_flashinfer_style(fn):
+    """A sampler around a FlashInfer-style kernel ``fn``; ragged batches run one call per draft length.
+
+    Requests with no drafts are a plain target draw (``categorical_sample`` with ``u_recover[r, 0]``), as an engine
+    would run them outside the speculative kernel. ``status`` is always 0 (no error flags in the signature).
+    """
+    def sampler(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover) -> ChainResult:
+        batch, gamma, _ = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
+                                           u_recover)
+        n = num_draft_tokens.long()
+        tokens = torch.full((batch, gamma + 1), PAD_TOKEN_ID, dtype=torch.int64, device=n.device)
+        for length in torch.unique(n).tolist():
+            rows = torch.nonzero(n == length).flatten()
+            if length == 0:
+                tokens[rows, 0] = _bonus_tokens(n[rows], target_probs[rows], u_recover[rows])[:, 0]
+                continue
+            output = fn(draft_probs[rows, :length].contiguous(), draft_token_ids[rows, :length].contiguous(),
+                        target_probs[rows, : length + 1].contiguous())
+            output = output[0] if isinstance(output, (tuple, list)) else output
+            tokens[rows, : length + 1] = output.long()
+        return _from_padded_output(tokens, n, gamma)
+
+    sampler.consumes_uniforms = False
+    return sampler
+
+
+def _draw_uniforms(batch, gamma, dtype, device, generator):
+    acc = compute_dtype(dtype)
+    u_accept = torch.rand((batch, gamma), generator=generator, dtype=acc, device=device)
+    return u_accept, torch.rand((batch, gamma + 1), generator=generator, dtype=acc, device=device)
+
+
+def as_vllm_style(sampler, *, generator: torch.Generator):
+    """``sampler`` as a vLLM-style kernel drawing its uniforms from ``generator`` (module docstring)."""
+    def fn(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, target_probs,
+           bonus_token_ids):
+        n = torch.as_tensor(num_draft_tokens, dtype=torch.long, device=target_probs.device)
+        batch, vocab = n.shape[0], target_probs.shape[1]
+        check(draft_probs is not None, "draft_probs=None (n-gram drafts) is not supported: pass the draft rows.")
+        owned = torch.arange(max_spec_len, device=n.device)[None] < n[:, None]
+        ids = torch.zeros((batch, max_spec_len), dtype=torch.long, device=n.device)
+        ids[owned] = draft_token_ids.long()
+        draft = torch.zeros((batch, max_spec_len, vocab), dtype=draft_probs.dtype, device=n.device)
+        draft[owned] = draft_probs
+        target = torch.zeros((batch, max_spec_len + 1, vocab), dtype=target_probs.dtype, device=n.device)
+        target[:, :max_spec_len][owned] = target_probs
+        target[torch.arange(batch), n, 0] = 1.0  # the bonus comes from bonus_token_ids; any valid row will do
+        result = sampler(ids, n, draft, target, *_draw_uniforms(batch, max_spec_len, draft.dtype, n.device,
+                                                                 generator))
+        tokens = result.tokens.clone()
+        bonus = result.num_accepted.long() == n
+        tokens[bonus, n[bonus]] = bonus_token_ids.reshape(-1).long()[bonus]
+        return tokens.to(torch.int32)
+    return fn
+
+
+def as_flashinfer_style(sampler, *, generator: torch.Generator):
+    """``sampler`` as a FlashInfer-style kernel drawing its uniforms from ``generator`` (module docstring)."""
+    def fn(draft_probs, draft_token_ids, target_probs):
+        batch, length = draft_token_ids.shape
+        n = torch.full((batch,), length, dtype=torch.long, device=draft_token_ids.device)
+        uniforms = _draw_uniforms(batch, length, draft_probs.dtype, n.device, generator)
+        return sampler(draft_token_ids, n, draft_probs, target_probs, *uniforms).tokens.to(torch.int32)
+    return fn
+
+
+def check_kernel_law(sampler, case, *, grid_size: int = 64, num_samples: int = 20_000, seed: int = 0, **kwargs):
+    """The per-round law check that fits ``sampler``: the deterministic grid (``check_grid_law``) when it consumes
+    the explicit uniforms, else the statistical test (``round_law_test``), as flagged by its ``consumes_uniforms``
+    attribute (default True)."""
+    from specverify.kernels.lawcheck import check_grid_law, round_law_test
+    if getattr(sampler, "consumes_uniforms", True):
+        return check_grid_law(sampler, case, grid_size=grid_size, **kwargs)
+    return round_law_test(sampler, case, num_samples=num_samples, seed=seed, **kwargs)
