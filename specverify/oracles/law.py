@@ -17,7 +17,7 @@ from specverify.errors import InvalidArgument, check
 from specverify.params import SamplingParams
 from specverify.sampling import grammar_mask, process_logits
 
-__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "first_finish"]
+__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "first_finish", "boundary_margin"]
 
 Outcome = tuple  # (tokens: tuple[int, ...], finish_reason: str)
 MAX_OUTCOMES = 2_000_000
@@ -175,3 +175,46 @@ def greedy_outcome(target, prompt: Sequence[int], params: SamplingParams):
     """The single outcome of greedy (temperature 0) plain decoding under ``params``' other processors."""
     law = exact_law(target, prompt, replace(params, temperature=0.0))
     return law.outcomes[int(np.argmax(law.probs))]
+
+
+def boundary_margin(target, prompt: Sequence[int], params: SamplingParams) -> float:
+    """Smallest distance, in probability, from a processor boundary over every prefix plain sampling reaches.
+
+    Boundaries: the greedy argmax (gap between the two largest probabilities), the top-k cut (gap between the
+    k-th and (k+1)-th), the top-p cut (cumulative mass before the cut token vs ``top_p``, for the tokens on both
+    sides) and the min-p cut (each probability vs ``min_p * max``). DESIGN.md asks toy scenarios for ≥ 1e-3 so
+    float32 engines are not failed for rounding. Returns ``inf`` when no boundary applies.
+    """
+    from dataclasses import replace as _replace
+
+    raw = _replace(params, temperature=params.temperature or 1.0, top_k=0, top_p=1.0, min_p=0.0)
+    law = exact_law(target, prompt, params)
+    prefixes = {tokens[:i] for tokens, _ in law.outcomes for i in range(len(tokens) + (_ == "no_token"))}
+    margin = float("inf")
+    for gen in prefixes:
+        logits = target.logits([tuple(prompt) + gen])[0]
+        probs = np.sort(next_token_probs_for(logits, raw, prompt, gen, target.vocab))[::-1]
+        probs = probs[probs > 0]
+        margin = min(margin, _row_margin(probs, params))
+    return margin
+
+
+def _row_margin(probs: np.ndarray, params: SamplingParams) -> float:
+    gaps = [float("inf")]
+    if params.temperature == 0 and probs.size > 1:
+        gaps.append(probs[0] - probs[1])
+    if params.top_k and probs.size > params.top_k:
+        gaps.append(probs[params.top_k - 1] - probs[params.top_k])
+    if params.top_p < 1.0:
+        before = np.cumsum(probs) - probs
+        gaps.append(float(np.min(np.abs(before - params.top_p))))
+    if params.min_p > 0.0:
+        gaps.append(float(np.min(np.abs(probs - params.min_p * probs[0]))))
+    return min(gaps)
+
+
+def next_token_probs_for(logits, params, prompt, generated, vocab) -> np.ndarray:
+    from specverify.sampling import next_token_probs
+
+    return next_token_probs(logits, params, prompt=tuple(prompt), generated=tuple(generated),
+                            eos_token_id=vocab.eos_token_id).numpy()
