@@ -9,12 +9,12 @@ draws the decoder itself takes, so γ may change from round to round.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 import numpy as np
 
-from specverify.errors import check
+from specverify.errors import InvalidArgument, check
 from specverify.fuzz.protocol import FAULT_KINDS, BlockUse, Fault, InjectedFault, RoundReport
 from specverify.protocol import Request
 from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
@@ -72,9 +72,9 @@ class VersionedDraft:
         return self.models[self.version]
 
     def arm(self, fault: Optional[Fault]) -> None:
-        check(fault is None or fault.kind != "draft_switch" or fault.version < len(self.models),
-              f"fault.version={getattr(fault, 'version', None)!r} but there are {len(self.models)} draft versions "
-              "(0-based). Draw schedules with versions=scenario.versions.")
+        if fault is not None and fault.kind == "draft_switch" and fault.version >= len(self.models):
+            raise InvalidArgument(f"fault.version={fault.version!r} but there are {len(self.models)} draft versions "
+                                  "(0-based). Draw schedules with versions=scenario.versions.")
         self._fault, self._calls = fault, 0
 
     def disarm(self) -> None:
@@ -118,10 +118,17 @@ class ProbedDecoder(TransactionalDecoder):
         self.opening = state
         super().discard(state)
 
+    def _rules(self, request):
+        # one per params for the decoder's life: its memo of laws then serves every request and every sample
+        cache = self.__dict__.setdefault("_rules_by_params", {})
+        if request.params not in cache:
+            cache[request.params] = super()._rules(request)
+        return cache[request.params]
+
 
 @dataclass(eq=False)
 class _Handle:
-    state: object  # RequestState
+    state: object = field(repr=False)  # RequestState
     request: Request
     closed: bool = False
 
@@ -192,8 +199,10 @@ class ReferenceWhiteBox:
     # ------------------------------------------------------------------------------------------- one round
     def step(self, handle: _Handle, *, gamma: int, during=None, fault: Optional[Fault] = None) -> RoundReport:
         state = self._live(handle)
-        check(isinstance(gamma, int) and gamma >= 1, f"gamma={gamma!r} must be an int >= 1.")
-        check(fault is None or isinstance(fault, Fault), f"fault={fault!r} must be a specverify.fuzz.Fault or None.")
+        if not (isinstance(gamma, int) and gamma >= 1):  # hot path: no message built unless it fails
+            raise InvalidArgument(f"gamma={gamma!r} must be an int >= 1.")
+        if not (fault is None or isinstance(fault, Fault)):
+            raise InvalidArgument(f"fault={fault!r} must be a specverify.fuzz.Fault or None.")
         before = (state.history, len(state.stream), state.cursor, len(state.accepted), len(state.drafted))
         state.request = replace(handle.request, num_draft_tokens=gamma)
         self._arm(fault)
@@ -261,10 +270,12 @@ class ReferenceWhiteBox:
         return frozenset(b for b in range(self.pool.num_blocks) if self.pool.is_published(b))
 
     def _live(self, handle, finished_ok: bool = False):
-        check(isinstance(handle, _Handle) and not handle.closed,
-              f"handle={handle!r} is not an open handle of this decoder (closed, or from another decoder).")
-        check(finished_ok or handle.state.finish_reason is None,
-              f"the request already finished ({handle.state.finish_reason!r}): close() it instead of step().")
+        if not (isinstance(handle, _Handle) and not handle.closed):
+            raise InvalidArgument(f"handle={handle!r} is not an open handle of this decoder (closed, or from "
+                                  "another decoder).")
+        if not (finished_ok or handle.state.finish_reason is None):
+            raise InvalidArgument(f"the request already finished ({handle.state.finish_reason!r}): close() it "
+                                  "instead of step().")
         return handle.state
 
 

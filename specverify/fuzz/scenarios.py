@@ -88,10 +88,12 @@ def _related_prompts(draw, count: int, vocab, max_len: int):
 
 @st.composite
 def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES, max_tokens=(2, 7),
-                        vocab_sizes=(5, 6, 7), params=None):
+                        vocab_sizes=(5, 6, 7), params=None, white_box=ReferenceWhiteBox):
     """``Scenario``s on ``ReferenceWhiteBox``: a toy target, one or two draft versions, ``1..max_requests`` seeded
-    requests with related prompts and their own params, a block size from ``block_sizes``. ``params`` (a strategy
-    of ``SamplingParams`` given the vocab) replaces ``sampling_params``."""
+    requests with related prompts and their own params, a block size from ``block_sizes``. ``params`` (a function
+    of the vocab returning a strategy of ``SamplingParams``) replaces ``sampling_params``; ``white_box`` (called as
+    ``white_box(target, drafts, block_size=..., num_blocks=...)``) replaces ``ReferenceWhiteBox``."""
+    check(callable(white_box), f"white_box={white_box!r} must be callable (a ReferenceWhiteBox subclass).")
     check(isinstance(max_requests, int) and max_requests >= 1, f"max_requests={max_requests!r} must be >= 1.")
     check(len(block_sizes) > 0, f"block_sizes={block_sizes!r} must be non-empty.")
     vocab_size = draw(st.sampled_from(tuple(vocab_sizes)))
@@ -105,7 +107,7 @@ def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES,
                              seed=draw(st.integers(0, 2**20)))
                      for i, p in enumerate(draw(_related_prompts(count, vocab, 6))))
     block_size = draw(st.sampled_from(tuple(block_sizes)))
-    make = partial(ReferenceWhiteBox, target, drafts, block_size=block_size,
+    make = partial(white_box, target, drafts, block_size=block_size,
                    num_blocks=_num_blocks(requests, block_size))
     label = f"V={vocab_size} drafts={distances} block_size={block_size}"
     return Scenario(make=make, requests=requests, initial=draw(st.integers(1, count)), versions=len(drafts),

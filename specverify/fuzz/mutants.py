@@ -1,0 +1,246 @@
+"""Deliberately broken white-box decoders: one state-transaction bug each, for testing the fuzzer itself.
+
+Each is ``ReferenceWhiteBox`` with one mutation, named after the bug, and ``MUTANTS`` maps its name to the property
+(``harness.PROPERTIES``, or ``"law"`` for the statistical checks of ``specverify.fuzz.laws``) that must catch it. A
+property that never fails on its mutant is not a property (hypothesis ``tests/quality`` style).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from specverify.fuzz.protocol import RoundReport
+from specverify.fuzz.reference import ProbedDecoder, ReferenceWhiteBox
+
+__all__ = ["MUTANTS", "PenaltyKeepsRejected", "StopNotRolledBack", "GrammarNotRolledBack", "TargetKVNotCropped",
+           "NoAbort", "AbortLeaksBlock", "CloseKeepsDraftCache", "PublishesProvisional", "StreamRepeatsToken",
+           "ResumeReemits", "ResumeDropsPenalties", "BatchDependentRng", "RngAdvancesOnFault", "ResumeReseeds",
+           "StallsOnce", "StaleDraftQ"]
+
+
+def _rejected(branch, accepted: int) -> list:
+    """Drafts of a round that were not committed (the rejected suffix, or drafts after a finishing token)."""
+    return list(branch.drafts[accepted:])
+
+
+# ----------------------------------------------------------------------------------------- round_state
+
+
+class _PenaltyDecoder(ProbedDecoder):
+    def accept(self, state, branch, target_probs):
+        history, accepted = super().accept(state, branch, target_probs)
+        counts = list(history.counts)
+        for token in _rejected(branch, accepted):  # the bug: rejected drafts stay in the penalty history
+            counts[token] += 1
+        return replace(history, counts=tuple(counts), seen=history.seen | set(_rejected(branch, accepted))), accepted
+
+
+class PenaltyKeepsRejected(ReferenceWhiteBox):
+    """Penalty history (counts / seen) keeps the rejected drafts (seed: penalty state not rolled back)."""
+
+    decoder_class = _PenaltyDecoder
+
+
+class _StopDecoder(ProbedDecoder):
+    def accept(self, state, branch, target_probs):
+        history, accepted = super().accept(state, branch, target_probs)
+        stops = state.rules.stops
+        if stops is None or history.finish_reason is not None:
+            return history, accepted
+        stop_state = history.stop_state
+        for token in _rejected(branch, accepted):  # the matcher buffer keeps the rejected drafts' text
+            stop_state = int(stops.next_state[stop_state, token])
+        return replace(history, stop_state=stop_state), accepted
+
+
+class StopNotRolledBack(ReferenceWhiteBox):
+    """The stop-string matcher is not rolled back after a rejection (seed: stop buffer)."""
+
+    decoder_class = _StopDecoder
+
+
+class _GrammarDecoder(ProbedDecoder):
+    def accept(self, state, branch, target_probs):
+        history, accepted = super().accept(state, branch, target_probs)
+        if state.request.params.grammar is None or accepted >= len(branch.drafts) or history.finish_reason:
+            return history, accepted
+        return replace(history, grammar_state=branch.histories[-1].grammar_state), accepted  # after every draft
+
+
+class GrammarNotRolledBack(ReferenceWhiteBox):
+    """The grammar matcher keeps the state after the last draft, rejected or not (SGLang #6441 family)."""
+
+    decoder_class = _GrammarDecoder
+
+
+class _KVDecoder(ProbedDecoder):
+    def discard(self, state):
+        self.opening = state
+        keep, sequence = state.position, state.request.prompt + state.generated
+        for cache, extra in ((state.target_cache, 1), (state.draft_cache, 0)):
+            cache.crop(min(len(cache), keep + extra))  # target: one rejected entry stays (cropped one short)
+            cache.commit()
+            if len(cache) < keep:
+                cache.prefill(sequence[len(cache):keep])
+
+
+class TargetKVNotCropped(ReferenceWhiteBox):
+    """The target cache is cropped one entry short: a rejected draft's KV stays (the seed's central warning)."""
+
+    decoder_class = _KVDecoder
+
+
+# ----------------------------------------------------------------------------------------- failed_round, blocks
+
+
+class NoAbort(ReferenceWhiteBox):
+    """A round that raises is not rolled back: ``TransactionalDecoder.round`` as it is, with no abort path."""
+
+    def _abort(self, state, before):
+        self._disarm()
+
+
+class AbortLeaksBlock(ReferenceWhiteBox):
+    """The abort path restores the state but one provisional block is never released (a refcount leak)."""
+
+    def _abort(self, state, before):
+        keep = len(state.request.prompt) + len(before[0].generated) - 1  # entries each cache keeps
+        for cache in (state.draft_cache, state.target_cache):
+            if len(cache.block_table) > -(-keep // self.block_size):  # the abort will release its last block
+                self.pool.acquire(cache.block_table[-1])
+                break
+        super()._abort(state, before)
+
+
+class CloseKeepsDraftCache(ReferenceWhiteBox):
+    """Closing a request releases the target cache only; the draft cache's blocks leak."""
+
+    def close(self, handle):
+        handle.state.draft_cache = type(handle.state.draft_cache)(self.pool, self.draft)  # forgets, never frees
+        super().close(handle)
+
+
+class _PublishDecoder(ProbedDecoder):
+    def propose(self, state, *args):
+        result = super().propose(state, *args)
+        state.draft_cache.commit()  # marks the drafts committed: their full blocks go to the prefix cache
+        return result
+
+
+class PublishesProvisional(ReferenceWhiteBox):
+    """Draft entries are committed (published to the prefix cache) before verification (seed: contract 6)."""
+
+    decoder_class = _PublishDecoder
+
+
+# ----------------------------------------------------------------------------------------- stream, resume
+
+
+class StreamRepeatsToken(ReferenceWhiteBox):
+    """Each round re-emits the previous round's last token (the token fed first to the next verification)."""
+
+    def step(self, handle, **kwargs):
+        before = handle.state.generated
+        report = super().step(handle, **kwargs)
+        return replace(report, emitted=before[-1:] + report.emitted) if report.emitted else report
+
+
+class ResumeReemits(ReferenceWhiteBox):
+    """A resumed request's stream cursor restarts at 0: the committed tokens are streamed again."""
+
+    def open(self, request, seed, *, committed=()):
+        handle = super().open(request, seed, committed=committed)
+        handle.state.cursor = 0
+        return handle
+
+
+class ResumeDropsPenalties(ReferenceWhiteBox):
+    """A resumed request recomputes its caches but starts its penalty history afresh (counts and seen reset)."""
+
+    def open(self, request, seed, *, committed=()):
+        handle = super().open(request, seed, committed=committed)
+        history = handle.state.history
+        handle.state.history = replace(history, counts=(0,) * len(history.counts), seen=frozenset(request.prompt))
+        return handle
+
+
+class StallsOnce(ReferenceWhiteBox):
+    """The first round of every request does nothing (commits nothing, does not finish)."""
+
+    def step(self, handle, **kwargs):
+        if not getattr(handle, "stalled", False):
+            handle.stalled = True
+            return RoundReport(emitted=(), drafted=0, accepted=0)
+        return super().step(handle, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------- solo (RNG)
+
+
+class BatchDependentRng(ReferenceWhiteBox):
+    """RNG keyed by the batch: the seed is mixed with the number of requests running (vLLM #9441 family)."""
+
+    def open(self, request, seed, *, committed=()):
+        return super().open(request, seed ^ len(self.handles), committed=committed)
+
+
+class _OffsetDecoder(ProbedDecoder):
+    offsets: dict
+
+    def snapshot(self, state):
+        branch = super().snapshot(state)
+        shift = self.offsets.get(id(state), 0)
+        if shift:  # draws from later positions: the keyed RNG consumed once more per failed round
+            branch.uniforms = {p: np.roll(u, -shift) for p, u in branch.uniforms.items()}
+        return branch
+
+
+class RngAdvancesOnFault(ReferenceWhiteBox):
+    """A failed round consumes RNG: the retry draws other uniforms than an uninterrupted run would."""
+
+    decoder_class = _OffsetDecoder
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.decoder.offsets = {}
+
+    def _abort(self, state, before):
+        self.decoder.offsets[id(state)] = self.decoder.offsets.get(id(state), 0) + 1
+        super()._abort(state, before)
+
+
+class ResumeReseeds(ReferenceWhiteBox):
+    """A resumed request draws with another seed than the one it started with (vLLM #6038 family)."""
+
+    def open(self, request, seed, *, committed=()):
+        return super().open(request, seed + 1 if committed else seed, committed=committed)
+
+
+# ----------------------------------------------------------------------------------------- law
+
+
+class _StaleQDecoder(ProbedDecoder):
+    def accept(self, state, branch, target_probs):
+        kv = state.draft_cache.kv
+        for k in range(len(branch.drafts)):  # q recomputed with the draft version current *now*
+            logits = self.draft.current.head(kv[state.position + k:state.position + k + 1])
+            branch.draft_rows[k] = state.rules.law(logits, branch.before(k))[0]
+        return super().accept(state, branch, target_probs)
+
+
+class StaleDraftQ(ReferenceWhiteBox):
+    """Acceptance recomputes q with the draft version current at verification, not the one that drafted
+    (TensorRT-LLM #12588 family: the ratio divides by a law that did not produce the token)."""
+
+    decoder_class = _StaleQDecoder
+
+
+MUTANTS = {
+    "PenaltyKeepsRejected": "round_state", "StopNotRolledBack": "round_state", "GrammarNotRolledBack": "round_state",
+    "TargetKVNotCropped": "round_state", "NoAbort": "failed_round", "AbortLeaksBlock": "blocks",
+    "CloseKeepsDraftCache": "blocks", "PublishesProvisional": "isolation", "StreamRepeatsToken": "stream",
+    "ResumeReemits": "resume", "ResumeDropsPenalties": "resume", "StallsOnce": "progress", "BatchDependentRng": "solo", "RngAdvancesOnFault": "solo",
+    "ResumeReseeds": "solo", "StaleDraftQ": "law",
+}
