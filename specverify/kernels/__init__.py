@@ -32,6 +32,7 @@ _LAZY = {
     # kernels and twins
     "chain_rejection_sample": "specverify.kernels.ops",
     "categorical_sample": "specverify.kernels.ops",
+    "keyed_chain_uniforms": "specverify.kernels.ops",
     "chain_rejection_sample_torch": "specverify.kernels.twins",
     "categorical_sample_torch": "specverify.kernels.twins",
     # token-for-token conformance

@@ -19,6 +19,7 @@ from specverify.kernels.layout import (PAD_TOKEN_ID, CategoricalResult, ChainRes
 
 _NOT_FOUND = 2**31 - 1
 _TL_DTYPE = {torch.float32: tl.float32, torch.float64: tl.float64}
+_NUM_WARPS = 8
 
 
 @triton.jit
@@ -204,7 +205,9 @@ def _blocks(batch: int, vocab: int, rows: int = 1) -> tuple[int, int, int]:
         block = min(triton.next_power_of_2(rows * vocab), 4096)
         block_v = min(triton.next_power_of_2(vocab), 4096)
         return min(triton.next_power_of_2(batch), 1024, 2**18 // block), block, block_v
-    return 1, 4096, min(triton.next_power_of_2(vocab), 2048)
+    # one request per program: enough programs to fill the chip, and the 2-D accumulators of the validation pass
+    # (five [1, BLOCK] tiles) stay in registers with 8 warps (_NUM_WARPS)
+    return 1, 2048, min(triton.next_power_of_2(vocab), 2048)
 
 
 def _check_device(tensor: torch.Tensor) -> None:
@@ -234,7 +237,7 @@ def chain_rejection_sample_triton(draft_token_ids, num_draft_tokens, draft_probs
         num_draft_tokens.to(torch.int32).contiguous(), draft_probs, target_probs, u_accept.to(acc).contiguous(),
         u_recover.to(acc).contiguous(), batch, vocab, GAMMA=gamma, ACC=_TL_DTYPE[acc], PAD_ID=PAD_TOKEN_ID,
         NOT_FOUND=_NOT_FOUND, BLOCK_B=block_b, BLOCK_K=triton.next_power_of_2(gamma + 1), BLOCK=block,
-        BLOCK_V=block_v)
+        BLOCK_V=block_v, num_warps=_NUM_WARPS)
     return ChainResult(tokens, num_accepted, status)
 
 
@@ -251,5 +254,5 @@ def categorical_sample_triton(probs, uniforms) -> CategoricalResult:
     block_b, _, block_v = _blocks(batch, vocab)
     _categorical_kernel[(triton.cdiv(batch, block_b),)](
         tokens, status, probs, uniforms.to(acc).contiguous(), batch, vocab, ACC=_TL_DTYPE[acc],
-        PAD_ID=PAD_TOKEN_ID, NOT_FOUND=_NOT_FOUND, BLOCK_B=block_b, BLOCK_V=block_v)
+        PAD_ID=PAD_TOKEN_ID, NOT_FOUND=_NOT_FOUND, BLOCK_B=block_b, BLOCK_V=block_v, num_warps=_NUM_WARPS)
     return CategoricalResult(tokens, status)

@@ -2,16 +2,16 @@
 
 Chain rejection sampling (one verification round for B requests, ragged draft lengths):
 
-============================  ======================  ==========================================================
-argument                      shape, dtype            meaning
-============================  ======================  ==========================================================
-``draft_token_ids``           [B, G] int32/int64      request r's drafts in ``[r, :n_r]``; ``[r, n_r:]`` is never read
-``num_draft_tokens``          [B] int32/int64         n_r, 0 <= n_r <= G (G = γ_max); other values set STATUS_BAD_LENGTH
-``draft_probs``               [B, G, V] float         row ``[r, k]`` is the law the draft sampled ``draft_token_ids[r, k]`` from
-``target_probs``              [B, G+1, V] float       row ``[r, k]`` is the target law at draft position k; ``[r, n_r]`` is the bonus row
-``u_accept``                  [B, G] float            ``[r, k]`` decides the acceptance of draft k of request r, and nothing else
-``u_recover``                 [B, G+1] float          ``[r, f]`` draws the recovered (f < n_r) or bonus (f = n_r) token, and nothing else
-============================  ======================  ==========================================================
+=====================  ===================  ==================================================================
+argument               shape, dtype         meaning
+=====================  ===================  ==================================================================
+``draft_token_ids``    [B, G] int32/int64   request r's drafts in ``[r, :n_r]``; ``[r, n_r:]`` is never read
+``num_draft_tokens``   [B] int32/int64      n_r with 0 <= n_r <= G (G = γ_max); others set STATUS_BAD_LENGTH
+``draft_probs``        [B, G, V] float      row ``[r, k]``: the law draft k was sampled from
+``target_probs``       [B, G+1, V] float    row ``[r, k]``: target law at position k; ``[r, n_r]`` is the bonus row
+``u_accept``           [B, G] float         ``[r, k]`` decides the acceptance of draft k, and nothing else
+``u_recover``          [B, G+1] float       ``[r, f]`` draws the recovered (f < n_r) or bonus (f = n_r) token
+=====================  ===================  ==================================================================
 
 Probabilities may be float16, bfloat16, float32 or float64 (target and draft alike); arithmetic runs in float64 for
 float64 inputs and float32 otherwise, and the uniforms are rounded to that dtype first. Rows need not sum to 1 (the

@@ -14,7 +14,7 @@ from specverify.errors import InvalidArgument
 from specverify.kernels.layout import CategoricalResult, ChainResult, check_categorical_args, check_chain_args
 from specverify.kernels.twins import categorical_sample_torch, chain_rejection_sample_torch
 
-__all__ = ["chain_rejection_sample", "categorical_sample", "resolve_backend"]
+__all__ = ["chain_rejection_sample", "categorical_sample", "resolve_backend", "keyed_chain_uniforms"]
 
 _BACKENDS = ("auto", "triton", "torch")
 
@@ -99,3 +99,34 @@ def categorical_sample(probs, uniforms, *, backend: str = "auto") -> Categorical
     if resolve_backend(backend, probs.device) == "torch":
         return categorical_sample_torch(probs, uniforms)
     return _triton_module().categorical_sample_triton(probs, uniforms)
+
+
+def keyed_chain_uniforms(seeds, positions, gamma: int, *, dtype=None, device="cpu"):
+    """``(u_accept [B, G], u_recover [B, G+1])`` from the keyed RNG of ``sampling.keyed_uniforms`` (DESIGN.md, RNG).
+
+    ``u_accept[r, k]`` is keyed by (``seeds[r]``, ``positions[r] + k``, ``Purpose.ACCEPT``) and ``u_recover[r, k]``
+    by (``seeds[r]``, ``positions[r] + k``, ``Purpose.TARGET``), where ``positions[r]`` is the number of tokens
+    request r has generated before this round: never the batch index, so a request's draws do not depend on its
+    neighbours. ``dtype`` (default float32) is the kernel's compute dtype; values are clamped below 1 after rounding.
+
+    Examples
+    --------
+    >>> u_accept, u_recover = keyed_chain_uniforms([7, 8], [0, 5], 2)
+    >>> tuple(u_accept.shape), tuple(u_recover.shape)
+    ((2, 2), (2, 3))
+    """
+    import numpy as np
+    import torch
+
+    from specverify.sampling import Purpose, keyed_uniforms
+
+    seeds = np.asarray(seeds, dtype=np.int64).reshape(-1, 1)
+    steps = np.asarray(positions, dtype=np.int64).reshape(-1, 1) + np.arange(gamma + 1)[None]  # [B, G+1]
+    dtype = torch.float32 if dtype is None else dtype
+    below_one = torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+
+    def draw(purpose, columns):
+        values = torch.as_tensor(keyed_uniforms(seeds, steps[:, :columns], purpose)).to(dtype)
+        return torch.minimum(values, below_one).to(device)
+
+    return draw(Purpose.ACCEPT, gamma), draw(Purpose.TARGET, gamma + 1)

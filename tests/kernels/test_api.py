@@ -32,8 +32,9 @@ def test_imports_are_lazy():
 
 
 def _args(batch=2, gamma=3, vocab=5):
-    return [torch.zeros(batch, gamma, dtype=torch.long), torch.full((batch,), gamma), torch.full((batch, gamma, vocab), 0.2),
-            torch.full((batch, gamma + 1, vocab), 0.2), torch.zeros(batch, gamma), torch.zeros(batch, gamma + 1)]
+    return [torch.zeros(batch, gamma, dtype=torch.long), torch.full((batch,), gamma),
+            torch.full((batch, gamma, vocab), 0.2), torch.full((batch, gamma + 1, vocab), 0.2),
+            torch.zeros(batch, gamma), torch.zeros(batch, gamma + 1)]
 
 
 @pytest.mark.parametrize("index, bad, words", [
@@ -75,5 +76,27 @@ def test_categorical_argument_errors():
 
 def test_describe_status():
     assert kernels.describe_status(0) == "ok"
-    assert kernels.describe_status(kernels.STATUS_INVALID_PROBS | kernels.STATUS_BAD_LENGTH) == "invalid_probs|bad_length"
+    both = kernels.STATUS_INVALID_PROBS | kernels.STATUS_BAD_LENGTH
+    assert kernels.describe_status(both) == "invalid_probs|bad_length"
     assert kernels.ERROR_MASK & kernels.STATUS_NO_TOKEN == 0
+
+
+def test_keyed_chain_uniforms_depend_on_seed_and_position_not_batch():
+    from specverify.kernels import keyed_chain_uniforms
+    from specverify.sampling import Purpose, keyed_uniforms
+    u_accept, u_recover = keyed_chain_uniforms([7, 8, 7], [0, 5, 0], 3)
+    assert torch.equal(u_accept[0], u_accept[2]) and torch.equal(u_recover[0], u_recover[2])
+    alone = keyed_chain_uniforms([8], [5], 3)
+    assert torch.equal(alone[0][0], u_accept[1]) and torch.equal(alone[1][0], u_recover[1])
+    expected = torch.tensor(keyed_uniforms([8], [7], Purpose.TARGET), dtype=torch.float32)
+    assert u_recover[1, 2] == expected[0] and bool((u_accept < 1).all() & (u_recover < 1).all())
+    assert u_accept.dtype == torch.float32 and keyed_chain_uniforms([1], [0], 1, dtype=torch.float64)[0].dtype == \
+        torch.float64
+
+
+@pytest.mark.parametrize("module", ["twins", "ops", "law", "lawcheck"])
+def test_doctests(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(f"specverify.kernels.{module}"))
+    assert result.attempted and not result.failed

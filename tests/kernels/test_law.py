@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify.errors import InvalidArgument
-from specverify.kernels import STATUS_INVALID_PROBS, STATUS_NO_TOKEN, chain_rejection_sample, chain_rejection_sample_torch
+from specverify.kernels import (STATUS_INVALID_PROBS, STATUS_NO_TOKEN, chain_rejection_sample,
+                                chain_rejection_sample_torch)
 from specverify.kernels.law import RoundCase, exact_round_law
 from specverify.kernels.lawcheck import check_grid_law, round_law_test
 from specverify.kernels.mutants import MUTANTS
