@@ -20,7 +20,8 @@ from specverify.fuzz.protocol import Fault
 from specverify.protocol import Request
 from specverify.stats import goodness_of_fit
 
-__all__ = ["RoundPlan", "sample_outcomes", "batch_outcomes", "check_law", "switch_every_round", "preempt_every_round"]
+__all__ = ["RoundPlan", "sample_outcomes", "batch_outcomes", "check_law", "check_batch_independence",
+           "switch_every_round", "preempt_every_round"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,20 @@ def check_law(counts, law, *, alpha: float = 1e-6, name: str = "law"):
         raise PropertyFailure(name, f"p={result.pvalue:.3g} < alpha={alpha} over n={observed.sum()} "
                               f"(df={result.df}); worst: {detail}")
     return result
+
+
+def check_batch_independence(decoder, request: Request, companions, *, position: int = 0) -> None:
+    """Raise ``PropertyFailure("batch")`` unless seeded ``request`` gives the same completion (tokens and finish
+    reason) alone and at ``position`` among ``companions`` (black-box, any ``Decoder``; DESIGN.md: draws are keyed
+    by request seed and position, never by batch index)."""
+    check(isinstance(request, Request) and request.seed is not None,
+          f"request={request!r} must be a seeded Request: only a seeded request promises identical output.")
+    companions = list(companions)
+    check(isinstance(position, int) and 0 <= position <= len(companions),
+          f"position={position!r} must lie in [0, {len(companions)}] (where the request sits in the batch).")
+    batch = companions[:position] + [request] + companions[position:]
+    together, alone = decoder(batch)[position], decoder([request])[0]
+    if (together.tokens, together.finish_reason) != (alone.tokens, alone.finish_reason):
+        raise PropertyFailure("batch", f"seeded request at {position} of a batch of {len(batch)} gave "
+                              f"{(together.tokens, together.finish_reason)!r}, alone "
+                              f"{(alone.tokens, alone.finish_reason)!r}")

@@ -14,7 +14,7 @@ import numpy as np
 from specverify.fuzz.protocol import RoundReport
 from specverify.fuzz.reference import ProbedDecoder, ReferenceWhiteBox
 
-__all__ = ["MUTANTS", "PenaltyKeepsRejected", "StopNotRolledBack", "GrammarNotRolledBack", "TargetKVNotCropped",
+__all__ = ["MUTANTS", "BATCH_MUTANTS", "SharedUnseededStream", "SeedByBatchIndex", "PenaltyKeepsRejected", "StopNotRolledBack", "GrammarNotRolledBack", "TargetKVNotCropped",
            "NoAbort", "AbortLeaksBlock", "CloseKeepsDraftCache", "PublishesProvisional", "StreamRepeatsToken",
            "ResumeReemits", "ResumeDropsPenalties", "BatchDependentRng", "RngAdvancesOnFault", "ResumeReseeds",
            "StallsOnce", "StaleDraftQ"]
@@ -237,6 +237,35 @@ class StaleDraftQ(ReferenceWhiteBox):
     decoder_class = _StaleQDecoder
 
 
+# ----------------------------------------------------------------------------------------- black box (batch)
+
+
+class _BatchRewrite:
+    """Wraps a black-box decoder; ``rewrite(requests)`` changes the requests it passes on (seeds only)."""
+
+    def __init__(self, decoder, *, entropy: int = 0):
+        self.decoder, self.rng = decoder, np.random.default_rng(entropy)
+        self.capabilities = getattr(decoder, "capabilities", None)
+
+    def __call__(self, requests):
+        return self.decoder(self.rewrite(list(requests)))
+
+
+class SharedUnseededStream(_BatchRewrite):
+    """Unseeded requests of one call share one RNG stream (TensorRT-LLM #19487): identical ones coincide."""
+
+    def rewrite(self, requests):
+        shared = int(self.rng.integers(0, 2**62))
+        return [replace(r, seed=shared) if r.seed is None else r for r in requests]
+
+
+class SeedByBatchIndex(_BatchRewrite):
+    """A request's seed is mixed with its batch index (vLLM #9441 family): its output depends on its neighbours."""
+
+    def rewrite(self, requests):
+        return [r if r.seed is None else replace(r, seed=r.seed ^ i) for i, r in enumerate(requests)]
+
+
 MUTANTS = {
     "PenaltyKeepsRejected": "round_state", "StopNotRolledBack": "round_state", "GrammarNotRolledBack": "round_state",
     "TargetKVNotCropped": "round_state", "NoAbort": "failed_round", "AbortLeaksBlock": "blocks",
@@ -244,3 +273,5 @@ MUTANTS = {
     "ResumeReemits": "resume", "ResumeDropsPenalties": "resume", "StallsOnce": "progress", "BatchDependentRng": "solo", "RngAdvancesOnFault": "solo",
     "ResumeReseeds": "solo", "StaleDraftQ": "law",
 }
+#: black-box wrappers (``Wrapper(decoder)``) and the check that catches each
+BATCH_MUTANTS = {"SharedUnseededStream": "law", "SeedByBatchIndex": "batch"}

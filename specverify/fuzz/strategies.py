@@ -16,7 +16,7 @@ from specverify.grammar import ToyGrammar
 from specverify.params import SamplingParams
 
 __all__ = ["probability_vectors", "law_pairs", "sampling_params", "toy_grammars", "stop_sets", "prompts",
-           "gamma_sequences", "VECTOR_KINDS"]
+           "gamma_sequences", "requests", "VECTOR_KINDS"]
 
 VECTOR_KINDS = ("dense", "zeros", "tiny", "ties", "one_hot")
 TEMPERATURES = (1.0, 0.0, 0.5, 1.5)
@@ -178,3 +178,16 @@ def sampling_params(draw, vocab, *, max_tokens=(1, 6), grammars: bool = True, st
     elif draw(_ONE_IN[6]) == 0:
         fields["ignore_eos"] = True
     return SamplingParams(**fields)
+
+
+@st.composite
+def requests(draw, vocab, *, seeded=None, max_gamma: int = 4, max_tokens=(1, 6)):
+    """``Request``s over ``vocab``: a prompt, ``sampling_params``, γ in ``1..max_gamma`` and a seed (``seeded``:
+    True always, False never, None either)."""
+    from specverify.protocol import Request
+
+    _check_size("max_gamma", max_gamma)
+    check(seeded in (None, True, False), f"seeded={seeded!r} must be None, True or False.")
+    has_seed = draw(_BOOLS) if seeded is None else seeded
+    return Request(draw(prompts(vocab.size, vocab.eos_token_id)), draw(sampling_params(vocab, max_tokens=max_tokens)),
+                   draw(st.integers(1, max_gamma)), seed=draw(st.integers(0, 2**32)) if has_seed else None)
