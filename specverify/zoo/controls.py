@@ -1,0 +1,118 @@
+"""Zoo entries whose law is exact: controls, and real bugs that DESIGN.md's rules call exact."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from specverify.reference.vectorized import VectorizedDecoder
+from specverify.zoo._hooks import RowAware
+from specverify.zoo._registry import zoo_entry
+
+__all__ = ["reference", "never_speculate", "drop_bonus", "draft_bonus_kv_missing", "seed_ignored"]
+
+
+@zoo_entry(verdict="exact", bugs=(), mechanism="control")
+def reference(target, draft, *, entropy=None):
+    """The vectorized reference decoder itself, unchanged.
+
+    Verdict: exact (it is the specification, tested against ``exact_law`` in ``tests/reference``).
+    """
+    return VectorizedDecoder(target, draft, entropy=entropy)
+
+
+class _NeverSpeculate(VectorizedDecoder):
+    capabilities = VectorizedDecoder.capabilities - {"accepted"}
+
+    def propose(self, st, rows):
+        drafts, draft_probs, _ = super().propose(st, rows)
+        return drafts, draft_probs, np.zeros(rows.size, dtype=np.int64)  # every draft treated as missing
+
+    def __call__(self, requests):
+        return [replace(c, accepted=None) for c in super().__call__(requests)]
+
+    def sample(self, request, n):
+        return replace(super().sample(request, n), accepted=None)
+
+
+@zoo_entry(verdict="exact", bugs=(), mechanism="control")
+def never_speculate(target, draft, *, entropy=None):
+    """Drafts are computed and thrown away: every round is one plain target draw.
+
+    Verdict: exact. With no draft, position 0 of each round is the bonus position, and the bonus is an inverse-CDF
+    draw from the processed target row: plain target sampling. It does not report ``accepted`` (DESIGN.md: "a
+    decoder that never speculates is exact, and says so" — the certificate says "speculation not observed").
+    """
+    return _NeverSpeculate(target, draft, entropy=entropy)
+
+
+class _DropBonus(RowAware):
+    def bonus(self, target_row, u):
+        st, _, k = self.draw
+        if k == st.gamma:
+            return torch.full(u.shape, -1, dtype=torch.int64)  # the bonus is drawn but never emitted
+        return super().bonus(target_row, u)
+
+    def commit(self, st, rows, tokens):
+        keep = tokens >= 0
+        super().commit(st, rows[keep], tokens[keep])
+
+    def accept_and_commit(self, st, rows, *args):
+        super().accept_and_commit(st, rows, *args)
+        st.chunks[rows, st.rounds] = st.n_gen[rows] - st.round_start[rows]
+
+
+@zoo_entry(verdict="exact", bugs=("seed: a missing bonus only wastes the round",), mechanism="control")
+def drop_bonus(target, draft, *, entropy=None):
+    """After every draft is accepted the round ends without the bonus token (the seed's wasteful-but-exact case).
+
+    Verdict: exact. Given the committed prefix, accepting draft k is the exact rule's event and emits a token with
+    the target's conditional law; stopping after γ accepted drafts decides nothing about later tokens, which the next
+    round draws afresh from the same committed history (caches cropped to it). Only speed is lost.
+    """
+    return _DropBonus(target, draft, entropy=entropy)
+
+
+class _DraftBonusKVMissing(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        alive = rows[st.reason[rows] == 0]
+        if alive.size == 0:
+            return
+        keep = st.prompt_len + st.n_gen[alive] - 1
+        for cache in (st.target_cache, st.draft_cache):
+            cache.crop(alive, np.minimum(cache.lengths[alive], keep))
+        short = alive[st.target_cache.lengths[alive] < keep]  # mutation: only the target cache is topped up
+        if short.size:
+            st.target_cache.forward(short, st.out[short, st.n_gen[short] - 2][:, None])
+
+
+@zoo_entry(verdict="exact", bugs=("vLLM #3951",), mechanism="KV (draft)")
+def draft_bonus_kv_missing(target, draft, *, entropy=None):
+    """After full acceptance the draft cache never receives the last accepted draft's entry (vLLM #3951).
+
+    The draft then proposes from a context missing a token, so its proposals get worse.
+
+    Verdict: exact. A stale draft cache changes only q, and each draft is still sampled from the very q the
+    acceptance ratio divides by (DESIGN.md, "Draft law": a draft that uses another law is not a bug; mixing laws
+    is). The target cache is right, so every target row is the true conditional. Only the acceptance rate drops.
+    """
+    return _DraftBonusKVMissing(target, draft, entropy=entropy)
+
+
+class _SeedIgnored(VectorizedDecoder):
+    def run_group(self, prompt, params, gamma, seeds):
+        fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)
+        return super().run_group(prompt, params, gamma, fresh)
+
+
+@zoo_entry(verdict="exact", bugs=("vLLM #6038", "vLLM #6743"), mechanism="RNG (seed)")
+def seed_ignored(target, draft, *, entropy=None):
+    """Per-request seeds are ignored: every request, seeded or not, draws from fresh entropy (vLLM #6038, #6743).
+
+    Verdict: exact. Each request (and each of ``sample``'s draws) gets an independent fresh seed, so every request's
+    law and the joint law of independent requests are exact. What breaks is reproducibility, which DESIGN.md keeps
+    out of the law: the certifier reports it as its own check, and only ``--require-reproducible`` makes it count.
+    """
+    return _SeedIgnored(target, draft, entropy=entropy)

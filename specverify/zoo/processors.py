@@ -1,0 +1,163 @@
+"""Zoo entries whose target law misses or misplaces a logit processor, or whose processor state drifts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from specverify.reference.vectorized import VectorizedDecoder
+from specverify.zoo._hooks import ParamsPerPosition
+from specverify.zoo._registry import zoo_entry
+
+__all__ = ["argmax_verify", "temperature_not_in_rejection", "min_p_bonus_row_only", "penalties_ignored_in_verify",
+           "masks_dropped_in_verify", "grammar_not_in_verify", "penalty_last_token_only", "min_tokens_counts_rounds"]
+
+
+class _ArgmaxVerify(VectorizedDecoder):
+    def verify(self, st, rows, drafts):
+        probs = super().verify(st, rows, drafts)  # [n, γ+1, V]
+        hot = torch.nn.functional.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
+        return torch.where(probs.sum(-1, keepdim=True) > 0, hot, probs)
+
+
+@zoo_entry(verdict="greedy-only", bugs=("SGLang #31214", "SGLang #39253"), mechanism="temperature",
+           scenarios=("temp_topk",), tv=0.7)
+def argmax_verify(target, draft, *, entropy=None):
+    """Verification silently uses the target's argmax, ignoring temperature and top-p (SGLang #31214, #39253).
+
+    Verdict: greedy-only. At temperature 0 the processed target rows are one-hot at the argmax already, so nothing
+    changes; at temperature > 0 every request decodes greedily: the sampling law collapses to one outcome.
+    """
+    return _ArgmaxVerify(target, draft, entropy=entropy)
+
+
+class _TemperatureNotInRejection(ParamsPerPosition):
+    def verify_params(self, params, k, gamma):
+        if params.temperature == 0 or k == gamma:  # greedy path and the bonus sampler keep the parameters
+            return params
+        return replace(params, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
+
+
+@zoo_entry(verdict="greedy-only", bugs=("vLLM #10198",), mechanism="temperature / top-k", scenarios=("temp_topk",),
+           tv=0.3)
+def temperature_not_in_rejection(target, draft, *, entropy=None):
+    """Target probs of the rejection step ignore temperature, top-k, top-p, min-p; the bonus keeps them (vLLM #10198).
+
+    Verdict: greedy-only. Greedy requests take the argmax path with their parameters, so greedy output is kept. At
+    temperature ≠ 1 the accepted and recovered tokens follow the temperature-1 law, and with truncation a token the
+    target removed can be accepted or recovered: outcomes of exact probability 0.
+    """
+    return _TemperatureNotInRejection(target, draft, entropy=entropy)
+
+
+class _MinPBonusRowOnly(ParamsPerPosition):
+    def verify_params(self, params, k, gamma):
+        return params if k == gamma else replace(params, min_p=0.0)
+
+
+@zoo_entry(verdict="greedy-only", bugs=("vLLM #42744",), mechanism="processors", scenarios=("min_p",), tv=0.05)
+def min_p_bonus_row_only(target, draft, *, entropy=None):
+    """min-p is applied to the bonus row only, not to the rows that verify drafts (vLLM #42744).
+
+    Verdict: greedy-only. min-p never removes the most likely token, so at temperature 0 (one-hot rows) it changes
+    nothing. At temperature > 0, tokens below min_p × max are accepted or recovered at verified positions: outcomes
+    of exact probability 0. (vLLM's logit_bias, the issue's other processor, moves the argmax and would make the
+    bug approximate; SamplingParams has no logit_bias, so this entry keeps min-p alone.)
+    """
+    return _MinPBonusRowOnly(target, draft, entropy=entropy)
+
+
+class _PenaltiesIgnoredInVerify(ParamsPerPosition):
+    def verify_params(self, params, k, gamma):
+        return replace(params, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
+
+
+@zoo_entry(verdict="approximate", bugs=("SGLang #21258", "vLLM #18902", "TensorRT-LLM #17955"),
+           mechanism="penalties", scenarios=("penalties",), tv=0.15)
+def penalties_ignored_in_verify(target, draft, *, entropy=None):
+    """The target law of verification drops repetition, frequency and presence penalties (SGLang #21258, vLLM #18902).
+
+    TensorRT-LLM #17955 dropped penalties from its one-model path as well (its masks: ``masks_dropped_in_verify``).
+
+    Verdict: approximate. Frequency and presence penalties shift logits before the argmax, so at temperature 0 the
+    greedy token changes wherever a penalty changes which token has the largest logit: greedy output differs.
+    (A repetition penalty alone cannot do that on the toy models: their top logit is exactly 0, which the penalty
+    leaves at 0, so the greedy check needs frequency or presence penalties.)
+    """
+    return _PenaltiesIgnoredInVerify(target, draft, entropy=entropy)
+
+
+class _MasksDroppedInVerify(ParamsPerPosition):
+    def verify_params(self, params, k, gamma):
+        return replace(params, bad_token_ids=(), min_tokens=0)
+
+
+@zoo_entry(verdict="approximate", bugs=("TensorRT-LLM #17955",), mechanism="processors", scenarios=("masks",),
+           tv=0.15)
+def masks_dropped_in_verify(target, draft, *, entropy=None):
+    """The speculative path's target law drops bad-word and min-length masks (TensorRT-LLM #17955).
+
+    Verdict: approximate. At temperature 0 a banned token (or EOS before min_tokens) that is the raw argmax is
+    emitted instead of the masked argmax: greedy output differs.
+    """
+    return _MasksDroppedInVerify(target, draft, entropy=entropy)
+
+
+class _GrammarNotInVerify(ParamsPerPosition):
+    def verify_params(self, params, k, gamma):
+        return replace(params, grammar=None)
+
+
+@zoo_entry(verdict="approximate", mechanism="grammar",
+           bugs=("SGLang #6441", "SGLang #9187", "SGLang #15373", "TensorRT-LLM #7878", "vLLM #36138"),
+           scenarios=("grammar",), tv=0.3)
+def grammar_not_in_verify(target, draft, *, entropy=None):
+    """The grammar mask is not applied to the target rows of verification; drafts stay masked (SGLang #6441).
+
+    The same mechanism: SGLang #9187 and #15373 (mask on the verify path), TensorRT-LLM #7878 (bitmask not applied at
+    draft positions), vLLM #36138 (drafts after a reasoning-end token bypassed the grammar).
+
+    Verdict: approximate. At temperature 0 the unmasked target argmax is emitted wherever the grammar forbids it (on
+    rejection and as the bonus): greedy output leaves the grammar. A grammar violation is a law violation, not a
+    protocol one (DESIGN.md rule 1 does not list it), so not invalid.
+    """
+    return _GrammarNotInVerify(target, draft, entropy=entropy)
+
+
+class _PenaltyLastTokenOnly(VectorizedDecoder):
+    def accept_and_commit(self, st, rows, *args):
+        seen, counts = st.seen[rows].clone(), st.counts[rows].clone()
+        super().accept_and_commit(st, rows, *args)
+        last = torch.from_numpy(st.out[rows, st.n_gen[rows] - 1])[:, None]  # only the round's last token counts
+        st.seen[rows] = seen.scatter_(1, last, True)
+        st.counts[rows] = counts.scatter_add_(1, last, torch.ones(last.shape, dtype=counts.dtype))
+
+
+@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state", scenarios=("penalties",),
+           tv=0.05)
+def penalty_last_token_only(target, draft, *, entropy=None):
+    """Penalty state records only the last token of each round (SGLang #33643: frequency penalty ÷ acceptance length).
+
+    Verdict: approximate. With penalties at temperature 0, a token committed mid-round is missing from the penalty
+    history, so a later argmax can fall on it where plain greedy decoding penalises it: greedy output differs.
+    """
+    return _PenaltyLastTokenOnly(target, draft, entropy=entropy)
+
+
+class _MinTokensCountsRounds(VectorizedDecoder):
+    def law(self, st, logits, prov, num_generated):
+        return super().law(st, logits, prov, np.full_like(num_generated, st.rounds))  # one count per round
+
+
+@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state (min_tokens)",
+           scenarios=("min_tokens",), tv=0.05)
+def min_tokens_counts_rounds(target, draft, *, entropy=None):
+    """min_tokens counts rounds, not tokens: EOS stays masked until min_tokens rounds have run (SGLang #33643).
+
+    Verdict: approximate. A round commits ≥ 1 token, so the count lags the true length and EOS is masked past
+    min_tokens; at temperature 0, whenever EOS is the argmax there (after a round with accepted drafts), the greedy
+    output differs.
+    """
+    return _MinTokensCountsRounds(target, draft, entropy=entropy)

@@ -1,0 +1,60 @@
+"""Showcase scenarios of the zoo: small toy models and sampling parameters where each mechanism shows.
+
+Every scenario uses a 5-token vocabulary (4 strings and EOS), the target ``random_target(seed=3)`` and the draft
+``draft_near(target, distance=0.6, seed=7)``, prompt ``(0, 1)`` and γ = 3 unless it says otherwise; scenarios with
+EOS inside blocks raise the target's EOS logit (``eos_bias=0.8``) so that EOS is common.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from specverify.grammar import ToyGrammar
+from specverify.oracles import draft_near, make_vocab, random_target
+from specverify.params import SamplingParams
+from specverify.protocol import Request
+
+__all__ = ["Scenario", "SCENARIOS", "VOCAB", "GRAMMAR", "models"]
+
+VOCAB = make_vocab(5)
+# state 0 allows "a", "b", " "; state 1 allows "a", "ab"; state 2 allows "a", "b", "ab" and EOS (accepting)
+GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {0: 0, 2: 2}, {0: 2, 1: 1, 2: 0}), accepting={2})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One request shape: ``params``, the target's EOS bias, γ and the prompt."""
+
+    params: SamplingParams
+    eos_bias: float = -1.0
+    gamma: int = 3
+    prompt: tuple = (0, 1)
+
+    def models(self):
+        """``(target, draft)`` toy models of this scenario."""
+        return models(self.eos_bias)
+
+    def request(self, *, seed=None) -> Request:
+        return Request(self.prompt, self.params, self.gamma, seed=seed)
+
+
+@lru_cache(maxsize=8)
+def models(eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7, distance: float = 0.6):
+    """The zoo's toy ``(target, draft)`` pair (cached: building a model tables 4096 rows)."""
+    target = random_target(VOCAB, seed=target_seed, eos_bias=eos_bias)
+    return target, draft_near(target, distance=distance, seed=draft_seed)
+
+
+SCENARIOS = {
+    "plain": Scenario(SamplingParams(max_tokens=4)),
+    "temp_topk": Scenario(SamplingParams(max_tokens=4, temperature=0.7, top_k=3)),
+    "min_p": Scenario(SamplingParams(max_tokens=4, min_p=0.3)),
+    "penalties": Scenario(SamplingParams(max_tokens=4, repetition_penalty=1.6, frequency_penalty=0.8,
+                                         presence_penalty=0.5)),
+    "masks": Scenario(SamplingParams(max_tokens=4, min_tokens=2, bad_token_ids=(1,)), eos_bias=0.8),
+    "min_tokens": Scenario(SamplingParams(max_tokens=4, min_tokens=2), eos_bias=0.8),
+    "grammar": Scenario(SamplingParams(max_tokens=4, grammar=GRAMMAR)),
+    "eos_in_block": Scenario(SamplingParams(max_tokens=5), eos_bias=0.8),
+    "stop": Scenario(SamplingParams(max_tokens=5, stop=("ab", " b"))),
+}

@@ -1,0 +1,182 @@
+"""Zoo entries that get the round's transaction wrong: rollback of KV / penalty / stop state, finishing, streaming."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from specverify.reference.vectorized import EOS, LENGTH, STOP, VectorizedDecoder
+from specverify.zoo._hooks import DeferredFinish
+from specverify.zoo._registry import zoo_entry
+
+__all__ = ["target_kv_not_cropped", "penalty_history_keeps_rejected", "stop_state_not_rolled_back",
+           "eos_leaks_in_round", "eos_mid_block_continues", "length_before_stop", "stop_string_tokens_kept",
+           "stream_repeats_token"]
+
+
+def _rejected_drafts(st, rows, drafts):
+    """(request rows, draft tokens) of this round's drafts that were not accepted, for rows still running."""
+    accepted = st.accepted[rows, st.rounds]  # set by accept_and_commit; st.rounds is not yet advanced
+    mask = (np.arange(st.gamma)[None, :] >= accepted[:, None]) & (st.reason[rows] == 0)[:, None]
+    r, j = np.nonzero(mask)
+    return rows[r], drafts[r, j]
+
+
+class _TargetKVNotCropped(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        alive = rows[st.reason[rows] == 0]
+        if alive.size == 0:
+            return
+        keep = st.prompt_len + st.n_gen[alive] - 1
+        target, draft = st.target_cache, st.draft_cache
+        target.crop(alive, np.minimum(target.lengths[alive], keep + 1))  # off by one: a rejected entry stays
+        stored = draft.lengths[alive]
+        draft.crop(alive, np.minimum(stored, keep))
+        short = alive[stored < keep]
+        if short.size:
+            draft.forward(short, st.out[short, st.n_gen[short] - 2][:, None])
+
+
+@zoo_entry(verdict="approximate", bugs=("seed: rejected suffix left in the KV cache",), mechanism="KV (target)",
+           scenarios=("plain",), tv=0.3)
+def target_kv_not_cropped(target, draft, *, entropy=None):
+    """The target cache is cropped one entry short: the first rejected draft's KV stays (the seed's failure mode).
+
+    The next round's tokens are fed on top of the stale entry, so every later target row is read from a wrong
+    context (a toy model's stale entry moves the next-token law by TV ≳ 0.1).
+
+    Verdict: approximate. At temperature 0 the later argmaxes come from wrong contexts, so greedy output differs
+    after the first rejection.
+    """
+    return _TargetKVNotCropped(target, draft, entropy=entropy)
+
+
+class _PenaltyHistoryKeepsRejected(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        super().rollback(st, rows, drafts)
+        r, tok = _rejected_drafts(st, rows, drafts)
+        idx, tok = torch.from_numpy(r), torch.from_numpy(tok)
+        st.seen[idx, tok] = True
+        st.counts.index_put_((idx, tok), torch.ones(len(r), dtype=st.counts.dtype), accumulate=True)
+
+
+@zoo_entry(verdict="approximate", bugs=("seed: penalty history keeps rejected drafts",), mechanism="penalty state",
+           scenarios=("penalties",), tv=0.1)
+def penalty_history_keeps_rejected(target, draft, *, entropy=None):
+    """Rejected drafts stay in the penalty history (seen / counts): the penalty state is not rolled back.
+
+    Verdict: approximate. With penalties at temperature 0, a rejected draft is penalised as if generated, which
+    moves later argmaxes: greedy output differs.
+    """
+    return _PenaltyHistoryKeepsRejected(target, draft, entropy=entropy)
+
+
+class _StopStateNotRolledBack(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        super().rollback(st, rows, drafts)
+        if st.stops is None:
+            return
+        r, tok = _rejected_drafts(st, rows, drafts)
+        for row, t in zip(r.tolist(), tok.tolist()):  # the matcher keeps the rejected drafts' text
+            st.sstate[row] = st.stops.next_state[st.sstate[row], t]
+
+
+@zoo_entry(verdict="invalid", bugs=("seed: stop-matcher state not rolled back",), mechanism="stop state",
+           scenarios=("stop",))
+def stop_state_not_rolled_back(target, draft, *, entropy=None):
+    """The stop-string matcher keeps the rejected drafts' text in its buffer (the seed's failure mode).
+
+    Verdict: invalid. A stop string completed across a rejected draft and a later token finishes the request as
+    ``stop`` though the committed text holds no stop string (and one spanning the true history can be missed, so
+    generation runs past it): the finish reason does not match the tokens, a protocol violation (rule 1).
+    """
+    return _StopStateNotRolledBack(target, draft, entropy=entropy)
+
+
+class _EosLeaksInRound(DeferredFinish):
+    deferred = frozenset({EOS})
+
+
+@zoo_entry(verdict="invalid", bugs=("SGLang #31599", "SGLang #31569"), mechanism="stop", scenarios=("eos_in_block",))
+def eos_leaks_in_round(target, draft, *, entropy=None):
+    """An accepted EOS does not end the round: later accepted drafts and the bonus leak out after it (SGLang #31599).
+
+    The request finishes with ``eos`` at the end of the round. (SGLang #31569, the same report's length-before-stop
+    ordering, is ``length_before_stop``.)
+
+    Verdict: invalid: tokens after a finishing token (rule 1).
+    """
+    return _EosLeaksInRound(target, draft, entropy=entropy)
+
+
+class _EosMidBlockContinues(DeferredFinish):
+    deferred = frozenset({EOS})
+
+    def end_of_round(self, st, rows):
+        last = st.out[rows, st.n_gen[rows] - 1]  # only the round's last token is checked for EOS
+        done = rows[(st.reason[rows] == 0) & (self.pending[rows] == EOS) & (last == self.vocab.eos_token_id)]
+        st.reason[done] = EOS
+
+
+@zoo_entry(verdict="invalid", bugs=("transformers #47912",), mechanism="stop", scenarios=("eos_in_block",))
+def eos_mid_block_continues(target, draft, *, entropy=None):
+    """EOS accepted mid-block does not stop generation; only a round ending in EOS does (transformers #47912).
+
+    Verdict: invalid: generation runs on after an EOS, so tokens follow a finishing token (rule 1).
+    """
+    return _EosMidBlockContinues(target, draft, entropy=entropy)
+
+
+class _LengthBeforeStop(VectorizedDecoder):
+    def commit(self, st, rows, tokens):
+        super().commit(st, rows, tokens)
+        at_cap = st.n_gen[rows] >= st.params.max_tokens
+        st.reason[rows[at_cap & np.isin(st.reason[rows], (EOS, STOP))]] = LENGTH  # the cap is checked first
+
+
+@zoo_entry(verdict="invalid", bugs=("SGLang #31569",), mechanism="stop", scenarios=("eos_in_block",))
+def length_before_stop(target, draft, *, entropy=None):
+    """The length cap is checked before EOS and stop strings: EOS as the last allowed token reports ``length``.
+
+    SGLang #31569 (with #31599): the finishing checks ran in the wrong order.
+
+    Verdict: invalid: the finish reason does not match the tokens (DESIGN.md order: EOS, then stop, then length),
+    a protocol violation (rule 1). The token law is exact.
+    """
+    return _LengthBeforeStop(target, draft, entropy=entropy)
+
+
+class _StopStringTokensKept(DeferredFinish):
+    deferred = frozenset({STOP})
+
+
+@zoo_entry(verdict="invalid", bugs=("vLLM #47616",), mechanism="stop", scenarios=("stop",))
+def stop_string_tokens_kept(target, draft, *, entropy=None):
+    """A stop string completed mid-block finishes the request only at the end of the round (vLLM #47616).
+
+    The text is trimmed at the stop string, but the token ids past the completing token are kept.
+
+    Verdict: invalid: tokens after a finishing token (rule 1).
+    """
+    return _StopStringTokensKept(target, draft, entropy=entropy)
+
+
+class _StreamRepeatsToken(VectorizedDecoder):
+    def __call__(self, requests):
+        out = []
+        for c in super().__call__(requests):
+            if c.stream:
+                c = replace(c, stream=(c.stream[0],) + tuple(a[-1:] + b for a, b in zip(c.stream, c.stream[1:])))
+            out.append(c)
+        return out
+
+
+@zoo_entry(verdict="invalid", bugs=("seed: token streamed twice",), mechanism="stream", scenarios=("plain",))
+def stream_repeats_token(target, draft, *, entropy=None):
+    """Each streamed chunk re-sends the previous round's last token (the token fed first to the next verification).
+
+    Verdict: invalid: the stream does not concatenate to the tokens (rule 1). Tokens and law are exact.
+    """
+    return _StreamRepeatsToken(target, draft, entropy=entropy)

@@ -1,0 +1,47 @@
+"""The zoo's catalogue: every entry is an importable factory, documented, tagged and a small mutation."""
+
+import importlib
+import inspect
+import re
+
+import pytest
+
+from specverify.reference.vectorized import VectorizedDecoder
+from specverify.zoo import SCENARIOS, ZOO, ZooEntry, zoo_entries
+from specverify.zoo._registry import VERDICTS
+from specverify.zoo.scenarios import models
+
+BUG_ID = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp) #\d+$|^seed: .+")
+HOOK_MODULE = "specverify.zoo._hooks"
+
+
+def test_the_zoo_holds_every_verdict_and_enough_mechanisms():
+    entries = zoo_entries()
+    assert len(entries) >= 15 and entries == list(ZOO.values())
+    assert {e.verdict for e in entries} == set(VERDICTS)
+    assert sum(e.verdict == "exact" for e in entries) >= 3
+    assert len({e.mechanism for e in entries}) >= 12
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_entry_is_an_importable_documented_factory(name):
+    entry = ZOO[name]
+    assert isinstance(entry, ZooEntry) and entry.name == name == entry.factory.__name__
+    assert getattr(importlib.import_module("specverify.zoo"), name) is entry.factory  # specverify.zoo:NAME
+    doc = inspect.getdoc(entry.factory)
+    assert entry.summary == doc.splitlines()[0]
+    assert f"Verdict: {entry.verdict}" in doc, "the docstring derives the tag"
+    for bug in entry.bugs:
+        assert BUG_ID.match(bug), bug
+        assert bug.startswith("seed:") or bug.split(" ")[-1] in doc, f"{bug} is not named in the docstring"
+    assert all(s in SCENARIOS for s in entry.scenarios)
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_entry_is_a_small_mutation_of_the_reference(name):
+    decoder = ZOO[name].factory(*models())
+    assert isinstance(decoder, VectorizedDecoder) and callable(decoder.sample)
+    for cls in type(decoder).__mro__:
+        if cls.__module__.startswith("specverify.zoo") and cls.__module__ != HOOK_MODULE:
+            lines = [ln for ln in inspect.getsource(cls).splitlines() if ln.strip()]
+            assert len(lines) <= 25, f"{cls.__name__} has {len(lines)} lines: a zoo mutation stays small"

@@ -1,0 +1,109 @@
+"""Each zoo entry changes exactly what DESIGN.md's rules look at for its tag (no certifier involved).
+
+- exact: its law is not rejected (pooled χ², α = 1e-8) on its scenarios and the core ones; no protocol violation.
+- greedy-only: greedy output equals ``greedy_outcome`` on 100 prompts with disagreeing drafts, no protocol
+  violation, and the sampling law is rejected (χ² p < 1e-8, or an outcome of exact probability 0).
+- approximate: some greedy output differs; no protocol violation.
+- invalid: a protocol violation appears.
+Every request is seeded and every decoder gets ``entropy=0``: the tests are deterministic.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+from specverify.oracles import draft_near, exact_law
+from specverify.protocol import Request
+from specverify.zoo import SCENARIOS, ZOO
+from specverify.zoo.scenarios import models
+
+from ._checks import first_violation, greedy_mismatches, law_check, prompts
+
+ALPHA = 1e-8
+N = 20_000
+PROMPTS = prompts(100, seed=0)
+
+
+def named(verdict):
+    return [name for name, e in ZOO.items() if e.verdict == verdict]
+
+
+def showcase(name):
+    scenario = SCENARIOS[ZOO[name].scenarios[0]]
+    return scenario, *scenario.models()
+
+
+def greedy_setup(name, *, max_tokens=4):
+    """(target, draft disagreeing with its argmax, greedy requests over PROMPTS) for the entry's showcase."""
+    scenario, target, _ = showcase(name)
+    far = draft_near(target, distance=1.0, seed=21)
+    params = replace(scenario.params, temperature=0.0, max_tokens=max_tokens)
+    return target, far, [Request(p, params, 1 + i % 4, seed=i) for i, p in enumerate(PROMPTS)]
+
+
+def test_greedy_drafts_disagree_with_the_target_argmax_often():
+    target, far, _ = greedy_setup("reference")
+    disagree = np.mean([int(torch.argmax(target.logits([p])[0]) != torch.argmax(far.logits([p])[0])) for p in PROMPTS])
+    assert disagree >= 0.3
+
+
+@pytest.mark.parametrize("name", named("exact"))
+def test_exact_entry_law_is_not_rejected(name):
+    for scenario_name in dict.fromkeys(ZOO[name].scenarios + ("eos_in_block", "stop")):
+        scenario = SCENARIOS[scenario_name]
+        target, draft = scenario.models()
+        decoder = ZOO[name].factory(target, draft, entropy=0)
+        assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
+        pvalue, df, impossible = law_check(decoder, target, scenario.request(seed=1234), N)
+        assert impossible == 0 and pvalue > ALPHA, f"{name} on {scenario_name}: p={pvalue:.3g}, {impossible} p=0"
+
+
+@pytest.mark.parametrize("name", named("greedy-only"))
+def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
+    target, far, requests = greedy_setup(name)
+    decoder = ZOO[name].factory(target, far, entropy=0)
+    assert not greedy_mismatches(decoder, target, requests)
+    scenario, target, draft = showcase(name)
+    decoder = ZOO[name].factory(target, draft, entropy=0)
+    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
+    if name == "unseeded_shared_stream":
+        return  # its per-request law is exact: the collision test below is the sampling check that fails
+    pvalue, df, impossible = law_check(decoder, target, scenario.request(seed=1234), N)
+    assert impossible > 0 or pvalue < ALPHA, f"{name}: p={pvalue:.3g} (df={df}), no outcome of probability 0"
+
+
+def collisions(decoder, request, pairs):
+    out = [(c.tokens, c.finish_reason) for c in decoder([request] * (2 * pairs))]
+    return sum(out[2 * i] == out[2 * i + 1] for i in range(pairs))
+
+
+@pytest.mark.parametrize("name", ["reference", "unseeded_shared_stream"])
+def test_collision_test_over_identical_unseeded_pairs(name):
+    scenario = SCENARIOS["plain"]
+    target, draft = scenario.models()
+    rate = float((exact_law(target, scenario.prompt, scenario.params).probs ** 2).sum())
+    hits = collisions(ZOO[name].factory(target, draft, entropy=0), scenario.request(), 400)
+    pvalue = scipy.stats.binomtest(hits, 400, rate, alternative="greater").pvalue
+    assert (pvalue < ALPHA) == (name == "unseeded_shared_stream"), f"{hits}/400 collisions, Σp² = {rate:.4f}"
+
+
+@pytest.mark.parametrize("name", named("approximate"))
+def test_approximate_entry_changes_some_greedy_output(name):
+    target, far, requests = greedy_setup(name, max_tokens=6)
+    decoder = ZOO[name].factory(target, far, entropy=0)
+    found = next((bad for start in range(0, len(requests), 10)
+                  for bad in greedy_mismatches(decoder, target, requests[start:start + 10])), None)
+    assert found is not None, f"{name}: greedy output equals greedy_outcome on {len(requests)} prompts"
+    scenario, target, draft = showcase(name)
+    decoder = ZOO[name].factory(target, draft, entropy=0)
+    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
+
+
+@pytest.mark.parametrize("name", named("invalid"))
+def test_invalid_entry_breaks_the_protocol(name):
+    scenario, target, draft = showcase(name)
+    decoder = ZOO[name].factory(target, draft, entropy=0)
+    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is not None
