@@ -128,6 +128,8 @@ def grammar_not_in_verify(target, draft, *, entropy=None):
 
 class _PenaltyLastTokenOnly(VectorizedDecoder):
     def accept_and_commit(self, st, rows, *args):
+        if not st.penalized:  # the reference keeps no penalty history when no penalty reads it
+            return super().accept_and_commit(st, rows, *args)
         seen, counts = st.seen[rows].clone(), st.counts[rows].clone()
         super().accept_and_commit(st, rows, *args)
         last = torch.from_numpy(st.out[rows, st.n_gen[rows] - 1])[:, None]  # only the round's last token counts

@@ -56,6 +56,8 @@ def target_kv_not_cropped(target, draft, *, entropy=None):
 class _PenaltyHistoryKeepsRejected(VectorizedDecoder):
     def rollback(self, st, rows, drafts):
         super().rollback(st, rows, drafts)
+        if not st.penalized:
+            return
         r, tok = _rejected_drafts(st, rows, drafts)
         idx, tok = torch.from_numpy(r), torch.from_numpy(tok)
         st.seen[idx, tok] = True
