@@ -15,11 +15,13 @@ from specverify.oracles import draft_copy, draft_near, make_vocab, random_target
 from specverify.protocol import Request
 
 __all__ = ["schedules", "steps", "reference_scenarios", "reference_runs", "toy_family", "DRAFT_DISTANCES",
-           "BLOCK_SIZES"]
+           "BLOCK_SIZES", "EVENT_KINDS"]
 
 DRAFT_DISTANCES = (0.0, 0.3, 0.6, 1.0)
 BLOCK_SIZES = (1, 2, 3, 16)
-# weights by repetition: plain steps dominate, every other kind of event shows up in most schedules of ~10 events
+#: Event kinds a schedule draws: a plain step, a step with a fault, a step with an action mid-round, and the rest.
+EVENT_KINDS = ("step", "fault", "during", "cancel", "preempt", "resume", "add")
+# weights by repetition: steps dominate, every other kind of event shows up in most schedules of ~10 events
 _EVENT_KINDS = ("step",) * 5 + ("fault",) * 5 + ("during",) * 2 + ("cancel", "preempt", "resume", "resume", "add")
 
 
@@ -42,11 +44,22 @@ def _fault(draw, faults, versions: int, gamma: int):
     return Fault(kind, after=draw(st.integers(0, 1 if kind == "alloc_failure" else gamma - 1)))
 
 
-@st.composite
-def steps(draw, num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4):
+def steps(num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4, kinds=EVENT_KINDS):
     """One schedule event: mostly ``Step`` (some with a fault armed or an action mid-round), sometimes ``Cancel``,
-    ``Preempt``, ``Resume`` or ``Add``."""
-    kind = draw(st.sampled_from(_EVENT_KINDS))
+    ``Preempt``, ``Resume`` or ``Add``. ``kinds`` (a subset of ``EVENT_KINDS``) narrows the events drawn."""
+    check(isinstance(num_slots, int) and num_slots >= 1, f"num_slots={num_slots!r} must be an int >= 1.")
+    check(set(faults) <= set(FAULT_KINDS), f"faults={faults!r} must be a subset of {FAULT_KINDS!r}.")
+    check(isinstance(versions, int) and versions >= 1, f"versions={versions!r} must be an int >= 1.")
+    check(isinstance(max_gamma, int) and max_gamma >= 1, f"max_gamma={max_gamma!r} must be an int >= 1.")
+    check(len(kinds) > 0 and set(kinds) <= set(EVENT_KINDS), f"kinds={kinds!r} must be a non-empty subset of "
+          f"{EVENT_KINDS!r}.")
+    weighted = tuple(k for k in _EVENT_KINDS if k in kinds)
+    return _steps(num_slots, tuple(faults), versions, max_gamma, weighted)
+
+
+@st.composite
+def _steps(draw, num_slots, faults, versions, max_gamma, weighted):
+    kind = draw(st.sampled_from(weighted))
     slot = draw(st.integers(0, num_slots - 1))
     gamma = draw(st.integers(1, max_gamma))
     if kind == "fault" and faults:
@@ -58,15 +71,14 @@ def steps(draw, num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_ga
     return {"cancel": Cancel(slot), "preempt": Preempt(slot), "resume": Resume(slot), "add": Add()}[kind]
 
 
-def schedules(num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4, max_events: int = 12):
+def schedules(num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamma: int = 4, max_events: int = 12,
+              kinds=EVENT_KINDS):
     """Schedules: lists of events over ``num_slots`` request slots. ``faults`` limits the injected fault kinds to
-    those a decoder supports; ``versions`` is the number of draft versions a ``draft_switch`` can pick."""
-    check(isinstance(num_slots, int) and num_slots >= 1, f"num_slots={num_slots!r} must be an int >= 1.")
-    check(set(faults) <= set(FAULT_KINDS), f"faults={faults!r} must be a subset of {FAULT_KINDS!r}.")
-    check(isinstance(versions, int) and versions >= 1, f"versions={versions!r} must be an int >= 1.")
-    check(isinstance(max_gamma, int) and max_gamma >= 1, f"max_gamma={max_gamma!r} must be an int >= 1.")
+    those a decoder supports; ``versions`` is the number of draft versions a ``draft_switch`` can pick; ``kinds``
+    narrows the event kinds (``EVENT_KINDS``)."""
     check(isinstance(max_events, int) and max_events >= 0, f"max_events={max_events!r} must be an int >= 0.")
-    return st.lists(steps(num_slots, faults=faults, versions=versions, max_gamma=max_gamma), max_size=max_events)
+    return st.lists(steps(num_slots, faults=faults, versions=versions, max_gamma=max_gamma, kinds=kinds),
+                    max_size=max_events)
 
 
 def _num_blocks(requests, block_size: int) -> int:
@@ -86,8 +98,7 @@ def _related_prompts(draw, count: int, vocab, max_len: int):
     return out
 
 
-@st.composite
-def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES, max_tokens=(2, 7),
+def reference_scenarios(*, max_requests: int = 3, block_sizes=BLOCK_SIZES, max_tokens=(2, 7),
                         vocab_sizes=(5, 6, 7), params=None, white_box=ReferenceWhiteBox):
     """``Scenario``s on ``ReferenceWhiteBox``: a toy target, one or two draft versions, ``1..max_requests`` seeded
     requests with related prompts and their own params, a block size from ``block_sizes``. ``params`` (a function
@@ -95,7 +106,15 @@ def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES,
     ``white_box(target, drafts, block_size=..., num_blocks=...)``) replaces ``ReferenceWhiteBox``."""
     check(callable(white_box), f"white_box={white_box!r} must be callable (a ReferenceWhiteBox subclass).")
     check(isinstance(max_requests, int) and max_requests >= 1, f"max_requests={max_requests!r} must be >= 1.")
-    check(len(block_sizes) > 0, f"block_sizes={block_sizes!r} must be non-empty.")
+    check(len(block_sizes) > 0 and all(isinstance(b, int) and b >= 1 for b in block_sizes),
+          f"block_sizes={block_sizes!r} must be a non-empty tuple of ints >= 1.")
+    check(set(vocab_sizes) <= set(range(2, 17)), f"vocab_sizes={vocab_sizes!r} must be sizes in [2, 16].")
+    check(params is None or callable(params), f"params={params!r} must be None or vocab -> strategy.")
+    return _reference_scenarios(max_requests, tuple(block_sizes), max_tokens, tuple(vocab_sizes), params, white_box)
+
+
+@st.composite
+def _reference_scenarios(draw, max_requests, block_sizes, max_tokens, vocab_sizes, params, white_box):
     vocab_size = draw(st.sampled_from(tuple(vocab_sizes)))
     distances = tuple(draw(st.lists(st.sampled_from(DRAFT_DISTANCES), min_size=1, max_size=2)))
     target, drafts = toy_family(vocab_size, draw(st.integers(0, 3)), distances)
@@ -114,11 +133,13 @@ def reference_scenarios(draw, *, max_requests: int = 3, block_sizes=BLOCK_SIZES,
                     label=label)
 
 
-@st.composite
-def reference_runs(draw, *, max_events: int = 12, **scenario_options):
+def reference_runs(*, max_events: int = 12, kinds=EVENT_KINDS, **scenario_options):
     """``(scenario, schedule)`` pairs on the reference: ``reference_scenarios(**scenario_options)`` and a schedule
-    over its requests and draft versions."""
-    scenario = draw(reference_scenarios(**scenario_options))
-    schedule = draw(schedules(len(scenario.requests), versions=scenario.versions, max_events=max_events))
-    return scenario, tuple(schedule)
+    over its requests and draft versions (``max_events``, ``kinds`` as in ``schedules``)."""
+    check(isinstance(max_events, int) and max_events >= 0, f"max_events={max_events!r} must be an int >= 0.")
+    check(len(kinds) > 0 and set(kinds) <= set(EVENT_KINDS), f"kinds={kinds!r} must be a non-empty subset of "
+          f"{EVENT_KINDS!r}.")
+    return reference_scenarios(**scenario_options).flatmap(lambda scenario: schedules(
+        len(scenario.requests), versions=scenario.versions, max_events=max_events, kinds=kinds).map(
+        lambda schedule: (scenario, tuple(schedule))))
 

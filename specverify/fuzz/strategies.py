@@ -8,6 +8,8 @@ or accepting at once, stop strings that span tokens and overlap.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -40,67 +42,84 @@ def _check_size(name: str, value, low: int = 1) -> None:
           f"{name}={value!r} must be an int >= {low}.")
 
 
-def _vector(kind: str, weights: list, picks: list, size: int) -> np.ndarray:  # -> float64 [size], sums to 1
+def _vector(kind: str, size: int, count: int, seed: int) -> np.ndarray:  # -> float64 [size], sums to 1
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, size, size=count)
     if kind == "one_hot":
-        return np.eye(size)[picks[0] % size]
+        return np.eye(size)[picks[0]]
     if kind == "ties":
         support = np.zeros(size)
-        support[[p % size for p in picks]] = 1.0
+        support[picks] = 1.0
         return support / support.sum()
-    row = np.asarray(weights, dtype=np.float64) + 1e-3
+    row = rng.random(size) + 1e-3
     if kind == "zeros":
-        row[[p % size for p in picks[1:]]] = 0.0
-        row[picks[0] % size] += 1.0  # at least one positive entry
+        row[picks[1:]] = 0.0
+        row[picks[0]] += 1.0  # at least one positive entry
     if kind == "tiny":
-        row[[p % size for p in picks[1:]]] = 0.0
+        row[picks[1:]] = 0.0
         row = row / row.sum()
-        row[[p % size for p in picks[1:]]] = 1e-12
+        row[picks[1:]] = 1e-12
     return row / row.sum()
 
 
-@st.composite
-def probability_vectors(draw, size=None, *, kinds=VECTOR_KINDS, max_size: int = 12):
+def probability_vectors(size=None, *, kinds=VECTOR_KINDS, max_size: int = 12):
     """Float64 probability vectors (non-negative, sum 1 within 1e-12) of the given ``kinds``: ``dense``,
     ``zeros`` (exact zeros), ``tiny`` (1e-12 masses), ``ties`` (a uniform support) and ``one_hot``.
 
-    ``size`` fixes the length (else 1 .. ``max_size``).
+    ``size`` fixes the length (else 1 .. ``max_size``). Hypothesis draws the kind, the size, how many entries are
+    special and a seed; numpy draws the values (cheap examples; shrinking simplifies the structure).
     """
     check(size is None or (isinstance(size, int) and size >= 1), f"size={size!r} must be None or an int >= 1.")
     check(len(kinds) > 0 and set(kinds) <= set(VECTOR_KINDS), f"kinds={kinds!r} must be a non-empty subset of "
           f"{VECTOR_KINDS!r}.")
     _check_size("max_size", max_size)
-    size = size if size is not None else draw(st.integers(1, max_size))
-    kind = draw(st.sampled_from(tuple(kinds)))
-    weights = draw(st.lists(st.floats(0.0, 1.0), min_size=size, max_size=size))
-    picks = draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=max(1, size - 1)))
-    return _vector(kind, weights, picks, size)
+    sizes = st.just(size) if size is not None else st.integers(1, max_size)
+    return st.tuples(st.sampled_from(tuple(kinds)), sizes, st.integers(0, 2**32 - 1)).flatmap(
+        lambda t: st.integers(1, max(1, t[1] - 1)).map(lambda count: _vector(t[0], t[1], count, t[2])))
 
 
-@st.composite
-def law_pairs(draw, size=None, *, distance=(0.0, 1.0), max_size: int = 12):
+def law_pairs(size=None, *, distance=(0.0, 1.0), max_size: int = 12):
     """``(target_probs, draft_probs)``: two probability vectors whose total-variation distance lies in ``distance``
-    (a ``(low, high)`` pair; ``(0, 0)`` gives equal laws). The draft mixes the target with another vector."""
+    (a ``(low, high)`` pair; ``(0, 0)`` gives equal laws). The draft mixes the target with another vector. Both
+    vectors are of ``probability_vectors``' kinds (drawn, with the size, the distance and a seed, by hypothesis)."""
     low, high = distance
     check(0.0 <= low <= high <= 1.0, f"distance={distance!r} must be a (low, high) pair with 0 <= low <= high <= 1.")
-    target = draw(probability_vectors(size, max_size=max_size))
-    other = draw(probability_vectors(target.size))
-    wanted = draw(st.floats(low, high))
+    check(size is None or (isinstance(size, int) and size >= 1), f"size={size!r} must be None or an int >= 1.")
+    _check_size("max_size", max_size)
+    return _law_pairs(size, (float(low), float(high)), max_size)
+
+
+def _law_pair(size: int, kinds: tuple, wanted: float, seed: int) -> tuple:
+    rng = np.random.default_rng(seed)
+    target = _vector(kinds[0], size, int(rng.integers(1, max(2, size))), int(rng.integers(2**32)))
+    other = _vector(kinds[1], size, int(rng.integers(1, max(2, size))), int(rng.integers(2**32)))
     tv = 0.5 * float(np.abs(target - other).sum())
     if tv < wanted:  # push all the mass where the target has least: TV = 1 - min(target)
-        other = np.eye(target.size)[int(np.argmin(target))]
+        other = np.eye(size)[int(np.argmin(target))]
         tv = 0.5 * float(np.abs(target - other).sum())
     mix = 0.0 if tv == 0 else min(1.0, wanted / tv)
     draft = (1.0 - mix) * target + mix * other
     return target, draft / draft.sum()
 
 
-@st.composite
-def toy_grammars(draw, vocab_size: int, eos_token_id: int, *, max_states: int = 4):
+def _law_pairs(size, distance, max_size):
+    sizes = st.just(size) if size is not None else st.integers(1, max_size)
+    kinds = st.tuples(st.sampled_from(VECTOR_KINDS), st.sampled_from(VECTOR_KINDS))
+    return st.builds(_law_pair, sizes, kinds, st.floats(*distance), st.integers(0, 2**32 - 1))
+
+
+def toy_grammars(vocab_size: int, eos_token_id: int, *, max_states: int = 4):
     """``ToyGrammar`` automata over the non-EOS ids, including dead ends (a state with no edge that does not
     accept), states accepting at once (state 0 accepting) and single-token states."""
     _check_size("vocab_size", vocab_size, 2)
     check(isinstance(eos_token_id, int) and 0 <= eos_token_id < vocab_size,
           f"eos_token_id={eos_token_id!r} must index the vocabulary [0, {vocab_size}).")
+    _check_size("max_states", max_states)
+    return _toy_grammars(vocab_size, eos_token_id, max_states)
+
+
+@st.composite
+def _toy_grammars(draw, vocab_size, eos_token_id, max_states):
     tokens = [t for t in range(vocab_size) if t != eos_token_id]
     num_states = draw(st.integers(1, max_states))
     transitions = []
@@ -111,21 +130,30 @@ def toy_grammars(draw, vocab_size: int, eos_token_id: int, *, max_states: int = 
     return ToyGrammar(transitions=tuple(transitions), accepting=frozenset(accepting))
 
 
-@st.composite
-def stop_sets(draw, strings, *, max_stops: int = 3):
+def stop_sets(strings, *, max_stops: int = 3):
     """Tuples of stop strings for a vocabulary's token ``strings``: pieces of the text of 1-3 tokens (so a stop
-    string can span tokens or sit inside one), plus overlapping pairs (one stop's suffix begins another)."""
+    string can span tokens or sit inside one), plus overlapping pairs (one stop's last character begins another).
+    Hypothesis draws how many and a seed; numpy draws the pieces."""
     texts = [s for s in strings if s]
     check(len(texts) > 0, f"strings={strings!r} must hold at least one non-empty token string.")
-    stops = []
-    for _ in range(draw(st.integers(1, max_stops))):
-        text = "".join(draw(st.lists(st.sampled_from(texts), min_size=1, max_size=3)))
-        start = draw(st.integers(0, len(text) - 1))
-        stop = text[start:start + draw(st.integers(1, 3))]
-        if draw(_BOOLS):  # an overlapping partner: stop's last char starts it
-            stops.append(stop[-1] + draw(st.sampled_from(texts))[:2])
+    _check_size("max_stops", max_stops)
+    return _stop_sets(tuple(strings), max_stops)
+
+
+def _stop_set(strings: tuple, count: int, seed: int) -> tuple:
+    rng, texts, stops = np.random.default_rng(seed), [s for s in strings if s], []
+    for _ in range(count):
+        text = "".join(texts[i] for i in rng.integers(0, len(texts), size=int(rng.integers(1, 4))))
+        start = int(rng.integers(0, len(text)))
+        stop = text[start:start + int(rng.integers(1, 4))]
+        if rng.random() < 0.5:  # an overlapping partner: stop's last char starts it
+            stops.append(stop[-1] + texts[int(rng.integers(len(texts)))][:2])
         stops.append(stop)
     return tuple(dict.fromkeys(stops))
+
+
+def _stop_sets(strings, max_stops):
+    return st.builds(partial(_stop_set, strings), st.integers(1, max_stops), st.integers(0, 2**32 - 1))
 
 
 def prompts(vocab_size: int, eos_token_id: int, *, max_len: int = 6):
@@ -150,8 +178,7 @@ def _bad_token_ids(draw, vocab_size: int):
     return tuple(draw(st.sets(st.integers(0, vocab_size - 1), max_size=2)))
 
 
-@st.composite
-def sampling_params(draw, vocab, *, max_tokens=(1, 6), grammars: bool = True, stops: bool = True,
+def sampling_params(vocab, *, max_tokens=(1, 6), grammars: bool = True, stops: bool = True,
                     penalties: bool = True, truncation: bool = True):
     """``SamplingParams`` exercising every processor of DESIGN.md's pipeline, each on or off, including
     combinations that mask every token (all ids bad; a grammar dead end; EOS masked by ``min_tokens`` in a state
@@ -160,7 +187,12 @@ def sampling_params(draw, vocab, *, max_tokens=(1, 6), grammars: bool = True, st
     low, high = max_tokens
     check(isinstance(low, int) and isinstance(high, int) and 1 <= low <= high,
           f"max_tokens={max_tokens!r} must be a (low, high) pair of ints with 1 <= low <= high.")
-    size, eos = len(vocab.strings), vocab.eos_token_id
+    return _sampling_params(vocab, (low, high), bool(grammars), bool(stops), bool(penalties), bool(truncation))
+
+
+@st.composite
+def _sampling_params(draw, vocab, max_tokens, grammars, stops, penalties, truncation):
+    (low, high), size, eos = max_tokens, len(vocab.strings), vocab.eos_token_id
     fields = {"max_tokens": draw(st.integers(low, high)), "temperature": draw(_MENUS["temperature"])}
     fields["min_tokens"] = draw(st.integers(0, fields["max_tokens"])) if draw(_ONE_IN[4]) == 0 else 0
     names = (("top_k", "top_p", "min_p") if truncation else ()) + (
@@ -180,14 +212,14 @@ def sampling_params(draw, vocab, *, max_tokens=(1, 6), grammars: bool = True, st
     return SamplingParams(**fields)
 
 
-@st.composite
-def requests(draw, vocab, *, seeded=None, max_gamma: int = 4, max_tokens=(1, 6)):
+def requests(vocab, *, seeded=None, max_gamma: int = 4, max_tokens=(1, 6)):
     """``Request``s over ``vocab``: a prompt, ``sampling_params``, γ in ``1..max_gamma`` and a seed (``seeded``:
     True always, False never, None either)."""
     from specverify.protocol import Request
 
     _check_size("max_gamma", max_gamma)
     check(seeded in (None, True, False), f"seeded={seeded!r} must be None, True or False.")
-    has_seed = draw(_BOOLS) if seeded is None else seeded
-    return Request(draw(prompts(vocab.size, vocab.eos_token_id)), draw(sampling_params(vocab, max_tokens=max_tokens)),
-                   draw(st.integers(1, max_gamma)), seed=draw(st.integers(0, 2**32)) if has_seed else None)
+    seeds = st.integers(0, 2**32)
+    seed = seeds if seeded else st.none() if seeded is False else st.none() | seeds
+    return st.builds(Request, prompts(vocab.size, vocab.eos_token_id), sampling_params(vocab, max_tokens=max_tokens),
+                     st.integers(1, max_gamma), seed=seed)
