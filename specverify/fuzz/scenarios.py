@@ -22,7 +22,7 @@ BLOCK_SIZES = (1, 2, 3, 16)
 #: Event kinds a schedule draws: a plain step, a step with a fault, a step with an action mid-round, and the rest.
 EVENT_KINDS = ("step", "fault", "during", "cancel", "preempt", "resume", "add")
 # weights by repetition: steps dominate, every other kind of event shows up in most schedules of ~10 events
-_EVENT_KINDS = ("step",) * 5 + ("fault",) * 5 + ("during",) * 2 + ("cancel", "preempt", "resume", "resume", "add")
+_EVENT_KINDS = ("step",) * 5 + ("fault",) * 6 + ("during",) * 3 + ("cancel", "preempt", "preempt", "resume", "add")
 
 
 @lru_cache(maxsize=64)
@@ -78,7 +78,7 @@ def schedules(num_slots: int, *, faults=FAULT_KINDS, versions: int = 2, max_gamm
     narrows the event kinds (``EVENT_KINDS``)."""
     check(isinstance(max_events, int) and max_events >= 0, f"max_events={max_events!r} must be an int >= 0.")
     return st.lists(steps(num_slots, faults=faults, versions=versions, max_gamma=max_gamma, kinds=kinds),
-                    max_size=max_events)
+                    min_size=min(1, max_events), max_size=max_events)
 
 
 def _num_blocks(requests, block_size: int) -> int:

@@ -18,7 +18,7 @@ from specverify.reference.transactional import TransactionalDecoder  # noqa: E40
 from tests.fuzz._budget import examples, search  # noqa: E402
 
 
-@examples(1500)
+@examples(2000)
 @given(matcher_cases())
 def test_live_matcher_after_any_accept_reject_history_equals_a_fresh_matcher(case):
     name, seed = case
