@@ -39,6 +39,16 @@ class GroupResult:
     chunk_sizes: np.ndarray
 
 
+def _rows_by_prompt(prompt, b: int) -> dict:
+    if prompt and isinstance(prompt[0], (int, np.integer)):
+        return {tuple(prompt): np.arange(b)}
+    check(len(prompt) == b, f"len(prompts)={len(prompt)!r} must equal the number of rows {b}.")
+    groups: dict = {}
+    for row, p in enumerate(prompt):
+        groups.setdefault(tuple(p), []).append(row)
+    return {p: np.asarray(rows, dtype=np.int64) for p, rows in groups.items()}
+
+
 class _State:
     """Committed per-row state of a group (arrays), plus the caches."""
 
@@ -47,7 +57,11 @@ class _State:
         b, size = len(seeds), vocab.size
         self.params, self.gamma, self.b = params, gamma, b
         self.seeds = seeds
-        self.prompt_len = len(prompt)
+        groups = _rows_by_prompt(prompt, b)  # {prompt: rows}: one prompt for all rows, or one per row
+        self.prompt_len = np.zeros(b, dtype=np.int64)
+        self.last = np.zeros(b, dtype=np.int64)
+        for p, rows in groups.items():
+            self.prompt_len[rows], self.last[rows] = len(p), p[-1]
         self.out = np.zeros((b, params.max_tokens), dtype=np.int64)
         self.n_gen = np.zeros(b, dtype=np.int64)
         self.reason = np.zeros(b, dtype=np.int64)
@@ -56,16 +70,17 @@ class _State:
         self.seen = self.counts = None
         if self.penalized:
             self.seen = torch.zeros((b, size), dtype=torch.bool)
-            self.seen[:, list(prompt)] = True
+            for p, rows in groups.items():
+                self.seen[torch.from_numpy(rows)[:, None], torch.tensor(sorted(set(p)))] = True
             self.counts = torch.zeros((b, size), dtype=torch.float64)
-        self.last = np.full(b, prompt[-1], dtype=np.int64)
-        capacity = len(prompt) + params.max_tokens + gamma + 1
+        capacity = int(self.prompt_len.max()) + params.max_tokens + gamma + 1
         self.target_cache = dec.target.new_batch_cache(b, capacity)
         self.draft_cache = dec.draft.new_batch_cache(b, capacity)
-        if len(prompt) > 1:
-            rows, pre = np.arange(b), np.tile(np.asarray(prompt[:-1], dtype=np.int64), (b, 1))
-            self.target_cache.forward(rows, pre)
-            self.draft_cache.forward(rows, pre)
+        for p, rows in groups.items():
+            if len(p) > 1:
+                pre = np.tile(np.asarray(p[:-1], dtype=np.int64), (rows.size, 1))
+                self.target_cache.forward(rows, pre)
+                self.draft_cache.forward(rows, pre)
         self.gstate = np.zeros(b, dtype=np.int64)
         self.grammar = None
         if params.grammar is not None:
@@ -104,10 +119,11 @@ class VectorizedDecoder:
         seeds = self._request_seeds([r.seed for r in requests])
         groups: dict = {}
         for i, req in enumerate(requests):
-            groups.setdefault((req.prompt, req.params, req.num_draft_tokens), []).append(i)
+            groups.setdefault((req.params, req.num_draft_tokens), []).append(i)
         completions = [None] * len(requests)
-        for (prompt, params, gamma), members in groups.items():
-            result = self.run_group(prompt, params, gamma, seeds[members])
+        for (params, gamma), members in groups.items():
+            prompts = [requests[i].prompt for i in members]
+            result = self.run_group(prompts, params, gamma, seeds[members])
             for i, completion in zip(members, _completions(result)):
                 completions[i] = completion
         return completions
@@ -133,6 +149,7 @@ class VectorizedDecoder:
 
     # ------------------------------------------------------------------------------------------- one group
     def run_group(self, prompt, params: SamplingParams, gamma: int, seeds: np.ndarray) -> GroupResult:
+        """Decode one row per seed; ``prompt`` is one prompt for every row or a list of one prompt per row."""
         with one_thread():
             return self._run_group(prompt, params, gamma, seeds)
 
@@ -300,7 +317,7 @@ class VectorizedDecoder:
         alive = rows[st.reason[rows] == 0]
         if alive.size == 0:
             return
-        keep = st.prompt_len + st.n_gen[alive] - 1
+        keep = st.prompt_len[alive] + st.n_gen[alive] - 1
         for cache in (st.target_cache, st.draft_cache):
             stored = cache.lengths[alive]
             cache.crop(alive, np.minimum(stored, keep))

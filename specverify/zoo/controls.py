@@ -80,7 +80,7 @@ class _DraftBonusKVMissing(VectorizedDecoder):
         alive = rows[st.reason[rows] == 0]
         if alive.size == 0:
             return
-        keep = st.prompt_len + st.n_gen[alive] - 1
+        keep = st.prompt_len[alive] + st.n_gen[alive] - 1
         for cache in (st.target_cache, st.draft_cache):
             cache.crop(alive, np.minimum(cache.lengths[alive], keep))
         short = alive[st.target_cache.lengths[alive] < keep]  # mutation: only the target cache is topped up

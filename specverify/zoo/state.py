@@ -29,7 +29,7 @@ class _TargetKVNotCropped(VectorizedDecoder):
         alive = rows[st.reason[rows] == 0]
         if alive.size == 0:
             return
-        keep = st.prompt_len + st.n_gen[alive] - 1
+        keep = st.prompt_len[alive] + st.n_gen[alive] - 1
         target, draft = st.target_cache, st.draft_cache
         target.crop(alive, np.minimum(target.lengths[alive], keep + 1))  # off by one: a rejected entry stays
         stored = draft.lengths[alive]
@@ -40,7 +40,7 @@ class _TargetKVNotCropped(VectorizedDecoder):
 
 
 @zoo_entry(verdict="approximate", bugs=("seed: rejected suffix left in the KV cache",), mechanism="KV (target)",
-           scenarios=("plain",), tv=0.3)
+           scenarios=("plain",), tv=0.39)
 def target_kv_not_cropped(target, draft, *, entropy=None):
     """The target cache is cropped one entry short: the first rejected draft's KV stays (the seed's failure mode).
 
@@ -65,7 +65,7 @@ class _PenaltyHistoryKeepsRejected(VectorizedDecoder):
 
 
 @zoo_entry(verdict="approximate", bugs=("seed: penalty history keeps rejected drafts",), mechanism="penalty state",
-           scenarios=("penalties",), tv=0.1)
+           scenarios=("penalties",), tv=0.23)
 def penalty_history_keeps_rejected(target, draft, *, entropy=None):
     """Rejected drafts stay in the penalty history (seen / counts): the penalty state is not rolled back.
 
@@ -86,7 +86,7 @@ class _StopStateNotRolledBack(VectorizedDecoder):
 
 
 @zoo_entry(verdict="invalid", bugs=("seed: stop-matcher state not rolled back",), mechanism="stop state",
-           scenarios=("stop",))
+           scenarios=("stop",), tv=0.044)
 def stop_state_not_rolled_back(target, draft, *, entropy=None):
     """The stop-string matcher keeps the rejected drafts' text in its buffer (the seed's failure mode).
 
@@ -101,7 +101,8 @@ class _EosLeaksInRound(DeferredFinish):
     deferred = frozenset({EOS})
 
 
-@zoo_entry(verdict="invalid", bugs=("SGLang #31599", "SGLang #31569"), mechanism="stop", scenarios=("eos_in_block",))
+@zoo_entry(verdict="invalid", bugs=("SGLang #31599", "SGLang #31569"), mechanism="stop", scenarios=("eos_in_block",),
+           tv=0.42)
 def eos_leaks_in_round(target, draft, *, entropy=None):
     """An accepted EOS does not end the round: later accepted drafts and the bonus leak out after it (SGLang #31599).
 
@@ -122,7 +123,7 @@ class _EosMidBlockContinues(DeferredFinish):
         st.reason[done] = EOS
 
 
-@zoo_entry(verdict="invalid", bugs=("transformers #47912",), mechanism="stop", scenarios=("eos_in_block",))
+@zoo_entry(verdict="invalid", bugs=("transformers #47912",), mechanism="stop", scenarios=("eos_in_block",), tv=0.42)
 def eos_mid_block_continues(target, draft, *, entropy=None):
     """EOS accepted mid-block does not stop generation; only a round ending in EOS does (transformers #47912).
 
@@ -138,7 +139,7 @@ class _LengthBeforeStop(VectorizedDecoder):
         st.reason[rows[at_cap & np.isin(st.reason[rows], (EOS, STOP))]] = LENGTH  # the cap is checked first
 
 
-@zoo_entry(verdict="invalid", bugs=("SGLang #31569",), mechanism="stop", scenarios=("eos_in_block",))
+@zoo_entry(verdict="invalid", bugs=("SGLang #31569",), mechanism="stop", scenarios=("eos_in_block",), tv=0.12)
 def length_before_stop(target, draft, *, entropy=None):
     """The length cap is checked before EOS and stop strings: EOS as the last allowed token reports ``length``.
 
@@ -154,7 +155,7 @@ class _StopStringTokensKept(DeferredFinish):
     deferred = frozenset({STOP})
 
 
-@zoo_entry(verdict="invalid", bugs=("vLLM #47616",), mechanism="stop", scenarios=("stop",))
+@zoo_entry(verdict="invalid", bugs=("vLLM #47616",), mechanism="stop", scenarios=("stop",), tv=0.45)
 def stop_string_tokens_kept(target, draft, *, entropy=None):
     """A stop string completed mid-block finishes the request only at the end of the round (vLLM #47616).
 
