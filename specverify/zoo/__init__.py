@@ -1,17 +1,83 @@
-"""The zoo: known-broken (and known-exact) speculative decoders, one per bug mechanism (placeholder)."""
+"""The zoo: known speculative decoders, one per bug mechanism of BUGS.md (and the seed), plus exact controls.
+
+Each entry is a factory ``NAME(target, draft, *, entropy=None) -> decoder``, usable as
+``specverify certify specverify.zoo:NAME``; the decoder is the vectorized reference with one hook overridden (a few
+lines), so it follows the protocol and differs from the exact decoder only by its mechanism. ``entropy`` seeds the
+draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`ZooEntry` (verdict, bug ids,
+mechanism, showcase scenarios, estimated TV); each factory's docstring derives its verdict from DESIGN.md's rules.
+Tree, recurrent-state, version-switch and metrics bugs need decoders the chain reference cannot express: they join
+later.
+
+TV to the exact law (``benchmarks/zoo_tv.py``: 200k seeded draws, plug-in minus its null bias, ~95 % interval; "p=0"
+counts draws whose outcome has exact probability 0; scenarios in ``specverify.zoo.SCENARIOS``; the noise floor at
+200k draws is an interval half-width of ~0.012, so TVs below ~0.01 show only through p=0 outcomes)::
+
+ entry                           tag          bugs                         scenario       TV      interval        p=0
+ reference                       exact        -                            plain          0.0000  [0.000, 0.024]       0
+ never_speculate                 exact        -                            plain          0.0000  [0.000, 0.024]       0
+ drop_bonus                      exact        seed                         plain          0.0000  [0.000, 0.024]       0
+ draft_bonus_kv_missing          exact        vLLM 3951                    plain          0.0000  [0.000, 0.024]       0
+ seed_ignored                    exact        vLLM 6038 6743               plain          0.0006  [0.000, 0.025]       0
+ argmax_verify                   greedy-only  SGLang 31214 39253           temp_topk      0.8001  [0.799, 0.812]       0
+ temperature_not_in_rejection    greedy-only  vLLM 10198                   temp_topk      0.3222  [0.320, 0.337]   55056
+ min_p_bonus_row_only            greedy-only  vLLM 42744                   min_p          0.6093  [0.608, 0.620]  122731
+ shared_uniform                  greedy-only  FlashInfer 424               plain          0.0637  [0.063, 0.088]       0
+                                                                           near_draft     0.0322  [0.031, 0.056]       0
+ inclusive_accept                greedy-only  SGLang 35771                 temp_topk      0.0035  [0.002, 0.015]     714
+ last_index_fallback             greedy-only  SGLang 22643                 temp_topk      0.0018  [0.001, 0.014]     431
+ resample_from_target            greedy-only  seed                         plain          0.1399  [0.138, 0.165]       0
+                                                                           near_draft     0.0491  [0.048, 0.073]       0
+ greedy_draft_softmax_q          greedy-only  transformers 32867           plain          0.6161  [0.615, 0.640]       0
+ raw_q_processed_draft           greedy-only  transformers 47932           temp_topk      0.2234  [0.222, 0.235]       0
+ draft_probs_off_by_one          greedy-only  TensorRT-LLM 12588           plain          0.1633  [0.162, 0.187]       0
+                                                                           near_draft     0.1271  [0.126, 0.151]       0
+ unseeded_shared_stream          greedy-only  TensorRT-LLM 19487           plain (seeded) 0.0000  [0.000, 0.024]       0
+                                              (identical unseeded pairs collide at rate 1.000; Σp² = 0.022)
+ penalties_ignored_in_verify     approximate  SGLang 21258, vLLM 18902     penalties      0.4064  [0.403, 0.428]       0
+ masks_dropped_in_verify         approximate  TensorRT-LLM 17955           masks          0.7737  [0.771, 0.805]  157625
+ grammar_not_in_verify           approximate  SGLang 6441 (+4)             grammar        0.7684  [0.766, 0.795]  156093
+ penalty_last_token_only         approximate  SGLang 33643                 penalties      0.0497  [0.048, 0.069]       0
+ min_tokens_counts_rounds        approximate  SGLang 33643                 min_tokens     0.3525  [0.351, 0.376]       0
+ residual_softmax                approximate  transformers 28508           plain          0.3184  [0.315, 0.345]       0
+                                                                           near_draft     0.1345  [0.132, 0.159]       0
+ row0_offset                     approximate  FlashInfer 425               plain          0.2722  [0.270, 0.297]       0
+                                                                           near_draft     0.2987  [0.297, 0.323]       0
+ bonus_from_draft                approximate  seed                         plain          0.0676  [0.066, 0.092]       0
+                                                                           near_draft     0.0603  [0.059, 0.084]       0
+ target_kv_not_cropped           approximate  seed                         plain          0.3908  [0.388, 0.416]       0
+ penalty_history_keeps_rejected  approximate  seed                         penalties      0.2336  [0.232, 0.253]       0
+ stop_state_not_rolled_back      invalid      seed                         stop           0.0437  [0.042, 0.061]    9242
+ eos_leaks_in_round              invalid      SGLang 31599 31569           eos_in_block   0.4183  [0.414, 0.464]   85569
+ eos_mid_block_continues         invalid      transformers 47912           eos_in_block   0.4183  [0.414, 0.464]   85569
+ length_before_stop              invalid      SGLang 31569                 eos_in_block   0.1224  [0.121, 0.157]   25592
+ stop_string_tokens_kept         invalid      vLLM 47616                   stop           0.4458  [0.444, 0.468]   90353
+ stream_repeats_token            invalid      seed                         plain          0.0000  [0.000, 0.024]       0
+
+The TVs are large where a showcase scenario turns the mechanism on fully (a processor the bug drops, a far draft);
+on the plain scenario most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
+(``near_draft``). The invalid entries' TV is mostly mass on outcomes of probability 0; ``length_before_stop`` and
+``stream_repeats_token`` emit the exact token law with a wrong finish reason or stream.
+"""
 
 from __future__ import annotations
 
-from specverify.zoo import controls, processors, rule, state
 from specverify.zoo._registry import VERDICTS, ZooEntry, registered
-from specverify.zoo.controls import *  # noqa: F401,F403
+from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importable as specverify.zoo:NAME
+from specverify.zoo.controls import __all__ as _controls
 from specverify.zoo.processors import *  # noqa: F401,F403
+from specverify.zoo.processors import __all__ as _processors
 from specverify.zoo.rule import *  # noqa: F401,F403
+from specverify.zoo.rule import __all__ as _rule
 from specverify.zoo.scenarios import SCENARIOS, Scenario
 from specverify.zoo.state import *  # noqa: F401,F403
+from specverify.zoo.state import __all__ as _state
 
 ZOO: dict = registered()
 
+__all__ = ["ZOO", "ZooEntry", "VERDICTS", "SCENARIOS", "Scenario", "zoo_entries",
+           *_controls, *_processors, *_rule, *_state]
+
 
 def zoo_entries() -> list:
+    """Every zoo entry, in catalogue order (controls, processors, rule, state)."""
     return list(ZOO.values())

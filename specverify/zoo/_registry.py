@@ -35,8 +35,8 @@ class ZooEntry:
     scenarios : tuple of str
         Names in ``specverify.zoo.SCENARIOS`` where the mechanism shows (used by the benchmark and the tests).
     tv : float or None
-        Estimated TV between its law and the exact law on ``scenarios[0]`` (``benchmarks/zoo_tv.py``, 200k draws,
-        bias-corrected); None where the law is exact or the bug is a protocol violation found without sampling.
+        Estimated TV between its output law and the exact law on ``scenarios[0]`` (``benchmarks/zoo_tv.py``, 200k
+        seeded draws, bias-corrected; outcomes of probability 0 count); None where that law is exact.
     """
 
     name: str

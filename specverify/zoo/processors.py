@@ -23,7 +23,7 @@ class _ArgmaxVerify(VectorizedDecoder):
 
 
 @zoo_entry(verdict="greedy-only", bugs=("SGLang #31214", "SGLang #39253"), mechanism="temperature",
-           scenarios=("temp_topk",), tv=0.7)
+           scenarios=("temp_topk",), tv=0.8)
 def argmax_verify(target, draft, *, entropy=None):
     """Verification silently uses the target's argmax, ignoring temperature and top-p (SGLang #31214, #39253).
 
@@ -41,7 +41,7 @@ class _TemperatureNotInRejection(ParamsPerPosition):
 
 
 @zoo_entry(verdict="greedy-only", bugs=("vLLM #10198",), mechanism="temperature / top-k", scenarios=("temp_topk",),
-           tv=0.3)
+           tv=0.32)
 def temperature_not_in_rejection(target, draft, *, entropy=None):
     """Target probs of the rejection step ignore temperature, top-k, top-p, min-p; the bonus keeps them (vLLM #10198).
 
@@ -57,7 +57,7 @@ class _MinPBonusRowOnly(ParamsPerPosition):
         return params if k == gamma else replace(params, min_p=0.0)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("vLLM #42744",), mechanism="processors", scenarios=("min_p",), tv=0.05)
+@zoo_entry(verdict="greedy-only", bugs=("vLLM #42744",), mechanism="processors", scenarios=("min_p",), tv=0.61)
 def min_p_bonus_row_only(target, draft, *, entropy=None):
     """min-p is applied to the bonus row only, not to the rows that verify drafts (vLLM #42744).
 
@@ -74,8 +74,8 @@ class _PenaltiesIgnoredInVerify(ParamsPerPosition):
         return replace(params, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
 
 
-@zoo_entry(verdict="approximate", bugs=("SGLang #21258", "vLLM #18902", "TensorRT-LLM #17955"),
-           mechanism="penalties", scenarios=("penalties",), tv=0.15)
+@zoo_entry(verdict="approximate", bugs=("SGLang #21258", "vLLM #18902", "TensorRT-LLM #17955"), mechanism="penalties",
+           scenarios=("penalties",), tv=0.41)
 def penalties_ignored_in_verify(target, draft, *, entropy=None):
     """The target law of verification drops repetition, frequency and presence penalties (SGLang #21258, vLLM #18902).
 
@@ -94,8 +94,7 @@ class _MasksDroppedInVerify(ParamsPerPosition):
         return replace(params, bad_token_ids=(), min_tokens=0)
 
 
-@zoo_entry(verdict="approximate", bugs=("TensorRT-LLM #17955",), mechanism="processors", scenarios=("masks",),
-           tv=0.15)
+@zoo_entry(verdict="approximate", bugs=("TensorRT-LLM #17955",), mechanism="processors", scenarios=("masks",), tv=0.77)
 def masks_dropped_in_verify(target, draft, *, entropy=None):
     """The speculative path's target law drops bad-word and min-length masks (TensorRT-LLM #17955).
 
@@ -110,9 +109,9 @@ class _GrammarNotInVerify(ParamsPerPosition):
         return replace(params, grammar=None)
 
 
-@zoo_entry(verdict="approximate", mechanism="grammar",
+@zoo_entry(verdict="approximate",
            bugs=("SGLang #6441", "SGLang #9187", "SGLang #15373", "TensorRT-LLM #7878", "vLLM #36138"),
-           scenarios=("grammar",), tv=0.3)
+           mechanism="grammar", scenarios=("grammar",), tv=0.77)
 def grammar_not_in_verify(target, draft, *, entropy=None):
     """The grammar mask is not applied to the target rows of verification; drafts stay masked (SGLang #6441).
 
@@ -137,8 +136,7 @@ class _PenaltyLastTokenOnly(VectorizedDecoder):
         st.counts[rows] = counts.scatter_add_(1, last, torch.ones(last.shape, dtype=counts.dtype))
 
 
-@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state", scenarios=("penalties",),
-           tv=0.05)
+@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state", scenarios=("penalties",), tv=0.05)
 def penalty_last_token_only(target, draft, *, entropy=None):
     """Penalty state records only the last token of each round (SGLang #33643: frequency penalty ÷ acceptance length).
 
@@ -154,7 +152,7 @@ class _MinTokensCountsRounds(VectorizedDecoder):
 
 
 @zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state (min_tokens)",
-           scenarios=("min_tokens",), tv=0.05)
+           scenarios=("min_tokens",), tv=0.35)
 def min_tokens_counts_rounds(target, draft, *, entropy=None):
     """min_tokens counts rounds, not tokens: EOS stays masked until min_tokens rounds have run (SGLang #33643).
 

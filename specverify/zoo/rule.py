@@ -26,7 +26,8 @@ class _SharedUniform(VectorizedDecoder):
         return super().uniforms(st, rows, offset, Purpose.ACCEPT if purpose == Purpose.TARGET else purpose)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("FlashInfer #424",), mechanism="RNG", scenarios=("plain",), tv=0.035)
+@zoo_entry(verdict="greedy-only", bugs=("FlashInfer #424",), mechanism="RNG", scenarios=("plain", "near_draft"),
+           tv=0.064)
 def shared_uniform(target, draft, *, entropy=None):
     """The uniform of the acceptance test is reused for the residual draw (FlashInfer #424).
 
@@ -49,8 +50,8 @@ class _InclusiveAccept(VectorizedDecoder):
         return u * draft_q <= target_p
 
 
-@zoo_entry(verdict="greedy-only", bugs=("SGLang #35771",), mechanism="processor support",
-           scenarios=("temp_topk",), tv=0.004)
+@zoo_entry(verdict="greedy-only", bugs=("SGLang #35771",), mechanism="processor support", scenarios=("temp_topk",),
+           tv=0.0035)
 def inclusive_accept(target, draft, *, entropy=None):
     """Inclusive ``u * q <= p`` acceptance with low-resolution coins accepts zero-probability drafts (SGLang #35771).
 
@@ -76,8 +77,8 @@ class _LastIndexFallback(VectorizedDecoder):
         return index.clamp_max(probs.shape[-1] - 1)  # ran past the end: the last index, whatever its probability
 
 
-@zoo_entry(verdict="greedy-only", bugs=("SGLang #22643",), mechanism="residual fallback",
-           scenarios=("temp_topk",), tv=0.001)
+@zoo_entry(verdict="greedy-only", bugs=("SGLang #22643",), mechanism="residual fallback", scenarios=("temp_topk",),
+           tv=0.0018)
 def last_index_fallback(target, draft, *, entropy=None):
     """A coin past the residual's total falls back to the last index (V - 1 = EOS here), not the last positive one.
 
@@ -98,7 +99,7 @@ class _ResampleFromTarget(VectorizedDecoder):
 
 
 @zoo_entry(verdict="greedy-only", bugs=("seed: resample from the target instead of the residual",),
-           mechanism="residual", scenarios=("plain",), tv=0.08)
+           mechanism="residual", scenarios=("plain", "near_draft"), tv=0.14)
 def resample_from_target(target, draft, *, entropy=None):
     """After a rejection the token is drawn from the target row, not from the residual (the seed's failure mode).
 
@@ -113,8 +114,8 @@ class _ResidualSoftmax(VectorizedDecoder):
         return sample_from_uniforms(torch.softmax((target_row - draft_row).clamp_min(0), -1), u)
 
 
-@zoo_entry(verdict="approximate", bugs=("transformers #28508",), mechanism="residual", scenarios=("plain",),
-           tv=0.25)
+@zoo_entry(verdict="approximate", bugs=("transformers #28508",), mechanism="residual",
+           scenarios=("plain", "near_draft"), tv=0.32)
 def residual_softmax(target, draft, *, entropy=None):
     """The residual is passed through softmax instead of being normalised (transformers #28508).
 
@@ -140,8 +141,8 @@ class _Row0Offset(RowAware):
         return super().bonus(self._first_rows()[0], u)
 
 
-@zoo_entry(verdict="approximate", bugs=("FlashInfer #425",), mechanism="residual indexing", scenarios=("plain",),
-           tv=0.2)
+@zoo_entry(verdict="approximate", bugs=("FlashInfer #425",), mechanism="residual indexing",
+           scenarios=("plain", "near_draft"), tv=0.27)
 def row0_offset(target, draft, *, entropy=None):
     """The residual and the bonus read the position-0 rows: the ``+pos`` offset is missing (FlashInfer #425).
 
@@ -176,7 +177,7 @@ class _BonusFromDraft(RowAware):
 
 
 @zoo_entry(verdict="approximate", bugs=("seed: bonus token sampled from the draft",), mechanism="bonus",
-           scenarios=("plain",), tv=0.05)
+           scenarios=("plain", "near_draft"), tv=0.068)
 def bonus_from_draft(target, draft, *, entropy=None):
     """After full acceptance the bonus token is sampled from the draft's next-token law (the seed's failure mode).
 
@@ -194,7 +195,7 @@ class _GreedyDraftSoftmaxQ(DraftLaws):
 
 
 @zoo_entry(verdict="greedy-only", bugs=("transformers #32867",), mechanism="draft distribution",
-           scenarios=("plain",), tv=0.15)
+           scenarios=("plain", "near_draft"), tv=0.62)
 def greedy_draft_softmax_q(target, draft, *, entropy=None):
     """Drafts are the draft's argmax, but the ratio divides by the draft's softmax q (transformers #32867).
 
@@ -214,7 +215,7 @@ class _RawQProcessedDraft(DraftLaws):
 
 
 @zoo_entry(verdict="greedy-only", bugs=("transformers #47932",), mechanism="processors", scenarios=("temp_topk",),
-           tv=0.1)
+           tv=0.22)
 def raw_q_processed_draft(target, draft, *, entropy=None):
     """Drafts are sampled from the processed (top-k, temperature) draft law, q is the raw softmax (transformers #47932).
 
@@ -232,8 +233,8 @@ class _DraftProbsOffByOne(VectorizedDecoder):
         return drafts, draft_probs, draft_len
 
 
-@zoo_entry(verdict="greedy-only", bugs=("TensorRT-LLM #12588",), mechanism="draft probs", scenarios=("plain",),
-           tv=0.1)
+@zoo_entry(verdict="greedy-only", bugs=("TensorRT-LLM #12588",), mechanism="draft probs",
+           scenarios=("plain", "near_draft"), tv=0.16)
 def draft_probs_off_by_one(target, draft, *, entropy=None):
     """Draft k's ratio divides by the law of draft k - 1: probs gathered with a pre-shift index (TensorRT-LLM #12588).
 

@@ -1,8 +1,9 @@
 """Showcase scenarios of the zoo: small toy models and sampling parameters where each mechanism shows.
 
 Every scenario uses a 5-token vocabulary (4 strings and EOS), the target ``random_target(seed=3)`` and the draft
-``draft_near(target, distance=0.6, seed=7)``, prompt ``(0, 1)`` and γ = 3 unless it says otherwise; scenarios with
-EOS inside blocks raise the target's EOS logit (``eos_bias=0.8``) so that EOS is common.
+``draft_near(target, distance=0.6, seed=7)``, prompt ``(0, 1)`` and γ = 3 unless it says otherwise: ``near_draft``
+has a closer draft (distance 0.25: fewer rejections, so residual bugs are subtler), and scenarios with EOS inside
+blocks raise the target's EOS logit (``eos_bias=0.8``) so that EOS is common.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {0: 0, 2: 2}, {0: 2, 1: 1,
 
 @dataclass(frozen=True)
 class Scenario:
-    """One request shape: ``params``, the target's EOS bias, γ and the prompt."""
+    """One request shape: ``params``, the target's EOS bias, the draft's distance, γ and the prompt."""
 
     params: SamplingParams
     eos_bias: float = -1.0
+    distance: float = 0.6
     gamma: int = 3
     prompt: tuple = (0, 1)
 
     def models(self):
         """``(target, draft)`` toy models of this scenario."""
-        return models(self.eos_bias)
+        return models(self.eos_bias, distance=self.distance)
 
     def request(self, *, seed=None) -> Request:
         return Request(self.prompt, self.params, self.gamma, seed=seed)
@@ -48,6 +50,7 @@ def models(eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7,
 
 SCENARIOS = {
     "plain": Scenario(SamplingParams(max_tokens=4)),
+    "near_draft": Scenario(SamplingParams(max_tokens=4), distance=0.25),  # fewer rejections: subtler residual bugs
     "temp_topk": Scenario(SamplingParams(max_tokens=4, temperature=0.7, top_k=3)),
     "min_p": Scenario(SamplingParams(max_tokens=4, min_p=0.3)),
     "penalties": Scenario(SamplingParams(max_tokens=4, repetition_penalty=1.6, frequency_penalty=0.8,
