@@ -46,6 +46,7 @@ counts draws whose outcome has exact probability 0; scenarios in ``specverify.zo
                                                                            near_draft     0.0603  [0.059, 0.084]       0
  target_kv_not_cropped           approximate  seed                         plain          0.3908  [0.388, 0.416]       0
  penalty_history_keeps_rejected  approximate  seed                         penalties      0.2336  [0.232, 0.253]       0
+ grammar_state_not_rolled_back   approximate  seed                         grammar        0.1843  [0.183, 0.198]   35619
  stop_state_not_rolled_back      invalid      seed                         stop           0.0437  [0.042, 0.061]    9242
  eos_leaks_in_round              invalid      SGLang 31599 31569           eos_in_block   0.4183  [0.414, 0.464]   85569
  eos_mid_block_continues         invalid      transformers 47912           eos_in_block   0.4183  [0.414, 0.464]   85569

@@ -11,7 +11,8 @@ from specverify.reference.vectorized import EOS, LENGTH, STOP, VectorizedDecoder
 from specverify.zoo._hooks import DeferredFinish
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["target_kv_not_cropped", "penalty_history_keeps_rejected", "stop_state_not_rolled_back",
+__all__ = ["target_kv_not_cropped", "penalty_history_keeps_rejected", "grammar_state_not_rolled_back",
+           "stop_state_not_rolled_back",
            "eos_leaks_in_round", "eos_mid_block_continues", "length_before_stop", "stop_string_tokens_kept",
            "stream_repeats_token"]
 
@@ -73,6 +74,30 @@ def penalty_history_keeps_rejected(target, draft, *, entropy=None):
     moves later argmaxes: greedy output differs.
     """
     return _PenaltyHistoryKeepsRejected(target, draft, entropy=entropy)
+
+
+class _GrammarStateNotRolledBack(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        super().rollback(st, rows, drafts)
+        if st.grammar is None:
+            return
+        r, tok = _rejected_drafts(st, rows, drafts)
+        for row, t in zip(r.tolist(), tok.tolist()):  # the matcher stays advanced over the rejected drafts
+            st.gstate[row] = st.grammar[1][st.gstate[row], t]
+
+
+@zoo_entry(verdict="approximate", bugs=("seed: grammar state not copied and rolled back",), mechanism="grammar state",
+           scenarios=("grammar",), tv=0.18)
+def grammar_state_not_rolled_back(target, draft, *, entropy=None):
+    """The grammar matcher stays advanced over the rejected drafts (the seed: processor state not rolled back).
+
+    Later masks come from a state the committed tokens never reached (a rejected draft the new state does not allow
+    leaves it unchanged, as the toy matcher does), so tokens the grammar forbids are emitted and allowed ones masked.
+
+    Verdict: approximate. At temperature 0 with a grammar, the argmax under the wrong state's mask differs from the
+    one under the true state after a rejection: greedy output differs.
+    """
+    return _GrammarStateNotRolledBack(target, draft, entropy=entropy)
 
 
 class _StopStateNotRolledBack(VectorizedDecoder):

@@ -21,6 +21,7 @@ CERTIFIER_GAPS = {
     "masks_dropped_in_verify": "greedy scenarios use no bad_token_ids or min_tokens",
     "min_tokens_counts_rounds": "greedy scenarios use no min_tokens",
     "grammar_not_in_verify": "greedy scenarios use no grammar",
+    "grammar_state_not_rolled_back": "greedy scenarios use no grammar",
 }
 GAP_NOTE = ("certifier gap: {}; a repetition penalty alone cannot move a toy model's argmax (its top logit is 0), so "
             "this approximate decoder certifies greedy-only")
