@@ -22,11 +22,13 @@ OPS = ("forward", "prefill", "crop", "commit", "free", "branch")
 OP_WEIGHTS = (0.3, 0.15, 0.2, 0.15, 0.05, 0.15)
 
 
-def paged_cases(*, block_sizes=(1, 2, 3, 16), max_caches: int = 4, max_ops: int = 60):
+def paged_cases(*, block_sizes=(1, 2, 3, 16), max_caches: int = 4, max_ops: int = 40):
     """``dict(block_size, num_caches, num_ops, seed)`` for ``check_paged_operations``."""
     check(len(block_sizes) > 0, f"block_sizes={block_sizes!r} must be non-empty.")
-    return st.builds(dict, block_size=st.sampled_from(tuple(block_sizes)), num_caches=st.integers(1, max_caches),
-                     num_ops=st.integers(1, max_ops), seed=st.integers(0, 2**32 - 1))
+    check(isinstance(max_caches, int) and max_caches >= 2, f"max_caches={max_caches!r} must be an int >= 2.")
+    check(isinstance(max_ops, int) and max_ops >= 1, f"max_ops={max_ops!r} must be an int >= 1.")
+    return st.builds(dict, block_size=st.sampled_from(tuple(block_sizes)), num_caches=st.integers(2, max_caches),
+                     num_ops=st.integers(min(10, max_ops), max_ops), seed=st.integers(0, 2**32 - 1))
 
 
 class _Flat:
@@ -61,7 +63,8 @@ def _crop_length(rng, cache, block_size: int) -> int:
 
 def _branch(rng, cache, source, source_tokens: list, vocab_size: int, block_size: int):
     """Share ``source``'s committed full blocks, crop inside the last of them, write on: copy-on-write. Returns
-    the tokens the cache holds afterwards (also where an allocation fails part way), None where nothing is shared."""
+    the tokens the cache holds afterwards (also where an allocation fails part way) and whether the write copied a
+    shared block; None where nothing is shared."""
     from specverify.reference.paged import OutOfBlocks
 
     shared = source_tokens[: source.num_committed // block_size * block_size]
@@ -71,6 +74,7 @@ def _branch(rng, cache, source, source_tokens: list, vocab_size: int, block_size
     new = rng.integers(0, vocab_size, size=int(rng.integers(1, block_size + 2))).tolist()
     cache.free()
     tokens = []
+    copies = length % block_size != 0  # the write lands inside a block the source still holds
     try:
         cache.prefill(shared)
         tokens = shared[:length]
@@ -78,8 +82,8 @@ def _branch(rng, cache, source, source_tokens: list, vocab_size: int, block_size
         cache.forward(new)
         tokens = tokens + new
     except OutOfBlocks:
-        pass
-    return tokens
+        copies = False
+    return tokens, copies
 
 
 def _apply(op: str, rng, cache, tokens: list, prefixes, vocab_size: int, block_size: int) -> list:
@@ -129,7 +133,8 @@ def _check_all(i: int, op: str, caches, refs, pool, flat) -> None:
 def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_size: int = 6) -> dict:
     """Run ``case`` (from ``paged_cases``) on caches of ``cache_class`` (default ``PagedCache``) in a shared pool;
     raise ``PropertyFailure("paged")`` on the first operation after which a property fails. Returns counts of
-    what happened: ``branch`` (shared blocks then wrote past a crop), ``out_of_blocks``."""
+    what happened: ``branch`` (shared another cache's blocks), ``copy-on-write`` (then wrote inside a shared
+    block), ``out_of_blocks``."""
     from specverify.oracles import draft_near, make_vocab, random_target
     from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 
@@ -138,8 +143,12 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
         target = random_target(make_vocab(vocab_size), seed=11)
         models = (target, draft_near(target, distance=0.5, seed=12))
     pool = BlockPool(max(3, case["num_caches"] * (-(-24 // bs))), bs)
-    caches = [(cache_class or PagedCache)(pool, models[i % len(models)]) for i in range(case["num_caches"])]
-    refs, flat, counts = [[] for _ in caches], _Flat(), {"branch": 0, "out_of_blocks": 0}
+    # every cache but the last reads the first model (branches need a shared model); the last one the second
+    count = case["num_caches"]
+    caches = [(cache_class or PagedCache)(pool, models[min(i // (count - 1), len(models) - 1) if count > 2 else 0])
+              for i in range(count)]
+    refs, flat, counts = [[] for _ in caches], _Flat(), {"branch": 0, "copy-on-write": 0,
+                                                              "out_of_blocks": 0}
     prefixes = [rng.integers(0, vocab_size, size=n * bs + extra).tolist() for n, extra in ((1, 0), (2, 0), (2, 1))]
     for i in range(case["num_ops"]):
         j = int(rng.integers(len(caches)))
@@ -148,8 +157,10 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
         try:
             if op == "branch":
                 branched = _branch(rng, caches[j], caches[k], refs[k], vocab_size, bs)
-                counts["branch"] += branched is not None
-                refs[j] = refs[j] if branched is None else branched
+                if branched is not None:
+                    refs[j] = branched[0]
+                    counts["branch"] += 1
+                    counts["copy-on-write"] += branched[1]
             else:
                 refs[j] = _apply(op, rng, caches[j], refs[j], prefixes, vocab_size, bs)
         except OutOfBlocks:

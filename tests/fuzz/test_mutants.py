@@ -74,6 +74,7 @@ def test_property_catches_its_mutant(name):
 
 
 def test_reference_passes_the_hunts_that_catch_the_mutants():
-    for options in OPTIONS.values():
+    narrowed = {repr(sorted((k, v) for k, v in o.items() if k != "kinds")): o for o in OPTIONS.values()}
+    for options in narrowed.values():  # one hunt per distinct narrowing of the scenarios (no false alarm there)
         with pytest.raises(NoSuchExample):
             find(reference_runs(**options), lambda run: caught_by(run) is not None, settings=search(5))

@@ -10,7 +10,7 @@ from specverify.reference.paged import PagedCache
 from tests.fuzz._budget import examples, search
 
 
-@examples(600)
+@examples(250)
 @given(paged_cases())
 def test_paged_caches_read_like_flat_caches_under_sharing_and_copy_on_write(case):
     event(f"block_size {case['block_size']}")

@@ -23,7 +23,7 @@ def run_case(cache_class, case):
     check_recurrent_rounds(cache_class, ToySSM(VOCAB, dim=dim, seed=seed), prompt, rounds)
 
 
-@examples(2000)
+@examples(800)
 @given(CASES)
 def test_replaying_accepted_inputs_equals_recompute_from_scratch(case):
     run_case(RecurrentCache, case)

@@ -12,7 +12,7 @@ MUST_REACH = ("rejection", "bonus", "finish inside block", "rollback after fault
 REACHED: Counter = Counter()
 
 
-@examples(150)
+@examples(100)
 @given(reference_runs())
 def test_reference_keeps_every_state_property_under_random_schedules(run):
     scenario, schedule = run

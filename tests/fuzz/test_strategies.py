@@ -22,7 +22,7 @@ VOCAB = make_vocab(7)
 TARGET = random_target(VOCAB, seed=0)
 
 
-@examples(1500)
+@examples(600)
 @given(law_pairs())
 def test_one_position_of_the_rule_commits_the_target_law(pair):
     target, draft = pair
@@ -53,7 +53,7 @@ def test_one_position_property_catches_a_wrong_residual(residual):
     find(law_pairs(), fails, settings=search(100))
 
 
-@examples(1000)
+@examples(300)
 @given(probability_vectors())
 def test_probability_vectors_are_laws_with_their_corners(row):
     assert row.dtype == np.float64 and np.all(row >= 0) and abs(row.sum() - 1) < 1e-12
@@ -73,7 +73,7 @@ def token_lists(count, seed):
 STOP_CASES = st.tuples(stop_sets(VOCAB.strings), st.builds(token_lists, st.integers(0, 12), st.integers(0, 2**32 - 1)))
 
 
-@examples(2000)
+@examples(800)
 @given(STOP_CASES)
 def test_incremental_stop_matcher_flags_what_the_text_holds(case):
     stops, tokens = case
@@ -100,7 +100,7 @@ def test_stop_property_catches_a_matcher_without_carry_over():
     find(STOP_CASES, fails, settings=search(200))
 
 
-@examples(400)
+@examples(200)
 @given(sampling_params(VOCAB))
 def test_sampling_params_are_valid_and_sometimes_mask_everything(params):
     probs = next_token_probs(TARGET.logits([(0,)]), params, prompt=(0,), generated=(),
@@ -110,7 +110,7 @@ def test_sampling_params_are_valid_and_sometimes_mask_everything(params):
         event(f"processor {name}")
 
 
-@examples(300)
+@examples(150)
 @given(toy_grammars(VOCAB.size, VOCAB.eos_token_id))
 def test_toy_grammars_hold_dead_ends_and_immediate_acceptance(grammar):
     allowed, nxt = grammar.tables(VOCAB.size, VOCAB.eos_token_id)
@@ -123,7 +123,7 @@ def test_toy_grammars_hold_dead_ends_and_immediate_acceptance(grammar):
         event("dead end")
 
 
-@examples(300)
+@examples(100)
 @given(gamma_sequences(), prompts(VOCAB.size, VOCAB.eos_token_id))
 def test_gamma_sequences_and_prompts(gammas, prompt):
     assert gammas and all(g >= 1 for g in gammas)

@@ -18,7 +18,7 @@ from specverify.reference.transactional import TransactionalDecoder  # noqa: E40
 from tests.fuzz._budget import examples, search  # noqa: E402
 
 
-@examples(2000)
+@examples(800)
 @given(matcher_cases())
 def test_live_matcher_after_any_accept_reject_history_equals_a_fresh_matcher(case):
     name, seed = case
@@ -109,7 +109,7 @@ def test_reference_decoders_keep_the_exact_law_under_an_xgrammar_grammar(name, t
     draft = draft_near(target, distance=0.7, seed=9)
     params = SamplingParams(max_tokens=max_tokens, grammar=grammar)
     law = exact_law(target, (0,), params)
-    transactional = TransactionalDecoder(target, draft)([Request((0,), params, 2, seed=s) for s in range(300)])
+    transactional = TransactionalDecoder(target, draft)([Request((0,), params, 2, seed=s) for s in range(200)])
     counts = {}
     for c in transactional:
         counts[(c.tokens, c.finish_reason)] = counts.get((c.tokens, c.finish_reason), 0) + 1
