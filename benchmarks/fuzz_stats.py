@@ -23,7 +23,7 @@ from specverify.fuzz.recurrent import check_recurrent_rounds, recurrent_rounds
 from specverify.oracles import make_vocab
 from specverify.reference.recurrent import RecurrentCache, ToySSM
 
-MUST_REACH = ("rejection", "bonus", "finish inside block", "rollback after fault")
+MUST_REACH = ("rejection", "bonus", "finish inside block", "stop or EOS inside block", "rollback after fault")
 
 
 def reference_paths(run) -> set:

@@ -307,6 +307,8 @@ def classify(report, reason: Optional[str]) -> list:
         paths.append("bonus")
     if reason is not None and n <= drafted:
         paths.append("finish inside block")
+        if reason in ("stop", "eos"):  # ended by the tokens themselves, not by the length cap
+            paths += [f"{reason} inside block", "stop or EOS inside block"]
     return paths
 
 

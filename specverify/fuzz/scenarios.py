@@ -18,6 +18,7 @@ __all__ = ["schedules", "steps", "reference_scenarios", "reference_runs", "toy_f
            "BLOCK_SIZES", "EVENT_KINDS"]
 
 DRAFT_DISTANCES = (0.0, 0.3, 0.6, 1.0)
+EOS_BIASES = (-1.5, 0.0)  # rare EOS (long requests) or an EOS as likely as any token (EOS inside blocks)
 BLOCK_SIZES = (1, 2, 3, 16)
 #: Event kinds a schedule draws: a plain step, a step with a fault, a step with an action mid-round, and the rest.
 EVENT_KINDS = ("step", "fault", "during", "cancel", "preempt", "resume", "add")
@@ -117,7 +118,8 @@ def reference_scenarios(*, max_requests: int = 3, block_sizes=BLOCK_SIZES, max_t
 def _reference_scenarios(draw, max_requests, block_sizes, max_tokens, vocab_sizes, params, white_box):
     vocab_size = draw(st.sampled_from(tuple(vocab_sizes)))
     distances = tuple(draw(st.lists(st.sampled_from(DRAFT_DISTANCES), min_size=1, max_size=2)))
-    target, drafts = toy_family(vocab_size, draw(st.integers(0, 3)), distances)
+    eos_bias = draw(st.sampled_from(EOS_BIASES))
+    target, drafts = toy_family(vocab_size, draw(st.integers(0, 3)), distances, eos_bias)
     vocab = target.vocab
     count = draw(st.integers(1, max_requests))
     params_of = params or (lambda v: sampling_params(v, max_tokens=max_tokens))
@@ -128,7 +130,7 @@ def _reference_scenarios(draw, max_requests, block_sizes, max_tokens, vocab_size
     block_size = draw(st.sampled_from(tuple(block_sizes)))
     make = partial(white_box, target, drafts, block_size=block_size,
                    num_blocks=_num_blocks(requests, block_size))
-    label = f"V={vocab_size} drafts={distances} block_size={block_size}"
+    label = f"V={vocab_size} drafts={distances} eos_bias={eos_bias} block_size={block_size}"
     return Scenario(make=make, requests=requests, initial=draw(st.integers(1, count)), versions=len(drafts),
                     label=label)
 

@@ -34,7 +34,7 @@ _MENUS = {name: st.sampled_from(values) for name, values in (
     ("repetition_penalty", REPETITION_PENALTIES), ("frequency_penalty", FREQUENCY_PENALTIES),
     ("presence_penalty", PRESENCE_PENALTIES))}
 _BOOLS = st.booleans()
-_ONE_IN = {k: st.integers(0, k - 1) for k in (2, 4, 6, 10)}
+_ONE_IN = {k: st.integers(0, k - 1) for k in (2, 3, 4, 6, 10)}
 
 
 def _check_size(name: str, value, low: int = 1) -> None:
@@ -202,7 +202,7 @@ def _sampling_params(draw, vocab, max_tokens, grammars, stops, penalties, trunca
             fields[name] = draw(_MENUS[name])
     if draw(_ONE_IN[4]) == 0:
         fields["bad_token_ids"] = draw(_bad_token_ids(size))
-    if stops and draw(_ONE_IN[4]) == 0:
+    if stops and draw(_ONE_IN[3]) == 0:
         fields["stop"] = draw(stop_sets(vocab.strings))
         fields["stop_after_min_tokens"] = draw(_BOOLS)
     if grammars and draw(_ONE_IN[6]) == 0:

@@ -1,32 +1,24 @@
-"""Hypothesis profiles for the fuzz tests and the per-test example budgets.
+"""Per-test example budgets for the fuzz tests, on top of the hypothesis profile ``conftest.py`` registers and loads.
 
 ``ci`` (the default): derandomized, no deadline, no example database, sized so ``pytest tests/fuzz`` stays under the
-project's two-minute fuzz budget on two busy cores.
-``thorough``: random, ten times the examples. Select with ``SPECVERIFY_HYPOTHESIS_PROFILE=thorough``;
-``SPECVERIFY_FUZZ_SCALE`` multiplies every budget further (2.5 gives ~10^4 examples).
+project's two-minute fuzz budget on two busy cores. ``thorough``: random, ten times the examples. Select with
+``SPECVERIFY_HYPOTHESIS_PROFILE=thorough``; ``SPECVERIFY_FUZZ_SCALE`` multiplies every budget further (2.5 gives
+~10^4 examples).
 """
 
 from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import Phase, settings
 
 PROFILE = os.environ.get("SPECVERIFY_HYPOTHESIS_PROFILE", "ci")
 SCALE = {"ci": 1, "thorough": 10}
 EXTRA = float(os.environ.get("SPECVERIFY_FUZZ_SCALE", "1"))
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-            HealthCheck.large_base_example]
-
-settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
-                          suppress_health_check=_SLOW_OK, max_examples=100)
-settings.register_profile("thorough", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
-                          max_examples=1000)
 if PROFILE not in SCALE:
     raise ValueError(f"SPECVERIFY_HYPOTHESIS_PROFILE={PROFILE!r} must be one of {sorted(SCALE)!r}.")
 if not EXTRA > 0:
     raise ValueError(f"SPECVERIFY_FUZZ_SCALE={EXTRA!r} must be a number > 0.")
-settings.load_profile(PROFILE)
 
 
 def examples(n: int, **overrides) -> settings:
