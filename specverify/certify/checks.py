@@ -140,16 +140,15 @@ def run_greedy(session, scenario, plan, reproduce) -> ScenarioResult:
         completions = session.call(key, requests, target.vocab)
     else:
         completions = [session.call(key, [r], target.vocab)[0] for r in requests]
-    mismatches, disagree, positions = [], 0, 0
+    mismatches, histories = [], []
     for req, comp in zip(requests, completions):
         want = greedy_outcome(target, req.prompt, req.params)
-        for i in range(len(want[0])):
-            history = [req.prompt + want[0][:i]]
-            disagree += int(target.logits(history)[0].argmax() != draft.logits(history)[0].argmax())
-            positions += 1
+        histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
         if (comp.tokens, comp.finish_reason) != want:
             mismatches.append(f"prompt {list(req.prompt)} γ={req.num_draft_tokens}: got {list(comp.tokens)} "
                               f"{comp.finish_reason}, greedy target gives {list(want[0])} {want[1]}")
+    agree = target.logits(histories).argmax(-1) == draft.logits(histories).argmax(-1)
+    disagree, positions = int((~agree).sum()), len(histories)
     note = f"{len(requests)} prompts; draft argmax disagrees with the target at {disagree / max(positions, 1):.0%} " \
            "of positions"
     return ScenarioResult(name=scenario.name, kind="greedy", exercises=scenario.exercises, covered=True,

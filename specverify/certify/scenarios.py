@@ -113,6 +113,15 @@ _LIST = [
     _s("greedy-processors", "greedy", "greedy with penalties and stop strings",
        params=P(temperature=0.0, max_tokens=5, repetition_penalty=1.5, stop=("ab",)), draft_distance=1.0,
        draft_seed=22, vocab_size=5),
+    _s("greedy-penalties", "greedy", "greedy with frequency/presence penalty history (rolled back on rejection)",
+       params=P(temperature=0.0, max_tokens=5, frequency_penalty=0.8, presence_penalty=0.4, repetition_penalty=1.3),
+       draft_distance=1.0, draft_seed=23, vocab_size=5),
+    _s("greedy-masks", "greedy", "greedy with bad token ids and min_tokens masking EOS in every row",
+       params=P(temperature=0.0, max_tokens=4, min_tokens=2, bad_token_ids=(1,)), eos_bias=1.5, draft_distance=1.0,
+       draft_seed=24, vocab_size=5),
+    _s("greedy-grammar", "greedy", "greedy under a grammar with a dead end (mask on drafts and verify, rollback)",
+       params=P(temperature=0.0, max_tokens=4, grammar=DEAD_END_GRAMMAR), eos_bias=0.0, draft_distance=1.0,
+       draft_seed=25, vocab_size=5),
 ]
 SCENARIOS = {s.name: s for s in _LIST}
 CORE = tuple(s.name for s in _LIST if s.core)

@@ -110,10 +110,12 @@ class ToyModel:
         order = np.argsort(rng.random((TABLE_ROWS, vocab)), axis=1)
         table = levels[order] + rng.uniform(-0.15, 0.15, (TABLE_ROWS, vocab)) * self.spacing
         table[:, self.vocab.eos_token_id] += self.eos_bias
-        logits = torch.from_numpy(self.scale * (table - table.max(1, keepdims=True)))
+        # centred, not max-normalised: logits straddle 0, so a CTRL repetition penalty (divide positive, multiply
+        # negative) can demote the top token, as it does in real models
+        logits = torch.from_numpy(self.scale * (table - table.mean(1, keepdims=True)))
         if self.zero_rate > 0:
             drop = torch.from_numpy(rng.random((TABLE_ROWS, vocab)) < self.zero_rate)
-            drop &= logits < 0  # never the row's most likely token
+            drop &= logits < logits.max(1, keepdim=True).values  # never the row's most likely token
             logits = logits.masked_fill(drop, float("-inf"))
         return logits
 

@@ -9,22 +9,9 @@ scenario that shows it), which takes seconds.
 
 import pytest
 
-from specverify.certify import CORE, LEVELS, certify
+from specverify.certify import CORE, LEVELS, SCENARIOS, certify
 from specverify.zoo import ZOO
 
-# Entries the certifier cannot yet tag right. Their greedy mismatch is real (test_zoo_direct shows it), but the
-# certifier's greedy scenarios never exercise it, so their sampling failures make them "greedy-only".
-CERTIFIER_GAPS = {
-    "penalties_ignored_in_verify": "greedy scenarios use no frequency/presence penalty",
-    "penalty_last_token_only": "greedy scenarios use no frequency/presence penalty",
-    "penalty_history_keeps_rejected": "greedy scenarios use no frequency/presence penalty",
-    "masks_dropped_in_verify": "greedy scenarios use no bad_token_ids or min_tokens",
-    "min_tokens_counts_rounds": "greedy scenarios use no min_tokens",
-    "grammar_not_in_verify": "greedy scenarios use no grammar",
-    "grammar_state_not_rolled_back": "greedy scenarios use no grammar",
-}
-GAP_NOTE = ("certifier gap: {}; a repetition penalty alone cannot move a toy model's argmax (its top logit is 0), so "
-            "this approximate decoder certifies greedy-only")
 SHOWS_IN = {  # the certifier scenario where an invalid entry breaks the protocol
     "stop_state_not_rolled_back": "stop-spanning", "eos_leaks_in_round": "eos-in-block",
     "eos_mid_block_continues": "eos-in-block", "length_before_stop": "eos-in-block",
@@ -62,14 +49,26 @@ def test_invalid_entry_is_invalid_on_its_scenario(name):
     assert cert.verdict == "invalid", cert.reason
 
 
-def _marks(name):
-    marks = [pytest.mark.slow]
-    if name in CERTIFIER_GAPS:
-        marks.append(pytest.mark.xfail(strict=True, reason=GAP_NOTE.format(CERTIFIER_GAPS[name])))
-    return marks
+GREEDY = tuple(name for name, s in SCENARIOS.items() if s.kind == "greedy")
+SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry's law breaks
+    "temperature_not_in_rejection": ("temperature-0.5",), "min_p_bonus_row_only": ("min-p",),
+    "raw_q_processed_draft": ("top-k",), "unseeded_shared_stream": ("unseeded-collision",),
+    "inclusive_accept": ("top-k",), "last_index_fallback": ("top-k",),
+}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in ZOO])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" else [])
+                                  for n in ZOO if ZOO[n].verdict != "invalid"])
+def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
+    """Core + every greedy scenario + where the entry's law breaks: enough to decide exactly its tag."""
+    entry = ZOO[name]
+    scenarios = list(CORE) + [g for g in GREEDY if g not in CORE] + list(SHOWS_LAW.get(name, ()))
+    cert = certified(name, level_for(entry), scenarios)
+    assert cert.verdict == entry.verdict, f"{name} at {level_for(entry)}: {cert.verdict} ({cert.reason})"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ZOO))
 def test_entry_gets_exactly_its_tag(name):
     entry = ZOO[name]
     level = level_for(entry)
