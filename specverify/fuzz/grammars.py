@@ -100,6 +100,9 @@ def check_matcher_rollback(grammar, seed: int, *, rounds: int = 6, max_gamma: in
     history: one ``(drafts, accepted, extra)`` per round."""
     from specverify.grammar_xgrammar import SpeculativeMatcher
 
+    from specverify.grammar_xgrammar import XGrammar
+
+    check(isinstance(grammar, XGrammar), f"grammar={grammar!r} must be an XGrammar (specverify.grammar_xgrammar).")
     check(isinstance(seed, int) and seed >= 0, f"seed={seed!r} must be an int >= 0.")
     session = (session_class or SpeculativeMatcher)(grammar)
     rng, eos, history = np.random.default_rng(seed), grammar.vocab.eos_token_id, []

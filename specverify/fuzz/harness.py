@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from specverify.errors import SpecverifyError, check
 from specverify.fuzz.protocol import Cancelled, InjectedFault, check_white_box, is_paged
@@ -42,6 +42,9 @@ class PropertyFailure(SpecverifyError, AssertionError):
 
 def state_diff(expected, actual) -> dict:
     """Components that differ: name -> (expected, actual); a component missing on one side shows as ``<missing>``."""
+    check(isinstance(expected, Mapping) and isinstance(actual, Mapping),
+          f"expected={type(expected).__name__}, actual={type(actual).__name__}: pass two state mappings "
+          "(WhiteBoxDecoder.state / rebuild).")
     names = sorted(set(expected) | set(actual))
     return {n: (expected.get(n, "<missing>"), actual.get(n, "<missing>")) for n in names
             if expected.get(n, "<missing>") != actual.get(n, "<missing>")}
@@ -333,7 +336,10 @@ def run_schedule(scenario: Scenario, schedule) -> Trace:
 def run_solo(decoder, request, gammas) -> tuple:
     """(tokens, finish_reason) of ``request`` run alone and uninterrupted, round ``i`` with ``gammas[i]`` (the last
     γ repeats); ``decoder`` is a ``WhiteBoxDecoder``."""
-    check(len(gammas) >= 1, f"gammas={gammas!r} must hold at least one γ.")
+    check_white_box(decoder)
+    check(getattr(request, "seed", None) is not None, f"request={request!r} must be a Request with a seed.")
+    check(len(gammas) >= 1 and all(isinstance(g, int) and g >= 1 for g in gammas),
+          f"gammas={gammas!r} must hold at least one γ, each an int >= 1.")
     handle = decoder.open(request, request.seed)
     tokens, reason, i = (), None, 0
     try:

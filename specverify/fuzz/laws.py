@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
@@ -99,6 +99,9 @@ def check_law(counts, law, *, alpha: float = 1e-6, name: str = "law"):
     """Raise ``PropertyFailure(name)`` unless ``counts`` fit the exact ``law`` (an ``ExactLaw``); return the
     ``GofResult``. An outcome of exact probability 0 fails at once, outside ``alpha``."""
     check(0 < alpha < 1, f"alpha={alpha!r} must lie in (0, 1).")
+    check(hasattr(law, "index") and hasattr(law, "probs"), f"law={law!r} must be an ExactLaw (oracles.exact_law).")
+    check(isinstance(counts, Mapping) and len(counts) > 0, f"counts={counts!r} must be a non-empty mapping "
+          "outcome -> count (sample_outcomes, batch_outcomes).")
     impossible = [o for o in counts if law.index(o) < 0]
     if impossible:
         raise PropertyFailure(name, f"outcomes of exact probability 0: {impossible[:3]!r}")

@@ -138,14 +138,16 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
     from specverify.oracles import draft_near, make_vocab, random_target
     from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 
+    check(isinstance(case, dict) and {"block_size", "num_caches", "num_ops", "seed"} <= set(case),
+          f"case={case!r} must be a dict with block_size, num_caches, num_ops and seed (paged_cases).")
+    check(case["num_caches"] >= 1 and case["block_size"] >= 1, f"case={case!r} needs num_caches, block_size >= 1.")
     bs, rng = case["block_size"], np.random.default_rng(case["seed"])
     if models is None:
         target = random_target(make_vocab(vocab_size), seed=11)
         models = (target, draft_near(target, distance=0.5, seed=12))
     pool = BlockPool(max(3, case["num_caches"] * (-(-24 // bs))), bs)
-    # every cache but the last reads the first model (branches need a shared model); the last one the second
-    count = case["num_caches"]
-    caches = [(cache_class or PagedCache)(pool, models[min(i // (count - 1), len(models) - 1) if count > 2 else 0])
+    count = case["num_caches"]  # from three caches on, the last reads the second model (keys include the model)
+    caches = [(cache_class or PagedCache)(pool, models[-1 if i == count - 1 and count >= 3 else 0])
               for i in range(count)]
     refs, flat, counts = [[] for _ in caches], _Flat(), {"branch": 0, "copy-on-write": 0,
                                                               "out_of_blocks": 0}

@@ -62,6 +62,10 @@ def dfa_stop_hits(strings: Sequence[str], stops: Sequence[str], tokens: Sequence
 def check_stop_matcher(strings, stops, tokens, *, matcher: Optional[Callable] = None) -> list:
     """Raise ``PropertyFailure("stop")`` unless ``matcher`` (default ``dfa_stop_hits``) flags exactly the tokens
     the naive search flags; return the naive flags."""
+    check(len(stops) > 0 and all(isinstance(s, str) and s for s in stops),
+          f"stops={stops!r} must be a non-empty sequence of non-empty strings.")
+    check(all(isinstance(t, int) and 0 <= t < len(strings) for t in tokens),
+          f"tokens={tokens!r} must be ids into strings (0..{len(strings) - 1}).")
     expected = naive_stop_hits(strings, stops, tokens)
     got = list((matcher or dfa_stop_hits)(strings, stops, tokens))
     if got != expected:

@@ -60,6 +60,9 @@ def check_recurrent_rounds(cache_class, model, prompt, rounds) -> None:
     """Run ``rounds`` on ``cache_class(model, prompt)`` (the ``RecurrentCache`` interface: ``state``, ``tokens``,
     ``extend``, ``commit``, ``abort``); raise ``PropertyFailure("recurrent")`` on the first round after which the
     committed state differs from ``model.state_after(tokens)``, or moved while the branch was open."""
+    check(callable(cache_class), f"cache_class={cache_class!r} must be a RecurrentCache-like class.")
+    check(all(isinstance(r, RecurrentRound) for r in rounds), f"rounds={rounds!r} must be RecurrentRound values "
+          "(recurrent_rounds).")
     cache = cache_class(model, tuple(prompt))
     for i, step in enumerate(rounds):
         before = np.array(cache.state, copy=True)
