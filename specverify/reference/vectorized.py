@@ -176,11 +176,24 @@ class VectorizedDecoder:
         positions = st.round_start[rows] + offset
         return torch.from_numpy(keyed_uniforms(st.seeds[rows], positions, purpose))
 
-    def law(self, st, logits, prov, num_generated) -> torch.Tensor:  # [n, V] -> [n, V]
+    def law(self, st, logits, prov, num_generated, params=None) -> torch.Tensor:  # [n, V] -> [n, V]
+        """The processed law of each row under ``params`` (default: the request's) and its history ``prov``."""
+        params = st.params if params is None else params
         seen, counts, gstate = prov
-        allowed = st.grammar[0][torch.from_numpy(gstate)] if st.grammar is not None else None
-        return process_logits(logits, st.params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
+        allowed = None
+        if st.grammar is not None and params.grammar is not None:
+            allowed = st.grammar[0][torch.from_numpy(gstate)]
+        return process_logits(logits, params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
                               allowed=allowed, eos_token_id=self.vocab.eos_token_id)
+
+    def draft_laws(self, st, logits, prov, num_generated):
+        """(law the draft samples from, law recorded for the acceptance ratio): the same law, by the exact rule."""
+        q = self.law(st, logits, prov, num_generated)
+        return q, q
+
+    def verify_params(self, params, k: int, gamma: int):
+        """Parameters of target position k (k < γ verifies draft k, k = γ gives the bonus): the request's own."""
+        return params
 
     def provisional(self, st, rows):
         """A copy of the committed history state (snapshot) that drafts may advance."""
@@ -209,8 +222,8 @@ class VectorizedDecoder:
         feed = st.last[rows]
         for k in range(gamma):
             logits = st.draft_cache.forward(rows, feed[:, None])[:, 0]
-            q = self.law(st, logits, prov, st.n_gen[rows] + k)
-            tok = sample_from_uniforms(q, self.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
+            sample_from, q = self.draft_laws(st, logits, prov, st.n_gen[rows] + k)
+            tok = sample_from_uniforms(sample_from, self.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
             dead = (tok < 0) & (draft_len == gamma)
             draft_len[dead] = k
             tok = np.maximum(tok, 0)
@@ -227,7 +240,8 @@ class VectorizedDecoder:
         prov = self.provisional(st, rows)
         out = []
         for k in range(st.gamma + 1):
-            out.append(self.law(st, logits[:, k], prov, st.n_gen[rows] + k))
+            params = self.verify_params(st.params, k, st.gamma)
+            out.append(self.law(st, logits[:, k], prov, st.n_gen[rows] + k, params))
             if k < st.gamma:
                 prov = self.advance(st, prov, drafts[:, k])
         return torch.stack(out, dim=1)

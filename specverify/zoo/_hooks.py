@@ -7,10 +7,9 @@ exposes a finer hook than ``VectorizedDecoder`` has, and the zoo overrides that 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from specverify.reference.vectorized import VectorizedDecoder
-from specverify.sampling import Purpose, process_logits, sample_from_uniforms
+from specverify.sampling import Purpose
 
 __all__ = ["RowAware", "ParamsPerPosition", "DraftLaws", "DeferredFinish"]
 
@@ -35,66 +34,8 @@ class RowAware(VectorizedDecoder):
         super().accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
 
 
-class ParamsPerPosition(VectorizedDecoder):
-    """``verify`` with the sampling parameters of each position given by ``verify_params(params, k, gamma)``.
-
-    Position ``k`` of the target call verifies draft ``k`` (k < γ) or yields the bonus (k = γ). Drafts keep using
-    ``law`` with the request's own parameters.
-    """
-
-    def verify_params(self, params, k: int, gamma: int):
-        return params
-
-    def law_with(self, st, params, logits, prov, num_generated) -> torch.Tensor:  # [n, V] -> [n, V]
-        seen, counts, gstate = prov
-        allowed = None
-        if st.grammar is not None and params.grammar is not None:
-            allowed = st.grammar[0][torch.from_numpy(gstate)]
-        return process_logits(logits, params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
-                              allowed=allowed, eos_token_id=self.vocab.eos_token_id)
-
-    def verify(self, st, rows, drafts) -> torch.Tensor:  # -> [n, γ+1, V]
-        feed = np.concatenate([st.last[rows][:, None], drafts], axis=1)
-        logits = st.target_cache.forward(rows, feed)
-        prov = self.provisional(st, rows)
-        out = []
-        for k in range(st.gamma + 1):
-            params = self.verify_params(st.params, k, st.gamma)
-            out.append(self.law_with(st, params, logits[:, k], prov, st.n_gen[rows] + k))
-            if k < st.gamma:
-                prov = self.advance(st, prov, drafts[:, k])
-        return torch.stack(out, dim=1)
-
-
-class DraftLaws(VectorizedDecoder):
-    """``propose`` that samples each draft from one law and records another for the acceptance ratio.
-
-    ``draft_laws(st, logits, prov, num_generated)`` returns ``(sample_from, recorded)`` [n, V] each; the reference
-    returns the processed draft law twice.
-    """
-
-    def draft_laws(self, st, logits, prov, num_generated):
-        q = self.law(st, logits, prov, num_generated)
-        return q, q
-
-    def propose(self, st, rows):
-        n, gamma = rows.size, st.gamma
-        drafts = np.zeros((n, gamma), dtype=np.int64)
-        draft_probs = torch.zeros((n, gamma, self.vocab.size), dtype=torch.float64)
-        draft_len = np.full(n, gamma, dtype=np.int64)
-        prov = self.provisional(st, rows)
-        feed = st.last[rows]
-        for k in range(gamma):
-            logits = st.draft_cache.forward(rows, feed[:, None])[:, 0]
-            sample_from, recorded = self.draft_laws(st, logits, prov, st.n_gen[rows] + k)
-            tok = sample_from_uniforms(sample_from, self.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
-            dead = (tok < 0) & (draft_len == gamma)
-            draft_len[dead] = k
-            tok = np.maximum(tok, 0)
-            drafts[:, k], draft_probs[:, k] = tok, recorded
-            prov = self.advance(st, prov, tok)
-            feed = tok
-        return drafts, draft_probs, draft_len
+# The reference itself exposes these seams (``verify_params``, ``draft_laws``): entries subclass it directly.
+ParamsPerPosition = DraftLaws = VectorizedDecoder
 
 
 class DeferredFinish(VectorizedDecoder):

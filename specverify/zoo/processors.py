@@ -147,8 +147,8 @@ def penalty_last_token_only(target, draft, *, entropy=None):
 
 
 class _MinTokensCountsRounds(VectorizedDecoder):
-    def law(self, st, logits, prov, num_generated):
-        return super().law(st, logits, prov, np.full_like(num_generated, st.rounds))  # one count per round
+    def law(self, st, logits, prov, num_generated, params=None):
+        return super().law(st, logits, prov, np.full_like(num_generated, st.rounds), params)  # one count per round
 
 
 @zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state (min_tokens)",

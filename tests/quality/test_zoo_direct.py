@@ -18,7 +18,6 @@ import torch
 from specverify.oracles import draft_near, exact_law
 from specverify.protocol import Request
 from specverify.zoo import SCENARIOS, ZOO
-from specverify.zoo.scenarios import models
 
 from ._checks import first_violation, greedy_mismatches, law_check, prompts
 
