@@ -278,18 +278,33 @@ class TransactionalDecoder:
 
     # ------------------------------------------------------------------------------------------- one round
     def round(self, state: RequestState) -> None:
-        """snapshot -> provisional branch -> verify -> commit accepted prefix + one token -> discard -> emit."""
-        branch = self.snapshot(state)  # nothing committed changes before commit below
-        self.propose(state, branch)
-        target_probs = self.verify(state, branch)
-        history, accepted = self.accept(state, branch, target_probs)
-        state.history = history  # commit: adopt the branch's history up to the committed token
-        state.accepted.append(accepted)
-        state.drafted.append(len(branch.drafts))
-        self.discard(state)
-        self.emit(state)
+        """snapshot -> provisional branch -> verify -> commit accepted prefix + one token -> discard -> emit.
+
+        Anything raised inside the round (out of blocks, a failing draft, cancellation) aborts it: the committed
+        history, stream and counters go back to the snapshot and both caches are cropped to it, freeing every
+        provisional block; then the exception propagates."""
+        before = (state.history, len(state.stream), state.cursor, len(state.accepted), len(state.drafted))
+        try:
+            branch = self.snapshot(state)  # nothing committed changes before commit below
+            self.propose(state, branch)
+            target_probs = self.verify(state, branch)
+            history, accepted = self.accept(state, branch, target_probs)
+            state.history = history  # commit: adopt the branch's history up to the committed token
+            state.accepted.append(accepted)
+            state.drafted.append(len(branch.drafts))
+            self.discard(state)
+            self.emit(state)
+        except BaseException:
+            self.abort(state, before)
+            raise
         if self.on_round is not None:
             self.on_round(state)
+
+    def abort(self, state: RequestState, before) -> None:
+        """Put a failed round back to ``before`` (history, stream length, cursor, counters); crop the caches."""
+        state.history, stream_len, state.cursor, accepted_len, drafted_len = before
+        del state.stream[stream_len:], state.accepted[accepted_len:], state.drafted[drafted_len:]
+        self.discard(state)  # caches only shrink back to the snapshot here: no allocation can fail
 
     def snapshot(self, state: RequestState) -> _Branch:
         """Open the round's branch on the committed history, with the keyed draws of its positions."""

@@ -76,8 +76,6 @@ def test_run_schedule_reports_the_property_and_the_components_that_differ():
     assert failure.value.prop == "round_state"
 
 
-@pytest.mark.xfail(strict=False, reason="finding: TransactionalDecoder.round has no abort path; an exception "
-                   "mid-round leaves provisional draft KV (and its blocks) behind. ReferenceWhiteBox adds one.")
 def test_bare_transactional_round_leaves_the_state_it_found_when_it_raises():
     decoder = TransactionalDecoder(TARGET, DRAFTS[0], block_size=1, num_blocks=64)
     state = decoder.start(REQUEST, 3)
