@@ -95,23 +95,34 @@ class TargetKVNotCropped(ReferenceWhiteBox):
 # ----------------------------------------------------------------------------------------- failed_round, blocks
 
 
+class _NoAbortDecoder(ProbedDecoder):
+    def abort(self, state, before):
+        pass
+
+
 class NoAbort(ReferenceWhiteBox):
-    """A round that raises is not rolled back: ``TransactionalDecoder.round`` as it is, with no abort path."""
+    """A round that raises is not rolled back: no abort path, neither in the decoder nor around it."""
+
+    decoder_class = _NoAbortDecoder
 
     def _abort(self, state, before):
         self._disarm()
 
 
+class _LeakyAbortDecoder(ProbedDecoder):
+    def abort(self, state, before):
+        keep = len(state.request.prompt) + len(before[0].generated) - 1  # entries each cache keeps
+        for cache in (state.draft_cache, state.target_cache):
+            if len(cache.block_table) > -(-keep // self.pool.block_size):  # the abort will release its last block
+                self.pool.acquire(cache.block_table[-1])
+                break
+        super().abort(state, before)
+
+
 class AbortLeaksBlock(ReferenceWhiteBox):
     """The abort path restores the state but one provisional block is never released (a refcount leak)."""
 
-    def _abort(self, state, before):
-        keep = len(state.request.prompt) + len(before[0].generated) - 1  # entries each cache keeps
-        for cache in (state.draft_cache, state.target_cache):
-            if len(cache.block_table) > -(-keep // self.block_size):  # the abort will release its last block
-                self.pool.acquire(cache.block_table[-1])
-                break
-        super()._abort(state, before)
+    decoder_class = _LeakyAbortDecoder
 
 
 class CloseKeepsDraftCache(ReferenceWhiteBox):
