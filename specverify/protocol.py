@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional, Protocol, Sequence, runtime_checkable
 
-from specverify.errors import check
+from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 
 __all__ = ["Request", "Completion", "Decoder", "FINISH_REASONS", "EXTRA_CAPABILITIES", "MINIMUM_CAPABILITIES",
@@ -27,15 +27,20 @@ class Request:
     seed: Optional[int] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "prompt", tuple(int(t) for t in self.prompt))
-        check(len(self.prompt) >= 1, f"prompt={self.prompt!r} must hold at least one token (a BOS at least).")
-        check(all(t >= 0 for t in self.prompt), f"prompt={self.prompt!r} must hold non-negative token ids.")
-        check(isinstance(self.params, SamplingParams), f"params={self.params!r} must be a SamplingParams.")
-        check(isinstance(self.num_draft_tokens, int) and not isinstance(self.num_draft_tokens, bool)
-              and self.num_draft_tokens >= 1,
-              f"num_draft_tokens={self.num_draft_tokens!r} must be an int >= 1 (γ, drafts per round).")
-        check(self.seed is None or (isinstance(self.seed, int) and 0 <= self.seed < 2**63),
-              f"seed={self.seed!r} must be None or an int in [0, 2**63).")
+        prompt = self.prompt
+        if type(prompt) is not tuple or not all(type(t) is int for t in prompt):
+            object.__setattr__(self, "prompt", tuple(int(t) for t in prompt))
+        # messages are built only on failure: requests are made by the hundred thousand
+        if not self.prompt or min(self.prompt) < 0:
+            raise InvalidArgument(f"prompt={self.prompt!r} must hold at least one token (a BOS at least), all "
+                                  "non-negative ids.")
+        if not isinstance(self.params, SamplingParams):
+            raise InvalidArgument(f"params={self.params!r} must be a SamplingParams.")
+        gamma = self.num_draft_tokens
+        if not isinstance(gamma, int) or isinstance(gamma, bool) or gamma < 1:
+            raise InvalidArgument(f"num_draft_tokens={gamma!r} must be an int >= 1 (γ, drafts per round).")
+        if self.seed is not None and not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
+            raise InvalidArgument(f"seed={self.seed!r} must be None or an int in [0, 2**63).")
 
 
 @dataclass(frozen=True)
