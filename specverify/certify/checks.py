@@ -105,7 +105,7 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
     accepted = [dict() for _ in members]
     order = [i for i in range(len(members)) for _ in range(sizes[i])]
     np.random.default_rng(base % 2**32).shuffle(order)
-    chunk = 2048
+    chunk = 8192
     for start in range(0, len(order), chunk):
         part = order[start:start + chunk]
         reqs = [Request(members[i].prompt, members[i].params, members[i].gamma,
