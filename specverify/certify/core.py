@@ -154,7 +154,9 @@ def _verdict(results, violation, chosen) -> tuple:
         return "invalid", violation
     greedy_fail = [r for r in results if r.kind == "greedy" and r.passed is False]
     if greedy_fail:
-        return "approximate", f"greedy output differs from the target's: {greedy_fail[0].mismatches[0]}"
+        r = greedy_fail[0]
+        return "approximate", (f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. "
+                               f"Reproduce: {r.reproduce}")
     sampling_fail = [r for r in results if r.passed is False]
     if sampling_fail:
         r = sampling_fail[0]
@@ -163,7 +165,8 @@ def _verdict(results, violation, chosen) -> tuple:
     not_run = [r.name for r in results if not r.covered]
     core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
-        return "inconclusive", f"core scenarios not covered: {core_missing}"
+        return "inconclusive", (f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
+                                "them: `specverify scenarios` lists them)")
     if any("budget" in r.note for r in results if not r.covered):
         return "inconclusive", "the budget ran out before every scenario reached its planned N"
     coverage = f" (not covered: {not_run})" if not_run else ""
