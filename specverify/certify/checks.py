@@ -12,7 +12,8 @@ from specverify.certify.collect import counts_vector, scenario_seed
 from specverify.certify.evidence import ScenarioResult
 from specverify.oracles import exact_law, greedy_outcome
 from specverify.protocol import Request
-from specverify.stats import battery, collision_probability, collision_test, detectable_tv, goodness_of_fit
+from specverify.stats import (battery, collision_probability, collision_test, detectable_tv, goodness_of_fit,
+                              plan_sample_size)
 
 __all__ = ["run_sampling", "run_greedy", "run_collision", "run_mixed", "check_reproducible", "Plan"]
 
@@ -31,8 +32,6 @@ class Plan:
         self.alpha_test = self.alpha_scenario / BATTERY_SIZE
 
     def sample_size(self, law) -> int:
-        from specverify.stats import plan_sample_size
-
         return int(plan_sample_size(law.probs, self.epsilon, alpha=self.alpha_test, power=self.power))
 
 

@@ -15,7 +15,7 @@ import torch
 
 from specverify.errors import InvalidArgument, check
 from specverify.params import SamplingParams
-from specverify.sampling import grammar_mask, process_logits
+from specverify.sampling import grammar_mask, next_token_probs, process_logits
 
 __all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "first_finish", "boundary_margin"]
 
@@ -185,15 +185,14 @@ def boundary_margin(target, prompt: Sequence[int], params: SamplingParams) -> fl
     sides) and the min-p cut (each probability vs ``min_p * max``). DESIGN.md asks toy scenarios for ≥ 1e-3 so
     float32 engines are not failed for rounding. Returns ``inf`` when no boundary applies.
     """
-    from dataclasses import replace as _replace
-
-    raw = _replace(params, temperature=params.temperature or 1.0, top_k=0, top_p=1.0, min_p=0.0)
+    raw = replace(params, temperature=params.temperature or 1.0, top_k=0, top_p=1.0, min_p=0.0)
     law = exact_law(target, prompt, params)
     prefixes = {tokens[:i] for tokens, _ in law.outcomes for i in range(len(tokens) + (_ == "no_token"))}
     margin = float("inf")
     for gen in prefixes:
         logits = target.logits([tuple(prompt) + gen])[0]
-        probs = np.sort(next_token_probs_for(logits, raw, prompt, gen, target.vocab))[::-1]
+        probs = np.sort(next_token_probs(logits, raw, prompt=tuple(prompt), generated=gen,
+                                         eos_token_id=target.vocab.eos_token_id).numpy())[::-1]
         probs = probs[probs > 0]
         margin = min(margin, _row_margin(probs, params))
     return margin
@@ -211,10 +210,3 @@ def _row_margin(probs: np.ndarray, params: SamplingParams) -> float:
     if params.min_p > 0.0:
         gaps.append(float(np.min(np.abs(probs - params.min_p * probs[0]))))
     return min(gaps)
-
-
-def next_token_probs_for(logits, params, prompt, generated, vocab) -> np.ndarray:
-    from specverify.sampling import next_token_probs
-
-    return next_token_probs(logits, params, prompt=tuple(prompt), generated=tuple(generated),
-                            eos_token_id=vocab.eos_token_id).numpy()
