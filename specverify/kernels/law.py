@@ -115,7 +115,7 @@ def exact_round_law(case: RoundCase) -> RoundLaw:
     Examples
     --------
     >>> case = RoundCase([[0.5, 0.5], [0.25, 0.75]], [[1.0, 0.0]])
-    >>> exact_round_law(case).as_dict()
+    >>> {key: round(prob, 9) for key, prob in exact_round_law(case).as_dict().items()}
     {((1,), 0, 0): 0.5, ((0, 0), 1, 0): 0.125, ((0, 1), 1, 0): 0.375}
     """
     if not case.valid:

@@ -64,7 +64,7 @@ def collision_probability(expected) -> float:
 
     Examples
     --------
-    >>> collision_probability([0.5, 0.25, 0.25])
+    >>> round(collision_probability([0.5, 0.25, 0.25]), 9)
     0.375
     """
     expected = as_expected(expected)
@@ -134,7 +134,7 @@ def collision_test(num_pairs, num_collisions, collision_prob) -> CollisionResult
     Examples
     --------
     >>> result = collision_test(1000, 250, 0.25)
-    >>> float(result.pvalue), float(result.expected)
+    >>> round(float(result.pvalue), 6), round(float(result.expected), 6)
     (1.0, 250.0)
     """
     num_pairs = as_positive_int(num_pairs, "num_pairs")

@@ -197,7 +197,7 @@ def family_alpha_per_test(alpha, num_scenarios, num_tests) -> float:
 
     Examples
     --------
-    >>> family_alpha_per_test(1e-3, 10, 4)
+    >>> round(family_alpha_per_test(1e-3, 10, 4), 12)
     2.5e-05
     """
     alpha = as_probability(alpha, "alpha")
