@@ -15,7 +15,7 @@ import time
 
 from scipy.stats import beta
 
-from specverify.certify import SCENARIOS, certify
+from specverify.certification import SCENARIOS, certify
 from specverify.reference import make_decoder
 
 

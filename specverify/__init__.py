@@ -1,35 +1,43 @@
 """specverify: is your speculative decoder exact, greedy-only, approximate or invalid?
 
-The public API is re-exported here lazily: importing ``specverify`` imports neither torch, triton nor hypothesis.
+>>> import specverify as sv
+>>> sv.Verdict.EXACT == "exact"
+True
+
+``sv.certify(factory)`` certifies ``factory(target, draft) -> decoder`` (docs/adapters.md). The public API is
+re-exported here lazily: importing ``specverify`` (or touching ``sv.certify``) imports neither torch, triton nor
+hypothesis. The sampling math (``verify_candidate``, ``residual_probs``, ``next_token_probs``, …) lives in
+``specverify.sampling``.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from specverify.enums import Level, Verdict
 from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError
 from specverify.params import SamplingParams
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "certify": "specverify.certification.core",
+    "Certificate": "specverify.certification.evidence",
     "Request": "specverify.protocol",
     "Completion": "specverify.protocol",
+    "SampleCounts": "specverify.protocol",
+    "Decoder": "specverify.protocol",
     "ToyGrammar": "specverify.grammar",
-    "next_token_probs": "specverify.sampling",
-    "verify_candidate": "specverify.sampling",
-    "residual_probs": "specverify.sampling",
-    "sample_from_uniforms": "specverify.sampling",
-    "exact_law": "specverify.oracles",
-    "greedy_outcome": "specverify.oracles",
+    "exact_law": "specverify.oracles.law",
+    "greedy_outcome": "specverify.oracles.law",
     "make_decoder": "specverify.reference",
-    "decode_plain": "specverify.reference",
 }
 
-__all__ = ["SpecverifyError", "InvalidArgument", "ProtocolViolation", "SamplingParams", "__version__", *_LAZY]
+__all__ = ["InvalidArgument", "Level", "ProtocolViolation", "SamplingParams", "SpecverifyError", "Verdict",
+           "__version__", *_LAZY]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'specverify' has no attribute {name!r}")
@@ -38,5 +46,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(__all__)

@@ -7,6 +7,8 @@ import enum
 import os
 import sys
 
+from specverify.enums import Level, Verdict
+
 __all__ = ["main", "ExitCode"]
 
 
@@ -30,14 +32,14 @@ def _parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("factory", help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. "
                                    "specverify.reference:make_decoder")
-    c.add_argument("--level", choices=("quick", "standard", "thorough"), default="standard",
+    c.add_argument("--level", choices=[level.value for level in Level], default=Level.STANDARD.value,
                    help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)")
     c.add_argument("--seed", type=int, default=0, help="seed of every request; reproduces the run (default 0)")
     c.add_argument("--alpha", type=float, default=1e-6, help="family false-alarm rate (default 1e-6)")
     c.add_argument("--scenario", action="append", default=[], metavar="NAME",
                    help="run only this scenario (repeatable); `specverify scenarios` lists them")
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    c.add_argument("--require", choices=("exact", "greedy-only", "approximate"), default="exact",
+    c.add_argument("--require", choices=[v.value for v in Verdict.decoder_verdicts()[:3]], default=Verdict.EXACT.value,
                    help="verdict needed for exit code 0 (default exact)")
     c.add_argument("--require-reproducible", action="store_true",
                    help="also require same seed -> same output (alone, batched, repeated)")
@@ -56,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _certify(args, out, err) -> int:
-    from specverify.certify import certify
+    from specverify.certification import certify
     from specverify.errors import InvalidArgument
     from specverify.report import render_json, render_text
 
@@ -91,7 +93,7 @@ def _zoo(out) -> int:
 
 
 def _scenarios(out) -> int:
-    from specverify.certify import SCENARIOS
+    from specverify.certification import SCENARIOS
 
     for s in SCENARIOS.values():
         core = " (core)" if s.core else ""

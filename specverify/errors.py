@@ -17,7 +17,9 @@ class InvalidArgument(SpecverifyError, ValueError):
 
 
 class ProtocolViolation(SpecverifyError):
-    """A decoder under test broke the protocol of DESIGN.md (wrong count, token outside the vocabulary, ...)."""
+    """A decoder under test broke the protocol (docs/adapters.md): a wrong count, a token outside the vocabulary,
+    tokens after the finishing one, an exception or a hang during a call, ... The certifier turns it into the
+    verdict ``invalid`` (docs/design.md, verdict rule 1)."""
 
 
 def check(condition: bool, message: str) -> None:

@@ -9,10 +9,12 @@ import os
 
 import pytest
 
+from specverify.enums import Level
+
 
 def pytest_addoption(parser):
     group = parser.getgroup("specverify", "speculative decoding certification")
-    group.addoption("--specverify-level", default=None, choices=("quick", "standard", "thorough"),
+    group.addoption("--specverify-level", default=None, choices=[level.value for level in Level],
                     help="certification level for the specverify fixture (default: quick, or $SPECVERIFY_LEVEL)")
     group.addoption("--specverify-seed", type=int, default=None,
                     help="seed for the specverify fixture (default: 0, or $SPECVERIFY_SEED)")

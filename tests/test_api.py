@@ -10,17 +10,46 @@ import specverify
 from specverify.cli import ExitCode, main
 
 
-def test_all_names_resolve():
-    for name in specverify.__all__:
-        assert getattr(specverify, name) is not None, name
-    assert sorted(dir(specverify)) == sorted(specverify.__all__)
+PUBLIC = {"certify", "Certificate", "Verdict", "Level", "SamplingParams", "Request", "Completion", "SampleCounts",
+          "Decoder", "exact_law", "greedy_outcome", "make_decoder", "ToyGrammar", "SpecverifyError",
+          "InvalidArgument", "ProtocolViolation", "__version__"}
+SAMPLING_MATH = ("verify_candidate", "residual_probs", "next_token_probs", "sample_from_uniforms", "decode_plain")
 
 
-def test_import_and_plugin_load_stay_light():
-    code = ("import sys, specverify, specverify.pytest_plugin, specverify.params, specverify.errors; "
-            "print(' '.join(m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules))")
-    heavy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert heavy == ""
+def test_top_level_exports_exactly_the_public_api():
+    assert set(specverify.__all__) == PUBLIC
+    for name in PUBLIC - {"__version__"}:
+        value = getattr(specverify, name)
+        assert not isinstance(value, type(specverify)), f"{name} is a module"
+        assert value.__module__.startswith("specverify."), name
+    for name in SAMPLING_MATH:  # one home for the sampling math: specverify.sampling
+        assert not hasattr(specverify, name), name
+    assert isinstance(specverify.Verdict.EXACT, str) and specverify.Verdict("greedy-only").rank == 2
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        specverify.nope
+
+
+def test_no_subpackage_shares_a_name_with_a_public_function():
+    import pkgutil
+    subpackages = {m.name for m in pkgutil.iter_modules(specverify.__path__) if m.ispkg}
+    assert subpackages and not subpackages & PUBLIC
+
+
+def test_exceptions_form_one_hierarchy():
+    from specverify.certification import DecoderFailure
+    for exc in (specverify.InvalidArgument, specverify.ProtocolViolation, DecoderFailure):
+        assert issubclass(exc, specverify.SpecverifyError)
+    assert issubclass(DecoderFailure, specverify.ProtocolViolation)
+
+
+@pytest.mark.parametrize("code", [
+    "import specverify as sv; print(sv.certify, sv.Verdict.EXACT, sv.Certificate, sv.Level.QUICK)",
+    "import specverify, specverify.pytest_plugin, specverify.params, specverify.errors, specverify.enums",
+])
+def test_import_and_plugin_load_stay_light(code):
+    probe = code + "; import sys; print('HEAVY', *[m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1].strip() == "HEAVY", out
 
 
 def test_stats_never_imports_torch():
@@ -80,3 +109,4 @@ def test_pytest_plugin_options_and_header(pytester):
     """)
     result = pytester.runpytest("--specverify-level", "thorough", "--specverify-seed", "7", "-p", "specverify")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["specverify: level=thorough seed=7 (reproduce: --specverify-seed=7)"])

@@ -1,8 +1,44 @@
-"""Toy models with exactly known laws, and the exact law of complete outputs by enumeration."""
+"""Oracles: models whose law is fully known, and the exact law of complete outputs by enumeration.
 
-from specverify.oracles.law import ExactLaw, exact_law, first_finish, greedy_outcome, visible_text
-from specverify.oracles.models import (BatchCache, ToyCache, ToyModel, Vocab, draft_copy, draft_near, make_vocab,
-                                       random_target)
+Names are re-exported lazily: ``from specverify.oracles.pairs import ToyPairSpec`` stays light, and torch is imported
+only when a model or the law is used.
+"""
 
-__all__ = ["ExactLaw", "exact_law", "greedy_outcome", "first_finish", "visible_text", "Vocab", "make_vocab",
-           "ToyModel", "ToyCache", "BatchCache", "random_target", "draft_near", "draft_copy"]
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "ExactLaw": "specverify.oracles.law",
+    "exact_law": "specverify.oracles.law",
+    "greedy_outcome": "specverify.oracles.law",
+    "boundary_margin": "specverify.oracles.law",
+    "first_finish": "specverify.oracles.law",
+    "visible_text": "specverify.oracles.law",
+    "Vocab": "specverify.oracles.models",
+    "make_vocab": "specverify.oracles.models",
+    "ToyModel": "specverify.oracles.models",
+    "ToyCache": "specverify.oracles.models",
+    "BatchCache": "specverify.oracles.models",
+    "random_target": "specverify.oracles.models",
+    "draft_near": "specverify.oracles.models",
+    "draft_copy": "specverify.oracles.models",
+    "ModelPair": "specverify.oracles.pairs",
+    "PairSpec": "specverify.oracles.pairs",
+    "ToyPairSpec": "specverify.oracles.pairs",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specverify.oracles' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

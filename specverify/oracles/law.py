@@ -8,7 +8,7 @@ incremental state cannot hide behind the same bug here.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -46,6 +46,20 @@ class ExactLaw:
     def prob(self, outcome) -> float:
         i = self.index(outcome)
         return 0.0 if i < 0 else float(self.probs[i])
+
+    def align(self, counts: Mapping) -> tuple[np.ndarray, list]:
+        """Observed ``counts`` ({outcome: count}) as an int64 [K] vector aligned with ``outcomes``, and the observed
+        outcomes of exact probability 0 as ``(outcome, count)`` pairs, most frequent first."""
+        vec = np.zeros(len(self.outcomes), dtype=np.int64)
+        impossible = []
+        for outcome, count in counts.items():
+            i = self._index.get(outcome, -1)
+            if i < 0:
+                impossible.append((outcome, int(count)))
+            else:
+                vec[i] += count
+        impossible.sort(key=lambda pair: -pair[1])
+        return vec, impossible
 
     def text(self, outcome) -> str:
         """The outcome's text: token strings concatenated, cut at the earliest start of a stop string."""

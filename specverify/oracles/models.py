@@ -155,7 +155,13 @@ class ToyModel:
 
     @property
     def root_kv(self) -> np.uint64:
+        """The KV entry before the first token (what a cache holds when it is empty)."""
         return _ROOT_KV
+
+    def step_kv(self, prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # uint64 [n], int [n] -> uint64 [n]
+        """The KV entry after each of ``tokens`` given the entry before it (part of the cache API: a paged pool
+        stores these entries in its own slots; ``head`` turns the last one into logits)."""
+        return step_kv(prev, tokens)
 
     def new_cache(self) -> "ToyCache":
         return ToyCache(self)

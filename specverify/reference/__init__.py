@@ -1,18 +1,18 @@
-"""The reference speculative decoders (vectorized and transactional) and plain target sampling."""
+"""The reference decoders: exact chain speculative sampling (vectorized and transactional) and plain sampling.
 
-from specverify.protocol import Completion, Request
+``make_decoder`` is what ``specverify certify specverify.reference:make_decoder`` certifies. Every decoder here
+follows the protocol of docs/adapters.md and the model cache API of docs/design.md.
+"""
+
+from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 from specverify.reference.plain import decode_plain, sample_plain
+from specverify.reference.transactional import TransactionalDecoder
 from specverify.reference.vectorized import VectorizedDecoder
-from specverify.sampling import verify_candidate
 
-__all__ = ["make_decoder", "decode_plain", "sample_plain", "VectorizedDecoder", "verify_candidate", "Request",
-           "Completion"]
-from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache  # noqa: E402
-from specverify.reference.transactional import TransactionalDecoder  # noqa: E402
-__all__ += ["TransactionalDecoder", "BlockPool", "PagedCache", "OutOfBlocks"]
+__all__ = ["make_decoder", "decode_plain", "sample_plain", "VectorizedDecoder", "TransactionalDecoder", "BlockPool",
+           "PagedCache", "OutOfBlocks"]
 
 
-def make_decoder(target, draft):
-    """The reference decoder for ``specverify certify specverify.reference:make_decoder``: exact chain
-    speculative sampling (vectorized) following DESIGN.md's protocol."""
+def make_decoder(target: object, draft: object) -> VectorizedDecoder:
+    """The reference decoder: exact chain speculative sampling, vectorized (docs/design.md, canonical semantics)."""
     return VectorizedDecoder(target, draft)

@@ -2,7 +2,7 @@
 
 ``BlockPool`` owns fixed-size blocks of (token, KV entry) slots, a free list and per-block refcounts.
 ``PagedCache`` is one request's view of one model: a block table mapping positions to slots. A toy model's KV entry
-is a hash of the whole prefix (``oracles.models.step_kv``), so a slot holding the wrong entry changes every logit
+is a hash of the whole prefix (the model's ``step_kv``: docs/design.md, the cache API), so a slot holding the wrong entry changes every logit
 read after it — exactly the failure a real engine's paged KV bug produces.
 
 Prefix cache (seed, 正确性契约 6: a provisional block is never visible to other requests): only *committed, full*
@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from specverify.errors import SpecverifyError, check
-from specverify.oracles.models import step_kv
 
 __all__ = ["OutOfBlocks", "BlockPool", "PagedCache"]
 
@@ -275,7 +274,7 @@ class PagedCache:
         for i, tok in enumerate(tokens):
             if self._length % size == 0:
                 self._table.append(self.pool.allocate())
-            prev = step_kv(prev, np.array([tok]))
+            prev = self.model.step_kv(prev, np.array([tok]))
             block, slot = self._table[-1], self._length % size
             self.pool.tokens[block, slot], self.pool.kv[block, slot] = tok, prev[0]
             out[i] = prev[0]

@@ -1,7 +1,8 @@
 """Plain autoregressive target sampling (no speculation): the independent reference path.
 
-Vectorized over identical requests, it rebuilds penalty, grammar and stop state from the generated tokens at every
-step (naively) rather than keeping the speculative decoder's incremental state.
+Vectorized over identical requests, it rebuilds penalty and grammar state from the generated tokens at every step
+rather than keeping the speculative decoder's incremental state; stops and finishing follow the decoders' one
+finish rule (``finish.py``).
 """
 
 from __future__ import annotations
@@ -11,19 +12,12 @@ import torch
 
 from specverify.errors import check
 from specverify.protocol import Completion, Request, SampleCounts
-from specverify.reference.vectorized import REASONS, GroupResult, _count_outcomes
+from specverify.reference.finish import NO_TOKEN, REASONS, finish_codes, stop_step
+from specverify.reference.outcomes import GroupResult, count_outcomes
+from specverify.reference.stops import stop_tables
 from specverify.sampling import Purpose, grammar_mask, keyed_uniforms, process_logits, sample_from_uniforms
 
 __all__ = ["decode_plain", "sample_plain"]
-
-
-def _finish(vocab, params, text_before, text_after, tok, n):
-    if tok == vocab.eos_token_id and not params.ignore_eos:
-        return 1
-    if params.stop and not (params.stop_after_min_tokens and n < params.min_tokens):
-        if any(text_after.find(s, max(0, len(text_before) - len(s) + 1)) != -1 for s in params.stop):
-            return 2
-    return 3 if n >= params.max_tokens else 0
 
 
 def _plain_group(target, prompt, params, seeds) -> GroupResult:
@@ -31,7 +25,8 @@ def _plain_group(target, prompt, params, seeds) -> GroupResult:
     out = np.zeros((b, params.max_tokens), dtype=np.int64)
     n_gen = np.zeros(b, dtype=np.int64)
     reason = np.zeros(b, dtype=np.int64)
-    texts = [""] * b
+    stops = stop_tables(vocab.strings, params.stop) if params.stop else None
+    stop_states = np.zeros(b, dtype=np.int64)
     states = [params.grammar.initial_state if params.grammar else None] * b
     cache = target.new_batch_cache(b, len(prompt) + params.max_tokens)
     rows = np.arange(b)
@@ -49,15 +44,15 @@ def _plain_group(target, prompt, params, seeds) -> GroupResult:
         probs = process_logits(logits, params, seen=seen, counts=counts, num_generated=step, allowed=allowed,
                                eos_token_id=vocab.eos_token_id)
         tok = sample_from_uniforms(probs, torch.from_numpy(keyed_uniforms(seeds[rows], step, Purpose.PLAIN))).numpy()
-        for r, t in zip(rows.tolist(), tok.tolist()):
-            if t < 0:
-                reason[r] = 4
-                continue
-            out[r, step], n_gen[r] = t, step + 1
-            before, texts[r] = texts[r], texts[r] + vocab.strings[t]
-            reason[r] = _finish(vocab, params, before, texts[r], t, step + 1)
-            if params.grammar is not None and reason[r] == 0:
-                states[r] = params.grammar.advance(states[r], t)
+        dead, rows = rows[tok < 0], rows[tok >= 0]
+        reason[dead], tok = NO_TOKEN, tok[tok >= 0]
+        out[rows, step], n_gen[rows] = tok, step + 1
+        stop_hit, stop_states[rows] = stop_step(stops, stop_states[rows], tok, step + 1, params)
+        reason[rows] = finish_codes(tok, stop_hit, step + 1, params, vocab.eos_token_id)
+        if params.grammar is not None:
+            for r, t in zip(rows.tolist(), tok.tolist()):
+                if reason[r] == 0:
+                    states[r] = params.grammar.advance(states[r], t)
         rows = rows[reason[rows] == 0]
         if rows.size == 0:
             break
@@ -97,4 +92,4 @@ def sample_plain(target, request: Request, n: int, *, entropy=None) -> SampleCou
     else:
         seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
     res = _plain_group(target, request.prompt, request.params, seeds)
-    return SampleCounts(outcomes=_count_outcomes(res, target.vocab.size))
+    return SampleCounts(outcomes=count_outcomes(res, target.vocab.size))

@@ -12,157 +12,20 @@ alone, from scratch, so tests can compare after every round (``on_round``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
-from specverify.errors import InvalidArgument, check
+from specverify.errors import check
 from specverify.params import PROCESSOR_FIELDS
 from specverify.protocol import Completion, Request, SampleCounts
+from specverify.reference.history import History, RequestState, Rules, StateView
 from specverify.reference.paged import BlockPool, PagedCache
-from specverify.reference.stops import stop_tables
-from specverify.sampling import (Purpose, grammar_mask, keyed_uniforms, next_token_probs, process_logits,
-                                 residual_probs, sample_from_uniforms)
+from specverify.sampling import Purpose, keyed_uniforms, residual_probs, sample_from_uniforms
 
 __all__ = ["TransactionalDecoder", "RequestState", "History", "StateView"]
-
-
-@dataclass(frozen=True)
-class History:
-    """What logit processors and finishing rules read after some generated tokens (committed or provisional)."""
-
-    generated: tuple[int, ...]
-    seen: frozenset[int]  # prompt + generated: repetition penalty
-    counts: tuple[int, ...]  # occurrences among generated, per token id: frequency / presence penalties
-    grammar_state: object
-    stop_state: int  # state of the stop-string DFA (stops.stop_tables); 0 without stop strings
-    finish_reason: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class StateView:
-    """The comparable part of a ``RequestState``: KV contents read through block tables, never block ids."""
-
-    generated: tuple[int, ...]
-    position: int
-    target_kv: tuple[tuple[int, int], ...]
-    draft_kv: tuple[tuple[int, int], ...]
-    rng_position: int
-    seen: frozenset[int]
-    counts: tuple[int, ...]
-    grammar_state: object
-    stop_state: int
-    stream_cursor: int
-    finish_reason: Optional[str]
-
-    def diff(self, other: "StateView") -> list[str]:
-        """Names of the components that differ."""
-        return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
-
-
-class _Rules:
-    """One request's processors and finishing rules: the law of a ``History`` and the ``History`` after a token.
-
-    The law is a pure function of the logits row read from a cache and the ``History``, so it is memoised (per
-    decoder call; draws of one request revisit the same prefixes): a stale cache entry changes the logits, hence
-    the key, and is never masked by the memo."""
-
-    def __init__(self, vocab, params):
-        self.vocab, self.params = vocab, params
-        self.stops = stop_tables(vocab.strings, params.stop) if params.stop else None
-        self._laws: dict = {}
-
-    def start(self, prompt) -> History:
-        grammar = self.params.grammar
-        return History(generated=(), seen=frozenset(prompt), counts=(0,) * self.vocab.size,
-                       grammar_state=grammar.initial_state if grammar is not None else None, stop_state=0)
-
-    def advance(self, history: History, token: int) -> History:
-        params, n = self.params, len(history.generated) + 1
-        counts = list(history.counts)
-        counts[token] += 1
-        grammar_state = history.grammar_state
-        if params.grammar is not None and token != self.vocab.eos_token_id:  # EOS ends a grammar request
-            grammar_state = params.grammar.advance(grammar_state, token)
-        stop_state, stop_hit = history.stop_state, False
-        if self.stops is not None:
-            stop_hit = bool(self.stops.hit[stop_state, token])
-            stop_state = int(self.stops.next_state[stop_state, token])
-            stop_hit &= not (params.stop_after_min_tokens and n < params.min_tokens)
-        if token == self.vocab.eos_token_id and not params.ignore_eos:
-            reason = "eos"
-        else:
-            reason = "stop" if stop_hit else "length" if n >= params.max_tokens else None
-        return History(generated=history.generated + (token,), seen=history.seen | {token}, counts=tuple(counts),
-                       grammar_state=grammar_state, stop_state=stop_state, finish_reason=reason)
-
-    def law(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
-        key = (logits.numpy().tobytes(), history)
-        if key not in self._laws:
-            self._laws[key] = self._process(logits, history)
-        return self._laws[key]
-
-    def _process(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
-        params, size, eos = self.params, self.vocab.size, self.vocab.eos_token_id
-        seen = counts = allowed = None  # None where the processor is off: same law, fewer tensors
-        if params.repetition_penalty != 1.0:
-            seen = torch.zeros((1, size), dtype=torch.bool)
-            seen[0, list(history.seen)] = True
-        if params.frequency_penalty or params.presence_penalty:
-            counts = torch.tensor([history.counts], dtype=torch.float64)
-        if params.grammar is not None:
-            allowed = grammar_mask(params.grammar, [history.grammar_state], size, eos)
-        return process_logits(logits, params, seen=seen, counts=counts, allowed=allowed, eos_token_id=eos,
-                              num_generated=torch.tensor([len(history.generated)], dtype=torch.int64))
-
-
-@dataclass(eq=False)
-class RequestState:
-    """Everything a request carries between rounds. ``history`` is committed; caches hold the committed tokens
-    except the last (``position`` entries); ``stream`` holds the chunks emitted, ``cursor`` how many tokens."""
-
-    request: Request
-    seed: int
-    draws: dict = field(repr=False)  # purpose -> keyed uniforms float64 [max_tokens + γ], by generated position
-    rules: _Rules = field(repr=False)
-    history: History
-    target_cache: PagedCache = field(repr=False)
-    draft_cache: PagedCache = field(repr=False)
-    stream: list = field(default_factory=list)
-    cursor: int = 0
-    accepted: list = field(default_factory=list)  # accepted drafts per round
-    drafted: list = field(default_factory=list)  # drafts proposed per round
-
-    @property
-    def generated(self) -> tuple[int, ...]:
-        return self.history.generated
-
-    @property
-    def finish_reason(self) -> Optional[str]:
-        return self.history.finish_reason
-
-    @property
-    def position(self) -> int:
-        """Position id of the token fed first next round (the last committed one) = entries each cache holds."""
-        return len(self.request.prompt) + len(self.generated) - 1
-
-    @property
-    def rng_position(self) -> int:
-        """Generated position of the next token's keyed draws: the number of committed tokens."""
-        return len(self.generated)
-
-    @property
-    def last_token(self) -> int:
-        return self.generated[-1] if self.generated else self.request.prompt[-1]
-
-    def view(self) -> StateView:
-        h = self.history
-        return StateView(generated=h.generated, position=self.position, target_kv=self.target_cache.entries(),
-                         draft_kv=self.draft_cache.entries(), rng_position=self.rng_position, seen=h.seen,
-                         counts=h.counts, grammar_state=h.grammar_state, stop_state=h.stop_state,
-                         stream_cursor=self.cursor, finish_reason=h.finish_reason)
 
 
 @dataclass
@@ -249,7 +112,7 @@ class TransactionalDecoder:
             accepted[first] = accepted.get(first, 0) + 1
         return SampleCounts(outcomes=outcomes, accepted=accepted)
 
-    def decode(self, request: Request, seed: int, *, rules: Optional[_Rules] = None, draws=None) -> Completion:
+    def decode(self, request: Request, seed: int, *, rules: Optional[Rules] = None, draws=None) -> Completion:
         """Run one (validated) request to completion with the given 63-bit seed."""
         state = self.start(request, seed, rules=rules, draws=draws)
         try:
@@ -261,7 +124,7 @@ class TransactionalDecoder:
         return Completion(tokens=state.generated, finish_reason=state.finish_reason, stream=tuple(state.stream),
                           accepted=tuple(state.accepted))
 
-    def start(self, request: Request, seed: int, *, rules: Optional[_Rules] = None, draws=None) -> RequestState:
+    def start(self, request: Request, seed: int, *, rules: Optional[Rules] = None, draws=None) -> RequestState:
         rules = rules if rules is not None else self._rules(request)
         if draws is None:
             draws = {p: d[0] for p, d in _keyed_draws(np.asarray([seed], dtype=np.uint64), request).items()}
@@ -375,40 +238,8 @@ class TransactionalDecoder:
             state.stream.append(chunk)
         state.cursor = len(state.generated)
 
-    # ------------------------------------------------------------------------------------------- from scratch
-    def rebuild_state(self, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
-                      ) -> RequestState:
-        """The state a round must leave after committing ``committed_tokens``, built from scratch: fresh caches
-        in a private pool fed the tokens, penalty / grammar / stop state recomputed from the token list and text.
-        ``no_token=True`` claims the request ended with ``no_token``; that is checked against the target."""
-        self._validate(request, "request")
-        tokens = tuple(int(t) for t in committed_tokens)
-        self.vocab.check_tokens(tokens, "committed_tokens")
-        history = _history_from_scratch(self.vocab, request, tokens)
-        if no_token:
-            self._check_no_token(request, history)
-            history = replace(history, finish_reason="no_token")
-        state = RequestState(request=request, seed=request.seed or 0, draws={}, rules=self._rules(request),
-                             history=history, cursor=len(tokens), stream=[tokens] if tokens else [],
-                             target_cache=None, draft_cache=None)
-        pool = BlockPool(2 * max(1, state.position), 1)
-        state.target_cache, state.draft_cache = PagedCache(pool, self.target), PagedCache(pool, self.draft)
-        if state.position:
-            for cache in (state.target_cache, state.draft_cache):
-                cache.prefill((request.prompt + tokens)[: state.position])
-        return state
-
-    def _check_no_token(self, request: Request, history: History) -> None:
-        check(history.finish_reason is None, f"no_token=True but the tokens already finished with "
-              f"{history.finish_reason!r}: a request ends once. Pass no_token=False.")
-        logits = self.target.logits([request.prompt + history.generated])
-        probs = next_token_probs(logits, request.params, prompt=request.prompt, generated=history.generated,
-                                 eos_token_id=self.vocab.eos_token_id)
-        check(float(probs.sum()) <= 0, f"no_token=True but the target's next-token law after "
-              f"{history.generated!r} has positive mass: no_token only ends a request whose next row is all masked.")
-
-    def _rules(self, request: Request) -> _Rules:
-        return _Rules(self.vocab, request.params)
+    def _rules(self, request: Request) -> Rules:
+        return Rules(self.vocab, request.params)
 
     def _validate(self, request: Request, name: str) -> None:
         check(isinstance(request, Request), f"{name}={request!r} must be a specverify Request.")
@@ -422,44 +253,18 @@ class TransactionalDecoder:
               f"tokens, max_tokens={params.max_tokens!r}): its two caches may need {need} blocks of "
               f"block_size={self.pool.block_size!r}. Raise num_blocks or block_size.")
 
+    def rebuild_state(self, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
+                      ) -> RequestState:
+        """The state a round must leave after committing ``committed_tokens``, built from scratch: fresh caches
+        in a private pool fed the tokens, penalty / grammar / stop state recomputed from the token list and text.
+        ``no_token=True`` claims the request ended with ``no_token``; that is checked against the target."""
+        from specverify.reference.rebuild import rebuild_state
+
+        return rebuild_state(self, request, committed_tokens, no_token=no_token)
+
 
 def _keyed_draws(seeds: np.ndarray, request: Request) -> dict:  # uint64 [m] -> purpose -> [m, max_tokens + γ]
     """Every keyed uniform a request can use: rounds start at generated position <= max_tokens - 1 and reach γ on."""
     positions = np.arange(request.params.max_tokens + request.num_draft_tokens)
     return {p: keyed_uniforms(seeds[:, None], positions[None, :], p) for p in (Purpose.DRAFT, Purpose.ACCEPT,
                                                                               Purpose.TARGET)}
-
-
-def _history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> History:
-    params, prompt = request.params, request.prompt
-    finish_reason = _finish_from_scratch(vocab, params, tokens)  # first: it rejects tokens after a finish
-    grammar_state = params.grammar.initial_state if params.grammar is not None else None
-    for token in tokens:
-        if params.grammar is not None and token != vocab.eos_token_id:
-            grammar_state = params.grammar.advance(grammar_state, token)
-    stop_state = 0
-    if params.stop:  # the longest suffix of the text that begins some stop string
-        prefixes = stop_tables(vocab.strings, params.stop).prefixes
-        text = vocab.text(tokens)
-        stop_state = max((i for i, p in enumerate(prefixes) if text.endswith(p)), key=lambda i: len(prefixes[i]))
-    return History(generated=tokens, seen=frozenset(prompt + tokens),
-                   counts=tuple(tokens.count(t) for t in range(vocab.size)), grammar_state=grammar_state,
-                   stop_state=stop_state, finish_reason=finish_reason)
-
-
-def _finish_from_scratch(vocab, params, tokens: tuple[int, ...]) -> Optional[str]:
-    """The finish reason after ``tokens`` by searching the text naively; tokens after a finishing one are invalid."""
-    text, reason = "", None
-    for i, token in enumerate(tokens):
-        if reason is not None:
-            raise InvalidArgument(f"committed_tokens={tokens!r} continue after the request finished ({reason!r} at "
-                                  f"index {i - 1}). Pass the tokens up to and including the finishing one.")
-        before, text = text, text + vocab.strings[token]
-        stop_on = params.stop and not (params.stop_after_min_tokens and i + 1 < params.min_tokens)
-        if token == vocab.eos_token_id and not params.ignore_eos:
-            reason = "eos"
-        elif stop_on and any(text.find(s, max(0, len(before) - len(s) + 1)) != -1 for s in params.stop):
-            reason = "stop"
-        elif i + 1 >= params.max_tokens:
-            reason = "length"
-    return reason

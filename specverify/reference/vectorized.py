@@ -9,34 +9,19 @@ Layout: a *group* is B rows sharing one prompt, one ``SamplingParams`` and one �
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
-from specverify.protocol import Completion, Request, SampleCounts
+from specverify.protocol import Request, SampleCounts
+from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
+from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes
 from specverify.reference.stops import stop_tables
 from specverify.sampling import (Purpose, keyed_uniforms, one_thread, process_logits, residual_probs,
                                  sample_from_uniforms)
 
-__all__ = ["VectorizedDecoder", "GroupResult", "REASONS"]
-
-REASONS = ("", "eos", "stop", "length", "no_token")
-EOS, STOP, LENGTH, NO_TOKEN = 1, 2, 3, 4
-
-
-@dataclass
-class GroupResult:
-    """Outputs of one group: generated tokens [B, max_tokens] (valid up to ``lengths``), reason codes [B] (index
-    into ``REASONS``), accepted drafts per round [B, R] and tokens committed per round [B, R] (-1 / 0 padded)."""
-
-    tokens: np.ndarray
-    lengths: np.ndarray
-    reasons: np.ndarray
-    accepted: np.ndarray
-    chunk_sizes: np.ndarray
+__all__ = ["VectorizedDecoder"]
 
 
 def _rows_by_prompt(prompt, b: int) -> dict:
@@ -124,7 +109,7 @@ class VectorizedDecoder:
         for (params, gamma), members in groups.items():
             prompts = [requests[i].prompt for i in members]
             result = self.run_group(prompts, params, gamma, seeds[members])
-            for i, completion in zip(members, _completions(result)):
+            for i, completion in zip(members, completions_of(result)):
                 completions[i] = completion
         return completions
 
@@ -140,7 +125,7 @@ class VectorizedDecoder:
             seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
         result = self.run_group(request.prompt, request.params, request.num_draft_tokens, seeds)
         first_round = result.accepted[:, :1]  # the protocol reports the first round's accepted count per draw
-        return SampleCounts(outcomes=_count_outcomes(result, self.vocab.size), accepted=_count_accepted(first_round))
+        return SampleCounts(outcomes=count_outcomes(result, self.vocab.size), accepted=count_accepted(first_round))
 
     def _request_seeds(self, seeds) -> np.ndarray:
         fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)
@@ -148,13 +133,14 @@ class VectorizedDecoder:
         return np.where(np.array([s is None for s in seeds], dtype=bool), fresh, given)
 
     # ------------------------------------------------------------------------------------------- one group
-    def run_group(self, prompt, params: SamplingParams, gamma: int, seeds: np.ndarray) -> GroupResult:
+    def run_group(self, prompt: object, params: SamplingParams, num_draft_tokens: int,
+                  seeds: np.ndarray) -> GroupResult:
         """Decode one row per seed; ``prompt`` is one prompt for every row or a list of one prompt per row."""
         with one_thread():
-            return self._run_group(prompt, params, gamma, seeds)
+            return self._run_group(prompt, params, num_draft_tokens, seeds)
 
-    def _run_group(self, prompt, params, gamma, seeds) -> GroupResult:
-        st = _State(self, prompt, params, gamma, np.asarray(seeds, dtype=np.uint64))
+    def _run_group(self, prompt, params, num_draft_tokens, seeds) -> GroupResult:
+        st = _State(self, prompt, params, num_draft_tokens, np.asarray(seeds, dtype=np.uint64))
         active = np.arange(st.b)
         while active.size:
             self.round(st, active)
@@ -191,7 +177,7 @@ class VectorizedDecoder:
         q = self.law(st, logits, prov, num_generated)
         return q, q
 
-    def verify_params(self, params, k: int, gamma: int):
+    def verify_params(self, params: SamplingParams, k: int, num_draft_tokens: int) -> SamplingParams:
         """Parameters of target position k (k < γ verifies draft k, k = γ gives the bonus): the request's own."""
         return params
 
@@ -299,7 +285,7 @@ class VectorizedDecoder:
 
     # ------------------------------------------------------------------------------------------- commit
     def commit(self, st, rows, tokens: np.ndarray) -> None:
-        """Append one token per row to the committed state and decide finishing (DESIGN.md order)."""
+        """Append one token per row to the committed state and decide finishing (``finish.py``)."""
         params = st.params
         pos = st.n_gen[rows]
         st.out[rows, pos] = tokens
@@ -310,15 +296,8 @@ class VectorizedDecoder:
             st.counts[idx, tok] += 1
         if st.grammar is not None:
             st.gstate[rows] = st.grammar[1][st.gstate[rows], tokens]
-        stop_hit = np.zeros(rows.size, dtype=bool)
-        if st.stops is not None:
-            stop_hit = st.stops.hit[st.sstate[rows], tokens]
-            st.sstate[rows] = st.stops.next_state[st.sstate[rows], tokens]
-            if params.stop_after_min_tokens:
-                stop_hit &= pos + 1 >= params.min_tokens
-        is_eos = (tokens == self.vocab.eos_token_id) & (not params.ignore_eos)
-        reason = np.where(is_eos, EOS, np.where(stop_hit, STOP, np.where(pos + 1 >= params.max_tokens, LENGTH, 0)))
-        st.reason[rows] = reason
+        stop_hit, st.sstate[rows] = stop_step(st.stops, st.sstate[rows], tokens, pos + 1, params)
+        st.reason[rows] = finish_codes(tokens, stop_hit, pos + 1, params, self.vocab.eos_token_id)
         st.last[rows] = tokens
 
     def finish(self, st, rows, reason: int) -> None:
@@ -340,44 +319,3 @@ class VectorizedDecoder:
                 r = alive[short]
                 cache.forward(r, st.out[r, st.n_gen[r] - 2][:, None])
 
-
-def _completions(result: GroupResult) -> list:
-    """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round)."""
-    out = []
-    for tokens, n, reason, sizes, accepted in zip(result.tokens.tolist(), result.lengths.tolist(),
-                                                  result.reasons.tolist(), result.chunk_sizes.tolist(),
-                                                  result.accepted.tolist()):
-        tokens = tuple(tokens[:n])
-        stream, start = [], 0
-        for size in sizes:
-            if size > 0:
-                stream.append(tokens[start:start + size])
-                start += size
-        out.append(Completion(tokens=tokens, finish_reason=REASONS[reason], stream=tuple(stream),
-                              accepted=tuple(a for a in accepted if a >= 0)))
-    return out
-
-
-def _count_outcomes(result: GroupResult, vocab_size: int) -> dict:
-    """Distinct (tokens, finish_reason) with counts, by encoding each row into one integer key."""
-    width = result.tokens.shape[1]
-    base = vocab_size + 1
-    valid = np.arange(width)[None, :] < result.lengths[:, None]
-    digits = np.where(valid, result.tokens + 1, 0)
-    if width * np.log2(base) + 3 < 62:
-        key = result.reasons.astype(np.int64)
-        for j in range(width):
-            key = key * base + digits[:, j]
-        _, first, counts = np.unique(key, return_index=True, return_counts=True)
-    else:
-        rows = np.column_stack([result.reasons, digits])
-        _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
-    lengths = result.lengths[first].tolist()
-    reasons = [REASONS[r] for r in result.reasons[first].tolist()]
-    rows = result.tokens[first].tolist()
-    return {(tuple(row[:n]), reason): int(c) for row, n, reason, c in zip(rows, lengths, reasons, counts.tolist())}
-
-
-def _count_accepted(accepted: np.ndarray) -> dict:
-    values, counts = np.unique(accepted[accepted >= 0], return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts)}

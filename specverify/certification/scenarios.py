@@ -2,72 +2,58 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, field, fields
 
+from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
+from specverify.oracles.pairs import ModelPair, ToyPairSpec
 from specverify.params import SamplingParams
 
-__all__ = ["Scenario", "SCENARIOS", "CORE", "scenario_names", "select_scenarios"]
+__all__ = ["CertificationScenario", "SCENARIOS", "CORE", "scenario_names", "select_scenarios"]
 
 # state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
 DEAD_END_GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {}, {1: 2, 0: 0}), accepting={2})
 
 
 @dataclass(frozen=True)
-class Scenario:
-    """One certification scenario.
-
-    ``kind``: ``sampling`` (law vs exact law), ``greedy`` (exact comparison on many prompts), ``collision``
-    (disjoint pairs of identical unseeded requests in one call), ``mixed`` (several sampling configurations and γ
-    interleaved in one call; ``members`` names them).
-    """
+class CertificationScenario:
+    """One scenario of the certification matrix: a request shape (``params``, ``num_draft_tokens``, ``prompt``) on
+    a model pair (``pair``, a hashable spec), of one ``kind`` (see :class:`~specverify.enums.ScenarioKind`);
+    ``mixed`` scenarios interleave their ``members`` in each call."""
 
     name: str
-    kind: str
+    kind: ScenarioKind
     exercises: str
     params: SamplingParams = SamplingParams(max_tokens=4)
-    gamma: int = 3
+    num_draft_tokens: int = 3
     prompt: tuple = (0, 1)
-    vocab_size: int = 4
-    target_seed: int = 3
-    target_scale: float = 1.0
-    target_zero: float = 0.0
-    eos_bias: float = -1.0
-    draft_distance: float = 0.6
-    draft_seed: int = 7
-    draft_zero: float = 0.0
+    pair: ToyPairSpec = ToyPairSpec()
     core: bool = False
     members: tuple = field(default=())
 
-    def models(self):
-        return _models(self.vocab_size, self.target_seed, self.target_scale, self.target_zero, self.eos_bias,
-                       self.draft_distance, self.draft_seed, self.draft_zero)
+    def models(self) -> ModelPair:
+        """The built (target, draft) pair (cached per spec)."""
+        return self.pair.build()
 
     def requires(self) -> frozenset:
         """Capabilities the decoder must declare for this scenario to run."""
         needed = {"temperature", "max_tokens"} | set(self.params.active())
         needed.discard("stop_after_min_tokens")
-        if self.kind in ("collision", "mixed"):
+        if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED):
             needed.add("batch")
-        if self.kind == "mixed":
+        if self.kind == ScenarioKind.MIXED:
             for member in self.members:
                 needed |= SCENARIOS[member].requires()
         return frozenset(needed)
 
 
-@lru_cache(maxsize=64)
-def _models(vocab_size, target_seed, scale, target_zero, eos_bias, distance, draft_seed, draft_zero):
-    from specverify.oracles import draft_near, make_vocab, random_target
-
-    target = random_target(make_vocab(vocab_size), seed=target_seed, scale=scale, zero_rate=target_zero,
-                           eos_bias=eos_bias)
-    return target, draft_near(target, distance=distance, seed=draft_seed, zero_rate=draft_zero)
+_PAIR_FIELDS = frozenset(f.name for f in fields(ToyPairSpec))
 
 
-def _s(name, kind, exercises, **kw) -> Scenario:
-    return Scenario(name=name, kind=kind, exercises=exercises, **kw)
+def _s(name: str, kind: str, exercises: str, **kw) -> CertificationScenario:
+    pair = ToyPairSpec(**{k: kw.pop(k) for k in list(kw) if k in _PAIR_FIELDS})
+    return CertificationScenario(name=name, kind=ScenarioKind(kind), exercises=exercises, pair=pair, **kw)
 
 
 P = SamplingParams
@@ -78,7 +64,7 @@ _LIST = [
     _s("first-token-rejection", "sampling", "rejection at the first draft (independent draft)", draft_distance=1.0,
        draft_seed=11),
     _s("full-acceptance-bonus", "sampling", "every draft accepted, bonus drawn from the target", draft_distance=0.1,
-       gamma=2, params=P(max_tokens=4)),
+       num_draft_tokens=2, params=P(max_tokens=4)),
     _s("draft-zero", "sampling", "q(x) = 0 where p(x) > 0", draft_zero=0.4),
     _s("target-zero", "sampling", "p(x) = 0 where q(x) > 0 (zero-probability drafts must be rejected)",
        target_zero=0.4, draft_distance=1.0),
@@ -100,10 +86,10 @@ _LIST = [
        params=P(max_tokens=5), core=True),
     _s("grammar-dead-end", "sampling", "grammar mask on drafts and verify; dead end -> no_token; rollback",
        params=P(grammar=DEAD_END_GRAMMAR, max_tokens=4), eos_bias=0.0, vocab_size=5),
-    _s("gamma-1", "sampling", "γ = 1", gamma=1),
-    _s("gamma-5", "sampling", "γ = 5 (longer than the output: blocks cut by max_tokens)", gamma=5,
+    _s("gamma-1", "sampling", "γ = 1", num_draft_tokens=1),
+    _s("gamma-5", "sampling", "γ = 5 (longer than the output: blocks cut by max_tokens)", num_draft_tokens=5,
        params=P(max_tokens=4)),
-    _s("long-prompt", "sampling", "prompts crossing KV block boundaries", prompt=(0, 1, 2) * 6, gamma=2),
+    _s("long-prompt", "sampling", "prompts crossing KV block boundaries", prompt=(0, 1, 2) * 6, num_draft_tokens=2),
     _s("mixed-batch", "mixed", "different params and γ in one call; no cross-request leakage",
        members=("temperature-1", "penalties", "stop-spanning")),
     _s("unseeded-collision", "collision", "independence of identical unseeded requests (shared RNG stream)",
@@ -145,7 +131,3 @@ def select_scenarios(names=None) -> list:
                                   "`specverify scenarios`.")
         out.append(SCENARIOS[name])
     return out
-
-
-def with_params(scenario: Scenario, **changes) -> Scenario:
-    return replace(scenario, params=replace(scenario.params, **changes))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-__all__ = ["ScenarioResult", "Certificate", "VERDICTS", "RANK"]
+from specverify.enums import Level, ScenarioKind, Verdict
+from specverify.errors import InvalidArgument
 
-VERDICTS = ("exact", "greedy-only", "approximate", "invalid", "inconclusive")
-RANK = {"exact": 3, "greedy-only": 2, "approximate": 1, "invalid": 0, "inconclusive": -1}
+__all__ = ["ScenarioResult", "Certificate"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class ScenarioResult:
     """
 
     name: str
-    kind: str
+    kind: ScenarioKind
     exercises: str
     covered: bool
     passed: Optional[bool] = None
@@ -56,9 +56,9 @@ class ScenarioResult:
 class Certificate:
     """The verdict with its evidence. ``meets(require)`` says whether the decoder reaches ``require``."""
 
-    verdict: str
+    verdict: Verdict
     reason: str
-    level: str
+    level: Level
     seed: int
     alpha: float
     epsilon: float
@@ -72,10 +72,17 @@ class Certificate:
     versions: dict = field(default_factory=dict)
     command: str = ""
 
-    def meets(self, require: str = "exact", *, require_reproducible: bool = False) -> bool:
+    def meets(self, require: Verdict | str = Verdict.EXACT, *, require_reproducible: bool = False) -> bool:
+        """Whether the verdict is at least ``require`` (exact > greedy-only > approximate > invalid); inconclusive
+        and error meet nothing."""
+        require = Verdict.parse(require, "require")
+        if require.rank < 0:
+            raise InvalidArgument(f"require={str(require)!r} is not a decoder verdict; use one of "
+                                  f"{[str(v) for v in Verdict.decoder_verdicts()]}.")
         if require_reproducible and self.reproducible is not True:
             return False
-        return RANK[self.verdict] >= RANK[require] and self.verdict != "inconclusive"
+        verdict = Verdict(self.verdict)
+        return verdict.rank >= require.rank
 
     @property
     def failures(self) -> tuple:

@@ -6,28 +6,26 @@ import platform
 import time
 from dataclasses import replace
 
-import numpy as np
+from specverify.certification.evidence import Certificate, ScenarioResult
+from specverify.certification.runner import factory_name, make_runner
+from specverify.certification.scenarios import CORE, SCENARIOS, select_scenarios
+from specverify.enums import Level, ScenarioKind, Verdict
+from specverify.errors import ProtocolViolation, check
 
-from specverify.certify.checks import Plan, check_reproducible, run_collision, run_greedy, run_mixed, run_sampling
-from specverify.certify.collect import ProtocolBreak, Session
-from specverify.certify.evidence import Certificate, ScenarioResult
-from specverify.certify.runner import DecoderFailure, factory_name, make_runner
-from specverify.certify.scenarios import CORE, SCENARIOS, select_scenarios
-from specverify.errors import check
-from specverify.stats import holm
+__all__ = ["certify"]
 
-__all__ = ["certify", "LEVELS"]
-
-LEVELS = {"quick": 0.05, "standard": 0.02, "thorough": 0.01}  # smallest TV detected with the stated power
+_SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION)
+_now = time.perf_counter  # the budget's clock (tests replace it)
 
 
 def _num_sampling_tests() -> int:
     """m of the α budget, over the full matrix (so `--scenario NAME` reproduces the same N and draws)."""
-    return sum(len(s.members) if s.kind == "mixed" else 1 for s in SCENARIOS.values()
-               if s.kind in ("sampling", "mixed", "collision"))
+    return sum(len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in SCENARIOS.values()
+               if s.kind in _SAMPLING_KINDS)
 
 
 def _versions() -> dict:
+    import numpy as np
     import scipy
     import torch
 
@@ -36,8 +34,7 @@ def _versions() -> dict:
             "scipy": scipy.__version__, "torch": torch.__version__}
 
 
-def _validate(level, seed, alpha, power, budget_s, timeout_s):
-    check(level in LEVELS, f"level={level!r} must be one of {sorted(LEVELS)}.")
+def _validate(seed, alpha, power, budget_s, timeout_s) -> None:
     check(isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**62,
           f"seed={seed!r} must be an int in [0, 2**62).")
     check(isinstance(alpha, float) and 0 < alpha < 0.5, f"alpha={alpha!r} must be a float in (0, 0.5), e.g. 1e-6.")
@@ -46,14 +43,14 @@ def _validate(level, seed, alpha, power, budget_s, timeout_s):
     check(timeout_s > 0, f"timeout_s={timeout_s!r} must be > 0 seconds.")
 
 
-def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1e-6, power: float = 0.9,
-            scenarios=None, isolation: str = "process", timeout_s: float = 120.0, budget_s=None,
-            progress=None) -> Certificate:
+def certify(factory: object, *, level: Level | str = Level.STANDARD, seed: int = 0, alpha: float = 1e-6,
+            power: float = 0.9, scenarios: list | None = None, isolation: str = "process", timeout_s: float = 120.0,
+            budget_s: float | None = None, progress: object = None) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
     Parameters
     ----------
-    level : {"quick", "standard", "thorough"}
+    level : Level or {"quick", "standard", "thorough"}
         Each sampling scenario draws enough outcomes to detect a TV of 0.05 / 0.02 / 0.01 with ``power``.
     seed : int
         Seeds every request; the same seed reproduces the run (``--scenario NAME --seed S``).
@@ -71,12 +68,16 @@ def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1
     Certificate
         ``verdict`` in exact / greedy-only / approximate / invalid / inconclusive with per-scenario evidence.
     """
-    _validate(level, seed, alpha, power, budget_s, timeout_s)
+    level = Level.parse(level, "level")
+    _validate(seed, alpha, power, budget_s, timeout_s)
     chosen = select_scenarios(scenarios)
-    started = time.perf_counter()
+    from specverify.certification.checks import Plan
+    from specverify.certification.collect import Session
+
+    started = _now()
     name = factory_name(factory)
     base_cmd = f"specverify certify {name} --level {level}"
-    plan = Plan(alpha=alpha, epsilon=LEVELS[level], power=power, num_tests=_num_sampling_tests(), level=level,
+    plan = Plan(alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(), level=level,
                 seed=seed)
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
     try:
@@ -84,10 +85,10 @@ def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1
     finally:
         runner.close()
     results = _apply_holm(results, alpha)
-    verdict, reason = _verdict(results, violation, chosen)
+    verdict, reason = _verdict(results, violation)
     spec = [r.accepted_observed for r in results if r.accepted_observed]
     return Certificate(verdict=verdict, reason=reason, level=level, seed=seed, alpha=alpha,
-                       epsilon=LEVELS[level], elapsed_s=time.perf_counter() - started,
+                       epsilon=level.epsilon, elapsed_s=_now() - started,
                        version=_versions()["specverify"], factory=name, scenarios=tuple(results),
                        reproducible=repro[0], reproducibility_note=repro[1],
                        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec)
@@ -95,11 +96,13 @@ def certify(factory, *, level: str = "standard", seed: int = 0, alpha: float = 1
                        versions=_versions(), command=f"{base_cmd} --seed {seed}")
 
 
-def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress):
+def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tuple:
+    from specverify.certification.checks import check_reproducible
+
     results, violation, repro = [], None, (None, "not checked")
     for i, scenario in enumerate(chosen):
         reproduce = f"{base_cmd} --scenario {scenario.name} --seed {plan.seed}"
-        if violation is not None or (budget_s is not None and time.perf_counter() - started > budget_s):
+        if violation is not None or (budget_s is not None and _now() - started > budget_s):
             why = "not run: the decoder already broke the protocol" if violation else "not run: budget exhausted"
             results.append(ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=why))
             continue
@@ -107,7 +110,7 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress):
             progress(f"[{i + 1}/{len(chosen)}] {scenario.name}")
         try:
             results.extend(_run_one(session, scenario, plan, reproduce))
-        except (DecoderFailure, ProtocolBreak) as exc:
+        except ProtocolViolation as exc:
             violation = f"{scenario.name}: {exc}\nReproduce: {reproduce}"
             results.append(ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=True,
                                           passed=False, violation=str(exc), reproduce=reproduce,
@@ -115,30 +118,33 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress):
     if violation is None and "temperature-1" in SCENARIOS:
         try:
             repro = check_reproducible(session, SCENARIOS["temperature-1"], plan)
-        except (DecoderFailure, ProtocolBreak) as exc:
+        except ProtocolViolation as exc:
             violation = f"reproducibility check: {exc}"
     return results, violation, repro
 
 
 def _run_one(session, scenario, plan, reproduce) -> list:
-    _, (caps, _) = session.decoder(scenario)
-    missing = sorted(scenario.requires() - caps)
+    from specverify.certification import checks
+
+    missing = sorted(scenario.requires() - session.decoder(scenario).capabilities)
     if missing:
         return [ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False,
                                note=f"not covered: the decoder does not declare {missing}")]
-    if scenario.kind == "sampling":
-        return [run_sampling(session, scenario, plan, reproduce)]
-    if scenario.kind == "greedy":
-        return [run_greedy(session, scenario, plan, reproduce)]
-    if scenario.kind == "collision":
-        return [run_collision(session, scenario, plan, reproduce)]
-    members = [SCENARIOS[m] for m in scenario.members]
-    return run_mixed(session, scenario, members, plan, reproduce)
+    if scenario.kind == ScenarioKind.MIXED:
+        members = [SCENARIOS[m] for m in scenario.members]
+        return checks.run_mixed(session, scenario, members, plan, reproduce)
+    run = {ScenarioKind.SAMPLING: checks.run_sampling, ScenarioKind.GREEDY: checks.run_greedy,
+           ScenarioKind.COLLISION: checks.run_collision}[scenario.kind]
+    return [run(session, scenario, plan, reproduce)]
 
 
 def _apply_holm(results, alpha) -> list:
     """Sampling-type scenarios pass or fail by Holm at the family α; impossible outcomes fail outright."""
-    idx = [i for i, r in enumerate(results) if r.kind in ("sampling", "mixed", "collision") and r.covered
+    import numpy as np
+
+    from specverify.stats import holm
+
+    idx = [i for i, r in enumerate(results) if r.kind in _SAMPLING_KINDS and r.covered
            and r.violation is None and r.pvalue is not None]
     if not idx:
         return results
@@ -149,25 +155,25 @@ def _apply_holm(results, alpha) -> list:
     return out
 
 
-def _verdict(results, violation, chosen) -> tuple:
+def _verdict(results, violation) -> tuple:
     if violation is not None:
-        return "invalid", violation
-    greedy_fail = [r for r in results if r.kind == "greedy" and r.passed is False]
+        return Verdict.INVALID, violation
+    greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
     if greedy_fail:
         r = greedy_fail[0]
-        return "approximate", (f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. "
+        return Verdict.APPROXIMATE, (f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. "
                                f"Reproduce: {r.reproduce}")
     sampling_fail = [r for r in results if r.passed is False]
     if sampling_fail:
         r = sampling_fail[0]
         why = r.note or f"law rejected (p = {r.pvalue:.3g})"
-        return "greedy-only", f"{r.name}: {why}. Reproduce: {r.reproduce}"
+        return Verdict.GREEDY_ONLY, f"{r.name}: {why}. Reproduce: {r.reproduce}"
     not_run = [r.name for r in results if not r.covered]
     core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
-        return "inconclusive", (f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
+        return Verdict.INCONCLUSIVE, (f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
                                 "them: `specverify scenarios` lists them)")
     if any("budget" in r.note for r in results if not r.covered):
-        return "inconclusive", "the budget ran out before every scenario reached its planned N"
+        return Verdict.INCONCLUSIVE, "the budget ran out before every scenario reached its planned N"
     coverage = f" (not covered: {not_run})" if not_run else ""
-    return "exact", f"every covered scenario reached its planned N and passed{coverage}"
+    return Verdict.EXACT, f"every covered scenario reached its planned N and passed{coverage}"

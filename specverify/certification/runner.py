@@ -11,13 +11,13 @@ import multiprocessing
 import traceback
 from typing import Callable, Union
 
-from specverify.errors import InvalidArgument, SpecverifyError, check
+from specverify.errors import InvalidArgument, ProtocolViolation, check
 from specverify.protocol import Completion, SampleCounts, capabilities_of
 
 __all__ = ["DecoderFailure", "resolve_factory", "factory_name", "InProcessRunner", "ProcessRunner", "make_runner"]
 
 
-class DecoderFailure(SpecverifyError):
+class DecoderFailure(ProtocolViolation):
     """The decoder under test misbehaved (exception, hang, malformed return value); ``reason`` says how."""
 
     def __init__(self, reason: str):

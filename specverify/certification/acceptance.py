@@ -1,6 +1,6 @@
 """The exact law of the first round's accepted-draft count, for a decoder that drafts with the canonical pipeline.
 
-Drafting x and accepting it has probability q(x)·min(1, p(x)/q(x)) = min(p(x), q(x)), so walking accepted paths
+Drafting x and accepting it has probability draft(x)·min(1, target(x)/draft(x)) = min(target(x), draft(x)), so walking accepted paths
 gives P(m accepted) exactly. An engine whose draft uses another law is not wrong for that (DESIGN.md); this law is
 shown as evidence that the rejection paths were exercised, not used for the verdict.
 """
@@ -16,8 +16,10 @@ from specverify.sampling import next_token_probs
 __all__ = ["first_round_acceptance_law"]
 
 
-def first_round_acceptance_law(target, draft, prompt, params, gamma: int) -> np.ndarray:
+def first_round_acceptance_law(target: object, draft: object, prompt: tuple, params: object,
+                               num_draft_tokens: int) -> np.ndarray:
     """P(m drafts accepted in the first round), m = 0..γ (float64 [γ+1])."""
+    gamma = num_draft_tokens
     law = np.zeros(gamma + 1)
     vocab = target.vocab
     stack = [((), 1.0)]
@@ -29,12 +31,12 @@ def first_round_acceptance_law(target, draft, prompt, params, gamma: int) -> np.
             continue
         history = tuple(prompt) + path
         kw = dict(prompt=prompt, generated=path, eos_token_id=vocab.eos_token_id)
-        p = next_token_probs(target.logits([history])[0], params, **kw)
-        q = next_token_probs(draft.logits([history])[0], params, **kw)
-        if float(p.sum()) <= 0 or float(q.sum()) <= 0:  # no_token, or the draft cannot propose: 0 more accepted
+        target_probs = next_token_probs(target.logits([history])[0], params, **kw)
+        draft_probs = next_token_probs(draft.logits([history])[0], params, **kw)
+        if float(target_probs.sum()) <= 0 or float(draft_probs.sum()) <= 0:  # no_token, or no draft: 0 more
             law[k] += mass
             continue
-        overlap = torch.minimum(p, q)
+        overlap = torch.minimum(target_probs, draft_probs)
         law[k] += mass * max(0.0, 1.0 - float(overlap.sum()))
         for tok in torch.nonzero(overlap > 0).flatten().tolist():
             weight = mass * float(overlap[tok])

@@ -1,0 +1,67 @@
+"""Finished rows as protocol objects: group results, completions and outcome counts (shared by the decoders)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specverify.protocol import Completion
+from specverify.reference.finish import REASONS
+
+__all__ = ["GroupResult", "completions_of", "count_outcomes", "count_accepted"]
+
+
+@dataclass
+class GroupResult:
+    """Outputs of one group: generated tokens [B, max_tokens] (valid up to ``lengths``), reason codes [B] (index
+    into ``REASONS``), accepted drafts per round [B, R] and tokens committed per round [B, R] (-1 / 0 padded)."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    reasons: np.ndarray
+    accepted: np.ndarray
+    chunk_sizes: np.ndarray
+
+
+def completions_of(result: GroupResult) -> list:
+    """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round)."""
+    out = []
+    for tokens, n, reason, sizes, accepted in zip(result.tokens.tolist(), result.lengths.tolist(),
+                                                  result.reasons.tolist(), result.chunk_sizes.tolist(),
+                                                  result.accepted.tolist()):
+        tokens = tuple(tokens[:n])
+        stream, start = [], 0
+        for size in sizes:
+            if size > 0:
+                stream.append(tokens[start:start + size])
+                start += size
+        out.append(Completion(tokens=tokens, finish_reason=REASONS[reason], stream=tuple(stream),
+                              accepted=tuple(a for a in accepted if a >= 0)))
+    return out
+
+
+def count_outcomes(result: GroupResult, vocab_size: int) -> dict:
+    """Distinct (tokens, finish_reason) with counts, by encoding each row into one integer key."""
+    width = result.tokens.shape[1]
+    base = vocab_size + 1
+    valid = np.arange(width)[None, :] < result.lengths[:, None]
+    digits = np.where(valid, result.tokens + 1, 0)
+    if width * np.log2(base) + 3 < 62:
+        key = result.reasons.astype(np.int64)
+        for j in range(width):
+            key = key * base + digits[:, j]
+        _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    else:
+        rows = np.column_stack([result.reasons, digits])
+        _, first, counts = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    lengths = result.lengths[first].tolist()
+    reasons = [REASONS[r] for r in result.reasons[first].tolist()]
+    rows = result.tokens[first].tolist()
+    return {(tuple(row[:n]), reason): int(c) for row, n, reason, c in zip(rows, lengths, reasons, counts.tolist())}
+
+
+def count_accepted(accepted: np.ndarray) -> dict:
+    """{accepted drafts: count} over the non-negative entries of ``accepted``."""
+    values, counts = np.unique(accepted[accepted >= 0], return_counts=True)
+    return {int(v): int(c) for v, c in zip(values, counts)}
