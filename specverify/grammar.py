@@ -19,12 +19,12 @@ class Grammar(Protocol):
     """What the sampling pipeline needs from a grammar. States are opaque hashable values."""
 
     @property
-    def initial_state(self): ...
+    def initial_state(self) -> object: ...
 
     def allowed(self, state) -> frozenset[int]:
         """Non-EOS token ids allowed in ``state``."""
 
-    def advance(self, state, token: int):
+    def advance(self, state: object, token: int) -> object:
         """The state after ``token`` (a token ``allowed`` in ``state``)."""
 
     def accepting(self, state) -> bool:
@@ -90,7 +90,7 @@ class ToyGrammar:
     def accepting(self, state) -> bool:
         return self._state(state) in self.accepting_states
 
-    def tables(self, vocab_size: int, eos_token_id: int):
+    def tables(self, vocab_size: int, eos_token_id: int) -> tuple:
         """Arrays for vectorized decoders: ``allowed[S, V]`` (bool, EOS column = accepting) and ``next[S, V]``
         (int64; the state itself where a token is not allowed, so gathers stay in range)."""
         import numpy as np

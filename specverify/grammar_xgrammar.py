@@ -25,7 +25,7 @@ __all__ = ["XGrammar", "SpeculativeMatcher", "import_xgrammar"]
 STOP_STRING = "</s>"  # the text xgrammar sees for EOS (toy EOS has text "", which a tokenizer cannot hold)
 
 
-def import_xgrammar():
+def import_xgrammar() -> object:
     """The ``xgrammar`` module, or ``ImportError`` saying how to install it."""
     try:
         import xgrammar
@@ -58,7 +58,7 @@ class XGrammar:
 
     # ------------------------------------------------------------------------------------------- building
     @staticmethod
-    def compiler(vocab):
+    def compiler(vocab: object) -> object:
         """An xgrammar ``GrammarCompiler`` for ``vocab`` (raw token strings; EOS the only stop token)."""
         xgr = import_xgrammar()
         check(hasattr(vocab, "strings") and hasattr(vocab, "eos_token_id"), f"vocab={vocab!r} must be a Vocab.")
@@ -105,7 +105,7 @@ class XGrammar:
         return tuple(state) + (int(token),)
 
     # ------------------------------------------------------------------------------------------- matchers
-    def fresh_matcher(self, tokens: Sequence[int] = ()):
+    def fresh_matcher(self, tokens: Sequence[int] = ()) -> object:
         """A new matcher fed ``tokens`` from scratch (no cache, no fork): the oracle for rollback checks."""
         matcher = import_xgrammar().GrammarMatcher(self.compiled)
         for token in tokens:
@@ -137,7 +137,7 @@ class XGrammar:
             entry = self._cache[state] = (matcher, *self.mask(matcher))
         return entry
 
-    def to_toy(self, max_depth: int):
+    def to_toy(self, max_depth: int) -> object:
         """An equivalent ``ToyGrammar`` over the states reachable in at most ``max_depth`` tokens (enough for
         requests with ``max_tokens <= max_depth``); gives the vectorized decoder its tables."""
         from specverify.grammar import ToyGrammar

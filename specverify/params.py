@@ -44,7 +44,7 @@ class SamplingParams:
     >>> SamplingParams(min_tokens=5, max_tokens=4)
     Traceback (most recent call last):
     ...
-    specverify.errors.InvalidArgument: min_tokens=5 exceeds max_tokens=4: a request cannot be forced to outlive its length cap. Lower min_tokens or raise max_tokens.
+    specverify.errors.InvalidArgument: min_tokens=5 exceeds max_tokens=4: ...
     """
 
     temperature: float = 1.0

@@ -7,7 +7,7 @@ Everything that decides a law lives here so that ``reference`` and ``kernels`` b
 from __future__ import annotations
 
 import contextlib
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ class Purpose:
 
 
 @contextlib.contextmanager
-def one_thread():
+def one_thread() -> Iterator[None]:
     """Run torch single-threaded inside the block: on [B, V≤16] tensors, waking the intra-op pool costs more
     (2–30 ms stalls measured on 2 loaded cores) than it gives. Restores the previous setting."""
     before = torch.get_num_threads()
@@ -209,38 +209,41 @@ def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], g
 # ------------------------------------------------------------------------------------- the single-position rule
 
 
-def verify_candidate(target, draft, token, uniform):
+def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int,
+                     uniform: float) -> tuple:
     """Single-position exact acceptance (the seed's reference): ``(True, None)`` or ``(False, residual)``.
 
-    Accept ``token`` iff ``uniform < min(1, target[token] / draft[token])``; on rejection return the normalised
-    positive residual ``(target - draft)_+``. Raises ``ValueError`` (``InvalidArgument``) on misaligned or invalid
-    distributions, a token the draft could not have sampled, a uniform outside [0, 1), and on a rejection with no
-    residual mass (here, unlike ``residual_probs``, there is no fallback).
+    Accept ``token`` iff ``uniform < min(1, target_probs[token] / draft_probs[token])``; on rejection return the
+    normalised positive residual ``(target_probs - draft_probs)_+``. Raises ``ValueError`` (``InvalidArgument``) on
+    misaligned or invalid distributions, a token the draft could not have sampled, a uniform outside [0, 1), and on a
+    rejection with no residual mass (here, unlike ``residual_probs``, there is no fallback).
     """
-    if target.ndim != 1 or target.shape != draft.shape or target.numel() == 0:
-        raise InvalidArgument(f"target.shape={tuple(target.shape)!r}, draft.shape={tuple(draft.shape)!r}: expected "
-                              "two aligned non-empty 1-D distributions over one vocabulary.")
-    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < target.numel():
-        raise InvalidArgument(f"token={token!r} must be an int indexing the shared vocabulary [0, {target.numel()}).")
-    for name, dist in (("target", target), ("draft", draft)):
+    if target_probs.ndim != 1 or target_probs.shape != draft_probs.shape or target_probs.numel() == 0:
+        raise InvalidArgument(f"target_probs.shape={tuple(target_probs.shape)!r}, draft_probs.shape="
+                              f"{tuple(draft_probs.shape)!r}: expected two aligned non-empty 1-D distributions over "
+                              "one vocabulary.")
+    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < target_probs.numel():
+        raise InvalidArgument(f"token={token!r} must be an int indexing the shared vocabulary "
+                              f"[0, {target_probs.numel()}).")
+    for name, dist in (("target_probs", target_probs), ("draft_probs", draft_probs)):
         if not bool(torch.all(torch.isfinite(dist) & (dist >= 0))):
             raise InvalidArgument(f"{name} holds negative or non-finite entries: pass probabilities, not logits.")
         if abs(float(dist.sum()) - 1.0) > 1e-6:
             raise InvalidArgument(f"{name} sums to {float(dist.sum())!r}, expected 1 (atol=1e-6). Did you pass logits?")
     if not 0 <= float(uniform) < 1:
         raise InvalidArgument(f"uniform={float(uniform)!r} must lie in [0, 1).")
-    if draft[token] <= 0:
+    if draft_probs[token] <= 0:
         raise InvalidArgument(f"token={token!r} has draft probability 0: the draft could not have sampled it.")
-    if float(uniform) * float(draft[token]) < float(target[token]):  # u < min(1, p/q), without dividing
+    if float(uniform) * float(draft_probs[token]) < float(target_probs[token]):  # u < min(1, p/q), without dividing
         return True, None
-    residual = (target - draft).clamp_min(0)
+    residual = (target_probs - draft_probs).clamp_min(0)
     if residual.sum() <= 0:
-        raise InvalidArgument("rejection has no residual mass (target == draft where it matters): "
+        raise InvalidArgument("rejection has no residual mass (target_probs == draft_probs where it matters): "
                               "this cannot happen for exact distributions; check the inputs.")
     return False, residual / residual.sum()
 
 
-def residual_probs(target_probs, draft_probs):  # [..., V], [..., V] -> [..., V]
+def residual_probs(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:  # [.., V] x2 -> [.., V]
     """Normalised ``(target_probs - draft_probs).clamp_min(0)``; rows without positive mass fall back to
     ``target_probs`` (DESIGN.md: float rounding makes that reachable; never divide by zero)."""
     residual = (target_probs - draft_probs).clamp_min(0)
@@ -248,7 +251,7 @@ def residual_probs(target_probs, draft_probs):  # [..., V], [..., V] -> [..., V]
     return torch.where(mass > 0, residual / mass.clamp_min(torch.finfo(mass.dtype).tiny), target_probs)
 
 
-def sample_from_uniforms(probs, uniforms):  # [B, V], [B] -> [B] int64
+def sample_from_uniforms(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:  # [B, V], [B] -> [B] int64
     """Inverse-CDF categorical draw: the smallest index ``i`` with ``uniform * total < cdf[i]``.
 
     Zero-probability entries can never be returned; a uniform so close to 1 that rounding runs past the last

@@ -1,8 +1,8 @@
 """The exact law of the first round's accepted-draft count, for a decoder that drafts with the canonical pipeline.
 
-Drafting x and accepting it has probability draft(x)·min(1, target(x)/draft(x)) = min(target(x), draft(x)), so walking accepted paths
-gives P(m accepted) exactly. An engine whose draft uses another law is not wrong for that (DESIGN.md); this law is
-shown as evidence that the rejection paths were exercised, not used for the verdict.
+Drafting x and accepting it has probability draft(x)·min(1, target(x)/draft(x)) = min(target(x), draft(x)), so
+walking accepted paths gives P(m accepted) exactly. An engine whose draft uses another law is not wrong for that
+(docs/design.md); this law is shown as evidence that the rejection paths were exercised, not used for the verdict.
 """
 
 from __future__ import annotations

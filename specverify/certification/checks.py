@@ -163,7 +163,8 @@ def run_collision(session, scenario, plan, reproduce) -> ScenarioResult:
     _, impossible = law.align(outcomes)
     rate = collision_probability(law.probs)
     test = collision_test(pairs, collisions, rate)
-    note = f"{collisions} collisions in {pairs} pairs; independent requests expect {pairs * rate:.1f} (Σp² = {rate:.4f})"
+    note = (f"{collisions} collisions in {pairs} pairs; independent requests expect {pairs * rate:.1f} "
+            f"(Σp² = {rate:.4f})")
     return ScenarioResult(name=scenario.name, kind=ScenarioKind.COLLISION, exercises=scenario.exercises, covered=True,
                           passed=None, n=pairs, planned_n=pairs, pvalue=0.0 if impossible else float(test.pvalue),
                           statistic=float(collisions), note=note, reproduce=reproduce,

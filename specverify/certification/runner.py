@@ -122,7 +122,7 @@ class InProcessRunner:
     def __init__(self, spec, *, timeout_s: float = 0):
         self._host = _Host(resolve_factory(spec))
 
-    def request(self, op: str, *args):
+    def request(self, op: str, *args: object) -> object:
         try:
             return getattr(self._host, op)(*args)
         except DecoderFailure:
@@ -130,7 +130,7 @@ class InProcessRunner:
         except Exception as exc:  # the decoder's own failure: report it, never crash
             raise DecoderFailure(_summary(exc)) from None
 
-    def close(self):
+    def close(self) -> None:
         pass
 
 
@@ -183,13 +183,13 @@ class ProcessRunner:
             raise DecoderFailure(payload)
         return payload
 
-    def request(self, op: str, *args):
+    def request(self, op: str, *args: object) -> object:
         if not self._proc.is_alive():
             raise DecoderFailure("the worker process is gone (an earlier call hung or crashed)")
         self._conn.send((op, args))
         return self._receive(self.timeout_s, f"running decoder.{op if op != 'call' else '__call__'}")
 
-    def close(self):
+    def close(self) -> None:
         if self._proc.is_alive():
             try:
                 self._conn.send(("quit", ()))
@@ -201,7 +201,8 @@ class ProcessRunner:
                 self._proc.join(2)
 
 
-def make_runner(spec, *, isolation: str = "process", timeout_s: float = 120.0):
+def make_runner(spec: object, *, isolation: str = "process",
+                timeout_s: float = 120.0) -> InProcessRunner | ProcessRunner:
     check(isolation in ("process", "none"), f"isolation={isolation!r} must be 'process' or 'none'.")
     resolve_factory(spec)  # import errors surface here, before any worker starts
     return ProcessRunner(spec, timeout_s=timeout_s) if isolation == "process" else InProcessRunner(spec)

@@ -82,7 +82,7 @@ def _stop_completed(params, prev_text: str, new_text: str, num_generated: int) -
     return any(new_text.find(s, max(0, len(prev_text) - len(s) + 1)) != -1 for s in params.stop)
 
 
-def first_finish(vocab, tokens: Sequence[int], params: SamplingParams):
+def first_finish(vocab: object, tokens: Sequence[int], params: SamplingParams) -> tuple[int, str] | None:
     """``(index, reason)`` of the first token after which plain sampling would have finished, or None.
 
     Recomputed from the tokens alone (EOS, stop string, ``max_tokens``); ``no_token`` needs the model and is
@@ -185,7 +185,7 @@ def _expand(frontier, law, params, vocab, texts, outcomes, probs):
     return nxt
 
 
-def greedy_outcome(target, prompt: Sequence[int], params: SamplingParams):
+def greedy_outcome(target: object, prompt: Sequence[int], params: SamplingParams) -> Outcome:
     """The single outcome of greedy (temperature 0) plain decoding under ``params``' other processors."""
     law = exact_law(target, prompt, replace(params, temperature=0.0))
     return law.outcomes[int(np.argmax(law.probs))]

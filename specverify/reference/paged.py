@@ -2,8 +2,8 @@
 
 ``BlockPool`` owns fixed-size blocks of (token, KV entry) slots, a free list and per-block refcounts.
 ``PagedCache`` is one request's view of one model: a block table mapping positions to slots. A toy model's KV entry
-is a hash of the whole prefix (the model's ``step_kv``: docs/design.md, the cache API), so a slot holding the wrong entry changes every logit
-read after it — exactly the failure a real engine's paged KV bug produces.
+is a hash of the whole prefix (the model's ``step_kv``: docs/design.md, the cache API), so a slot holding the wrong
+entry changes every logit read after it — exactly the failure a real engine's paged KV bug produces.
 
 Prefix cache (seed, 正确性契约 6: a provisional block is never visible to other requests): only *committed, full*
 blocks are published, keyed by the model and every token of the prefix up to the block's end. A request that

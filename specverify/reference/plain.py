@@ -66,7 +66,7 @@ def _seeds(seeds, rng):
     return np.array([f if s is None else s for s, f in zip(seeds, fresh)], dtype=np.uint64)
 
 
-def decode_plain(target, requests, *, entropy=None):
+def decode_plain(target: object, requests: list, *, entropy: object = None) -> list[Completion]:
     """Plain target sampling of each request (``num_draft_tokens`` is ignored). Returns ``Completion``s."""
     requests = list(requests)
     for i, req in enumerate(requests):

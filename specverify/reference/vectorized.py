@@ -172,7 +172,7 @@ class VectorizedDecoder:
         return process_logits(logits, params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
                               allowed=allowed, eos_token_id=self.vocab.eos_token_id)
 
-    def draft_laws(self, st, logits, prov, num_generated):
+    def draft_laws(self, st: _State, logits: torch.Tensor, prov: tuple, num_generated: np.ndarray) -> tuple:
         """(law the draft samples from, law recorded for the acceptance ratio): the same law, by the exact rule."""
         q = self.law(st, logits, prov, num_generated)
         return q, q
@@ -181,13 +181,13 @@ class VectorizedDecoder:
         """Parameters of target position k (k < γ verifies draft k, k = γ gives the bonus): the request's own."""
         return params
 
-    def provisional(self, st, rows):
+    def provisional(self, st: _State, rows: np.ndarray) -> tuple:
         """A copy of the committed history state (snapshot) that drafts may advance."""
         if not st.penalized:
             return None, None, st.gstate[rows].copy()
         return st.seen[rows].clone(), st.counts[rows].clone(), st.gstate[rows].copy()
 
-    def advance(self, st, prov, tokens: np.ndarray):
+    def advance(self, st: _State, prov: tuple, tokens: np.ndarray) -> tuple:
         seen, counts, gstate = prov
         if seen is not None:
             idx = torch.from_numpy(tokens)[:, None]
@@ -198,7 +198,7 @@ class VectorizedDecoder:
         return seen, counts, gstate
 
     # ------------------------------------------------------------------------------------------- draft
-    def propose(self, st, rows):
+    def propose(self, st: _State, rows: np.ndarray) -> tuple:
         """Draft γ tokens per row from the draft's processed law; rows whose draft row has no mass stop drafting."""
         n, gamma = rows.size, st.gamma
         drafts = np.zeros((n, gamma), dtype=np.int64)
@@ -241,7 +241,8 @@ class VectorizedDecoder:
     def bonus(self, target_row, u) -> torch.Tensor:  # [n, V], [n] -> [n]
         return sample_from_uniforms(target_row, u)
 
-    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+    def accept_and_commit(self, st: _State, rows: np.ndarray, drafts: np.ndarray, draft_probs: torch.Tensor,
+                          draft_len: np.ndarray, target_probs: torch.Tensor) -> None:
         live = np.ones(rows.size, dtype=bool)  # still inside this round
         accepted = np.zeros(rows.size, dtype=np.int64)
         committed = np.zeros(rows.size, dtype=np.int64)

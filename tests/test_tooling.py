@@ -1,0 +1,58 @@
+"""CI enforces the house rules: ruff (lint + format), import-linter's layer contracts, module size, doctests."""
+
+import doctest
+import importlib
+import pathlib
+import pkgutil
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import specverify
+
+ROOT = pathlib.Path(__file__).parents[1]
+MAX_LINES = 400
+# packages with doctest tests of their own (tests/stats, tests/kernels, tests/kernel_checks)
+OWN_DOCTESTS = ("specverify.stats", "specverify.kernels", "specverify.kernel_checks")
+
+
+def _tool(name):
+    path = shutil.which(name, path=str(pathlib.Path(sys.executable).parent)) or shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed: pip install -e '.[test]'")
+    return path
+
+
+@pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["ruff-check", "ruff-format"])
+def test_ruff(args):
+    result = subprocess.run([_tool("ruff"), *args, "specverify", "tests", "benchmarks", "examples"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\nFix: ruff {' '.join(args[:1])} --fix / ruff format"
+
+
+def test_import_layers():
+    result = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0 and "BROKEN" not in result.stdout, result.stdout[-3000:] + result.stderr
+
+
+def test_no_module_over_400_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "specverify").rglob("*.py")}
+    assert sizes and not {p: n for p, n in sizes.items() if n > MAX_LINES}
+
+
+def _modules():
+    for info in pkgutil.walk_packages(specverify.__path__, "specverify."):
+        if not info.name.startswith(OWN_DOCTESTS):
+            yield info.name
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_doctests(name):
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:  # an optional extra (xgrammar, ...) is missing
+        pytest.skip(f"{name} needs an optional dependency: {exc}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0, f"{result.failed} doctest(s) failed in {name}; run python -m doctest -v on it"
