@@ -131,8 +131,9 @@ class PagedCache:
 
     def __init__(self, pool: BlockPool, model):
         check(isinstance(pool, BlockPool), f"pool={pool!r} must be a BlockPool.")
-        check(all(hasattr(model, a) for a in ("vocab", "head", "root_kv")),
-              f"model={model!r} must be a toy model (vocab, head, root_kv).")
+        check(all(hasattr(model, a) for a in ("vocab", "head", "root_kv", "step_kv")),
+              f"model={model!r} must be a toy model with the paged cache API (vocab, head, root_kv, step_kv; "
+              "docs/design.md). Checkpoint models do not provide it: use the vectorized reference.")
         self.pool, self.model = pool, model
         self._table: list[int] = []
         self._length = 0
