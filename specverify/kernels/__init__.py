@@ -1,12 +1,12 @@
-"""Verification kernels (triton, with pure-torch twins) and the helpers that check any kernel against exact semantics.
+"""Verification kernels: triton kernels, their pure-torch twins, and the input layout they share.
 
 Kernels: ``chain_rejection_sample`` (one chain verification round, ragged batch, explicit uniforms) and
-``categorical_sample`` (batched inverse-CDF draws); input layout, rule and uniform consumption are documented in
-``specverify.kernels.layout``. Conformance: ``check_chain_conformance`` (kernel == twin token for token),
-``grid_round_law`` / ``check_grid_law`` (exact per-round law on a deterministic uniform grid),
-``round_law_test`` (statistical per-round law for kernels that draw their own randomness), adapters for vLLM- and
-FlashInfer-style signatures, and ``MUTANTS`` (deliberately broken twins the checks must catch). Hypothesis
-strategies for kernel inputs live in ``specverify.kernels.strategies`` (imports hypothesis).
+``categorical_sample`` (batched inverse-CDF draws), each with a torch twin (``chain_rejection_sample_torch``,
+``categorical_sample_torch``) and ``keyed_chain_uniforms`` (their uniforms from the keyed RNG). Input layout, rule,
+uniform consumption, output types and status bits are documented in ``specverify.kernels.layout``.
+
+The checks a team runs against its own kernel (token-for-token conformance, the exact per-round law, adapters for
+engine signatures, deliberately broken twins) live in ``specverify.kernel_checks``; this package never imports it.
 
 Everything is re-exported lazily: importing this package imports neither torch nor triton; triton is imported on the
 first triton launch only.
@@ -35,33 +35,6 @@ _LAZY = {
     "keyed_chain_uniforms": "specverify.kernels.ops",
     "chain_rejection_sample_torch": "specverify.kernels.twins",
     "categorical_sample_torch": "specverify.kernels.twins",
-    # token-for-token conformance
-    "ConformanceReport": "specverify.kernels.conformance",
-    "chain_rule_reference": "specverify.kernels.conformance",
-    "check_chain_conformance": "specverify.kernels.conformance",
-    "assert_chain_conformance": "specverify.kernels.conformance",
-    "check_categorical_conformance": "specverify.kernels.conformance",
-    "assert_categorical_conformance": "specverify.kernels.conformance",
-    "chain_near_boundary": "specverify.kernels.conformance",
-    "categorical_near_boundary": "specverify.kernels.conformance",
-    # per-round law
-    "RoundCase": "specverify.kernels.law",
-    "RoundLaw": "specverify.kernels.law",
-    "exact_round_law": "specverify.kernels.law",
-    "GridLawResult": "specverify.kernels.lawcheck",
-    "RoundLawTestResult": "specverify.kernels.lawcheck",
-    "grid_round_law": "specverify.kernels.lawcheck",
-    "check_grid_law": "specverify.kernels.lawcheck",
-    "sampled_round_law": "specverify.kernels.lawcheck",
-    "round_law_test": "specverify.kernels.lawcheck",
-    # engine signatures
-    "from_vllm_style": "specverify.kernels.adapters",
-    "from_flashinfer_style": "specverify.kernels.adapters",
-    "as_vllm_style": "specverify.kernels.adapters",
-    "as_flashinfer_style": "specverify.kernels.adapters",
-    "check_kernel_law": "specverify.kernels.adapters",
-    # deliberately broken twins
-    "MUTANTS": "specverify.kernels.mutants",
 }
 
 __all__ = sorted(_LAZY)
@@ -76,5 +49,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(__all__)

@@ -20,12 +20,12 @@ inverse CDF scales by the row's mass); they must be finite and non-negative.
 Uniform consumption, per request r with n = n_r (each position and purpose has its own uniform):
 draft k < n is accepted iff ``draft_probs[r,k,x] > 0 and u_accept[r,k] * draft_probs[r,k,x] < target_probs[r,k,x]``
 (x = its token; strict, so u = 0 never accepts a token of target probability 0; a token of draft probability 0 could
-not have been proposed and is rejected, which makes its position a plain target draw, DESIGN.md). At the first
+not have been proposed and is rejected, which makes its position a plain target draw, docs/design.md). At the first
 rejection f the recovered token is drawn from ``sampling.residual_probs(target[r,f], draft[r,f])`` (the target row
 when the residual has no positive mass) with ``u_recover[r,f]``; if all n drafts are accepted (f = n) the bonus token
-is drawn from ``target_probs[r,n]`` with ``u_recover[r,n]``. Draws use ``sampling.sample_from_uniforms``: the smallest
-index i with ``u * mass < cdf[i]``, clamped to the last index of positive probability. ``u_accept[r, k]`` for k > f,
-``u_recover[r, k]`` for k != f and every row past n_r are never read.
+is drawn from ``target_probs[r,n]`` with ``u_recover[r,n]``. Draws use ``sampling.sample_from_uniforms``: the
+smallest index i with ``u * mass < cdf[i]``, clamped to the last index of positive probability. ``u_accept[r, k]``
+for k > f, ``u_recover[r, k]`` for k != f and every row past n_r are never read.
 
 Outputs: ``tokens`` [B, G+1] int64 holds the f accepted drafts, then the recovered/bonus token, then PAD_TOKEN_ID;
 ``num_accepted`` [B] int32 is f; ``status`` [B] int32 is a bit set of the STATUS_* flags below. A request with an
@@ -41,8 +41,17 @@ import torch
 from specverify.errors import InvalidArgument, check
 
 __all__ = [
-    "PAD_TOKEN_ID", "STATUS_OK", "STATUS_INVALID_PROBS", "STATUS_NO_TOKEN", "STATUS_BAD_DRAFT_TOKEN",
-    "STATUS_BAD_LENGTH", "ERROR_MASK", "ChainInputs", "ChainResult", "CategoricalResult", "describe_status",
+    "PAD_TOKEN_ID",
+    "STATUS_OK",
+    "STATUS_INVALID_PROBS",
+    "STATUS_NO_TOKEN",
+    "STATUS_BAD_DRAFT_TOKEN",
+    "STATUS_BAD_LENGTH",
+    "ERROR_MASK",
+    "ChainInputs",
+    "ChainResult",
+    "CategoricalResult",
+    "describe_status",
 ]
 
 PAD_TOKEN_ID = -1
@@ -59,8 +68,12 @@ STATUS_BAD_LENGTH = 8
 """``num_draft_tokens[r]`` lies outside [0, G]; nothing of the request is read. Error."""
 ERROR_MASK = STATUS_INVALID_PROBS | STATUS_BAD_DRAFT_TOKEN | STATUS_BAD_LENGTH
 
-_STATUS_NAMES = {STATUS_INVALID_PROBS: "invalid_probs", STATUS_NO_TOKEN: "no_token",
-                 STATUS_BAD_DRAFT_TOKEN: "bad_draft_token", STATUS_BAD_LENGTH: "bad_length"}
+_STATUS_NAMES = {
+    STATUS_INVALID_PROBS: "invalid_probs",
+    STATUS_NO_TOKEN: "no_token",
+    STATUS_BAD_DRAFT_TOKEN: "bad_draft_token",
+    STATUS_BAD_LENGTH: "bad_length",
+}
 PROB_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -75,10 +88,11 @@ class ChainInputs(NamedTuple):
     u_accept: torch.Tensor  # [B, G]
     u_recover: torch.Tensor  # [B, G+1]
 
-    def to(self, device) -> "ChainInputs":
+    def to(self, device: str | torch.device) -> "ChainInputs":
+        """All six tensors moved to ``device``."""
         return ChainInputs(*(t.to(device) for t in self))
 
-    def select(self, rows) -> "ChainInputs":
+    def select(self, rows: torch.Tensor | slice) -> "ChainInputs":
         """The sub-batch ``rows`` (an index tensor or slice), contiguous."""
         return ChainInputs(*(t[rows].contiguous() for t in self))
 
@@ -99,7 +113,13 @@ class CategoricalResult(NamedTuple):
 
 
 def describe_status(status: int) -> str:
-    """``'ok'`` or the set flags joined by ``'|'``, e.g. ``'invalid_probs|bad_draft_token'``."""
+    """``'ok'`` or the set flags joined by ``'|'``.
+
+    Examples
+    --------
+    >>> describe_status(STATUS_INVALID_PROBS | STATUS_BAD_DRAFT_TOKEN), describe_status(STATUS_OK)
+    ('invalid_probs|bad_draft_token', 'ok')
+    """
     names = [name for bit, name in _STATUS_NAMES.items() if int(status) & bit]
     return "|".join(names) if names else "ok"
 
@@ -112,12 +132,21 @@ def compute_dtype(probs_dtype: torch.dtype) -> torch.dtype:
 def _tensor(name: str, value, ndim: int, dtypes, layout: str) -> torch.Tensor:
     check(isinstance(value, torch.Tensor), f"{name}={type(value).__name__} must be a torch.Tensor {layout}.")
     check(value.ndim == ndim, f"{name}.shape={tuple(value.shape)!r} must have rank {ndim}: {layout}.")
-    check(value.dtype in dtypes, f"{name}.dtype={value.dtype} must be one of {[str(d) for d in dtypes]}; "
-                                 f"convert it with .to(...).")
+    check(
+        value.dtype in dtypes,
+        f"{name}.dtype={value.dtype} must be one of {[str(d) for d in dtypes]}; convert it with .to(...).",
+    )
     return value
 
 
-def check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover):
+def check_chain_args(
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    u_accept: torch.Tensor,
+    u_recover: torch.Tensor,
+) -> tuple[int, int, int]:
     """Validate shapes, dtypes and devices (never values: those become status flags). Returns (B, G, V)."""
     _tensor("draft_token_ids", draft_token_ids, 2, INDEX_DTYPES, "[B, G]")
     _tensor("num_draft_tokens", num_draft_tokens, 1, INDEX_DTYPES, "[B]")
@@ -127,39 +156,61 @@ def check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_prob
     _tensor("u_recover", u_recover, 2, PROB_DTYPES, "[B, G+1]")
     batch, gamma = draft_token_ids.shape
     vocab = target_probs.shape[2]
-    check(gamma >= 1 and vocab >= 1, f"draft_token_ids.shape={tuple(draft_token_ids.shape)!r}, vocab size {vocab}: "
-                                     "need G >= 1 draft slots and V >= 1 (pass num_draft_tokens=0 for no drafts).")
-    expected = {"num_draft_tokens": (batch,), "draft_probs": (batch, gamma, vocab),
-                "target_probs": (batch, gamma + 1, vocab), "u_accept": (batch, gamma), "u_recover": (batch, gamma + 1)}
-    given = {"num_draft_tokens": num_draft_tokens, "draft_probs": draft_probs, "target_probs": target_probs,
-             "u_accept": u_accept, "u_recover": u_recover}
+    check(
+        gamma >= 1 and vocab >= 1,
+        f"draft_token_ids.shape={tuple(draft_token_ids.shape)!r}, vocab size {vocab}: "
+        "need G >= 1 draft slots and V >= 1 (pass num_draft_tokens=0 for no drafts).",
+    )
+    expected = {
+        "num_draft_tokens": (batch,),
+        "draft_probs": (batch, gamma, vocab),
+        "target_probs": (batch, gamma + 1, vocab),
+        "u_accept": (batch, gamma),
+        "u_recover": (batch, gamma + 1),
+    }
+    given = {
+        "num_draft_tokens": num_draft_tokens,
+        "draft_probs": draft_probs,
+        "target_probs": target_probs,
+        "u_accept": u_accept,
+        "u_recover": u_recover,
+    }
     for name, shape in expected.items():
-        check(tuple(given[name].shape) == shape,
-              f"{name}.shape={tuple(given[name].shape)!r}, expected {shape!r} for B={batch}, G={gamma}, V={vocab} "
-              "(target_probs has one more row per request than draft_probs: the bonus row).")
-    check(draft_probs.dtype == target_probs.dtype,
-          f"draft_probs.dtype={draft_probs.dtype} != target_probs.dtype={target_probs.dtype}: cast both to one dtype.")
+        check(
+            tuple(given[name].shape) == shape,
+            f"{name}.shape={tuple(given[name].shape)!r}, expected {shape!r} for B={batch}, G={gamma}, V={vocab} "
+            "(target_probs has one more row per request than draft_probs: the bonus row).",
+        )
+    check(
+        draft_probs.dtype == target_probs.dtype,
+        f"draft_probs.dtype={draft_probs.dtype} != target_probs.dtype={target_probs.dtype}: cast both to one dtype.",
+    )
     _same_device(draft_token_ids=draft_token_ids, **given)
     return batch, gamma, vocab
 
 
-def check_categorical_args(probs, uniforms):
+def check_categorical_args(probs: torch.Tensor, uniforms: torch.Tensor) -> tuple[int, int]:
     """Validate ``probs`` [B, V] and ``uniforms`` [B]. Returns (B, V)."""
     _tensor("probs", probs, 2, PROB_DTYPES, "[B, V]")
     _tensor("uniforms", uniforms, 1, PROB_DTYPES, "[B]")
     batch, vocab = probs.shape
     check(vocab >= 1, f"probs.shape={tuple(probs.shape)!r} must have V >= 1 columns.")
-    check(tuple(uniforms.shape) == (batch,), f"uniforms.shape={tuple(uniforms.shape)!r}, expected ({batch},): "
-                                             "one uniform per row of probs.")
+    check(
+        tuple(uniforms.shape) == (batch,),
+        f"uniforms.shape={tuple(uniforms.shape)!r}, expected ({batch},): one uniform per row of probs.",
+    )
     _same_device(probs=probs, uniforms=uniforms)
     return batch, vocab
 
 
-def check_contiguous(**tensors) -> None:
+def check_contiguous(**tensors: torch.Tensor) -> None:
     """The triton kernels index raw pointers, so they need row-major contiguous inputs."""
     for name, value in tensors.items():
-        check(value.is_contiguous(), f"{name} (shape {tuple(value.shape)!r}, stride {value.stride()!r}) must be "
-                                     f"contiguous for the triton kernel: pass {name}.contiguous().")
+        check(
+            value.is_contiguous(),
+            f"{name} (shape {tuple(value.shape)!r}, stride {value.stride()!r}) must be "
+            f"contiguous for the triton kernel: pass {name}.contiguous().",
+        )
 
 
 def _same_device(**tensors) -> None:

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 
-from specverify.errors import InvalidArgument
+import numpy as np
+import torch
+
+from specverify.errors import InvalidArgument, check
 from specverify.kernels.layout import CategoricalResult, ChainResult, check_categorical_args, check_chain_args
 from specverify.kernels.twins import categorical_sample_torch, chain_rejection_sample_torch
+from specverify.sampling import Purpose, keyed_uniforms
 
 __all__ = ["chain_rejection_sample", "categorical_sample", "resolve_backend", "keyed_chain_uniforms"]
 
 _BACKENDS = ("auto", "triton", "torch")
 
 
-def resolve_backend(backend: str, device) -> str:
+def resolve_backend(backend: str, device: str | torch.device) -> str:
     """``'triton'`` or ``'torch'`` for ``backend`` in ('auto', 'triton', 'torch') and tensors on ``device``."""
     if backend not in _BACKENDS:
-        raise InvalidArgument(f"backend={backend!r} must be one of {_BACKENDS!r}.")
+        raise InvalidArgument(f"backend={backend!r} must be one of {_BACKENDS!r}; pass 'auto' to pick by device.")
     if backend != "auto":
         return backend
     interpret = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -33,12 +38,21 @@ def _triton_module():
     try:
         return importlib.import_module("specverify.kernels._triton")
     except ImportError as error:  # pragma: no cover - triton is a test extra
-        raise InvalidArgument(f"backend='triton' needs triton ({error}); install specverify[test] or use "
-                              "backend='torch'.") from error
+        raise InvalidArgument(
+            f"backend='triton' needs triton ({error}); install specverify[test] or use backend='torch'."
+        ) from error
 
 
-def chain_rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover, *,
-                           backend: str = "auto") -> ChainResult:
+def chain_rejection_sample(
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    u_accept: torch.Tensor,
+    u_recover: torch.Tensor,
+    *,
+    backend: str = "auto",
+) -> ChainResult:
     """Chain rejection sampling for a ragged batch with explicit uniforms (one verification round).
 
     Parameters
@@ -70,13 +84,15 @@ def chain_rejection_sample(draft_token_ids, num_draft_tokens, draft_probs, targe
     """
     check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover)
     if resolve_backend(backend, target_probs.device) == "torch":
-        return chain_rejection_sample_torch(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
-                                            u_recover)
-    return _triton_module().chain_rejection_sample_triton(draft_token_ids, num_draft_tokens, draft_probs,
-                                                          target_probs, u_accept, u_recover)
+        return chain_rejection_sample_torch(
+            draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
+        )
+    return _triton_module().chain_rejection_sample_triton(
+        draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
+    )
 
 
-def categorical_sample(probs, uniforms, *, backend: str = "auto") -> CategoricalResult:
+def categorical_sample(probs: torch.Tensor, uniforms: torch.Tensor, *, backend: str = "auto") -> CategoricalResult:
     """Batched categorical sampling by inverse CDF from explicit uniforms (the GPU form of
     ``sampling.sample_from_uniforms``).
 
@@ -101,8 +117,16 @@ def categorical_sample(probs, uniforms, *, backend: str = "auto") -> Categorical
     return _triton_module().categorical_sample_triton(probs, uniforms)
 
 
-def keyed_chain_uniforms(seeds, positions, gamma: int, *, dtype=None, device="cpu"):
-    """``(u_accept [B, G], u_recover [B, G+1])`` from the keyed RNG of ``sampling.keyed_uniforms`` (DESIGN.md, RNG).
+def keyed_chain_uniforms(
+    seeds: Sequence[int] | np.ndarray,
+    positions: Sequence[int] | np.ndarray,
+    num_draft_tokens: int,
+    *,
+    dtype: torch.dtype | None = None,
+    device: str | torch.device = "cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(u_accept [B, G], u_recover [B, G+1])`` from the keyed RNG of ``sampling.keyed_uniforms`` (docs/design.md,
+    RNG), with G = ``num_draft_tokens`` draft slots per request.
 
     ``u_accept[r, k]`` is keyed by (``seeds[r]``, ``positions[r] + k``, ``Purpose.ACCEPT``) and ``u_recover[r, k]``
     by (``seeds[r]``, ``positions[r] + k``, ``Purpose.TARGET``), where ``positions[r]`` is the number of tokens
@@ -115,13 +139,14 @@ def keyed_chain_uniforms(seeds, positions, gamma: int, *, dtype=None, device="cp
     >>> tuple(u_accept.shape), tuple(u_recover.shape)
     ((2, 2), (2, 3))
     """
-    import numpy as np
-    import torch
-
-    from specverify.sampling import Purpose, keyed_uniforms
-
+    check(
+        isinstance(num_draft_tokens, (int, np.integer))
+        and not isinstance(num_draft_tokens, bool)
+        and num_draft_tokens >= 0,
+        f"num_draft_tokens={num_draft_tokens!r} must be an int >= 0: the number of draft slots G per request.",
+    )
     seeds = np.asarray(seeds, dtype=np.int64).reshape(-1, 1)
-    steps = np.asarray(positions, dtype=np.int64).reshape(-1, 1) + np.arange(gamma + 1)[None]  # [B, G+1]
+    steps = np.asarray(positions, dtype=np.int64).reshape(-1, 1) + np.arange(num_draft_tokens + 1)[None]  # [B, G+1]
     dtype = torch.float32 if dtype is None else dtype
     below_one = torch.nextafter(torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype))
 
@@ -129,4 +154,4 @@ def keyed_chain_uniforms(seeds, positions, gamma: int, *, dtype=None, device="cp
         values = torch.as_tensor(keyed_uniforms(seeds, steps[:, :columns], purpose)).to(dtype)
         return torch.minimum(values, below_one).to(device)
 
-    return draw(Purpose.ACCEPT, gamma), draw(Purpose.TARGET, gamma + 1)
+    return draw(Purpose.ACCEPT, num_draft_tokens), draw(Purpose.TARGET, num_draft_tokens + 1)

@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import torch
 
-from specverify.kernels.layout import (PAD_TOKEN_ID, STATUS_BAD_DRAFT_TOKEN, STATUS_BAD_LENGTH, STATUS_INVALID_PROBS,
-                                       STATUS_NO_TOKEN, CategoricalResult, ChainResult, check_categorical_args,
-                                       check_chain_args, compute_dtype)
+from specverify.kernels.layout import (
+    PAD_TOKEN_ID,
+    STATUS_BAD_DRAFT_TOKEN,
+    STATUS_BAD_LENGTH,
+    STATUS_INVALID_PROBS,
+    STATUS_NO_TOKEN,
+    CategoricalResult,
+    ChainResult,
+    check_categorical_args,
+    check_chain_args,
+    compute_dtype,
+)
 from specverify.sampling import residual_probs, sample_from_uniforms
 
 __all__ = ["chain_rejection_sample_torch", "categorical_sample_torch", "invalid_rows"]
@@ -34,8 +43,9 @@ def _invalid_owned_rows(draft_probs, target_probs, n, bad_length):  # -> bool [B
     # a request owns target rows 0..n and draft rows 0..n-1; one with a bad length owns nothing
     positions = torch.arange(target_probs.shape[1], device=n.device)[None]
     reads = ~bad_length[:, None]
-    return (_owned_invalid(target_probs, reads & (positions <= n[:, None]))
-            | _owned_invalid(draft_probs, reads[:, :1] & (positions[:, :-1] < n[:, None])))
+    return _owned_invalid(target_probs, reads & (positions <= n[:, None])) | _owned_invalid(
+        draft_probs, reads[:, :1] & (positions[:, :-1] < n[:, None])
+    )
 
 
 def _lengths(num_draft_tokens, gamma):  # [B] -> [B] int64 (0 where bad), bool [B]
@@ -52,10 +62,10 @@ def _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vo
     ids = draft_token_ids.long()
     bad_id = owned & ((ids < 0) | (ids >= vocab))
     safe = torch.where(owned & ~bad_id, ids, torch.zeros_like(ids))[..., None]  # [B, G, 1]
-    p = target_probs[:, :gamma].gather(-1, safe).squeeze(-1).to(acc)  # [B, G]
-    q = draft_probs.gather(-1, safe).squeeze(-1).to(acc)  # [B, G]
-    scaled = u_accept.to(acc) * q
-    accept = (q > 0) & ((scaled <= p) if inclusive else (scaled < p))
+    target_prob = target_probs[:, :gamma].gather(-1, safe).squeeze(-1).to(acc)  # [B, G]: the draft tokens'
+    draft_prob = draft_probs.gather(-1, safe).squeeze(-1).to(acc)  # [B, G]
+    scaled = u_accept.to(acc) * draft_prob
+    accept = (draft_prob > 0) & ((scaled <= target_prob) if inclusive else (scaled < target_prob))
     rejected = owned & ~accept
     final = torch.where(rejected.any(-1), rejected.to(torch.int8).argmax(-1), n)  # first rejection, else n
     return final, bad_id.any(-1)
@@ -88,13 +98,20 @@ def _assemble(draft_token_ids, final, token, status_bits):  # -> ChainResult
     return ChainResult(tokens, num_accepted.to(torch.int32), status.to(torch.int32))
 
 
-def chain_rejection_sample_torch(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
-                                 u_recover) -> ChainResult:
+def chain_rejection_sample_torch(
+    draft_token_ids: torch.Tensor,
+    num_draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor,
+    target_probs: torch.Tensor,
+    u_accept: torch.Tensor,
+    u_recover: torch.Tensor,
+) -> ChainResult:
     """One chain verification round for a ragged batch; the torch twin of the triton kernel.
 
     Parameters and the rule are documented in ``specverify.kernels.layout``: strict acceptance
-    ``u_accept * q < p`` (q > 0), recovered token from ``sampling.residual_probs`` with ``u_recover`` at the first
-    rejection, bonus token from the target row at n_r, both by ``sampling.sample_from_uniforms``.
+    ``u_accept * draft_prob < target_prob`` with ``draft_prob > 0`` (the draft token's probabilities), the recovered
+    token from ``sampling.residual_probs`` with ``u_recover`` at the first rejection, the bonus token from the target
+    row at n_r, both by ``sampling.sample_from_uniforms``.
 
     Returns
     -------
@@ -104,24 +121,28 @@ def chain_rejection_sample_torch(draft_token_ids, num_draft_tokens, draft_probs,
     Examples
     --------
     >>> import torch
-    >>> p = torch.tensor([[[0.5, 0.5], [0.0, 1.0]]]); q = torch.tensor([[[1.0, 0.0]]])
-    >>> out = chain_rejection_sample_torch(torch.tensor([[0]]), torch.tensor([1]), q, p,
+    >>> target_probs = torch.tensor([[[0.5, 0.5], [0.0, 1.0]]]); draft_probs = torch.tensor([[[1.0, 0.0]]])
+    >>> out = chain_rejection_sample_torch(torch.tensor([[0]]), torch.tensor([1]), draft_probs, target_probs,
     ...                                    torch.tensor([[0.25]]), torch.tensor([[0.0, 0.0]]))
     >>> out.tokens.tolist(), out.num_accepted.tolist(), out.status.tolist()
     ([[0, 1]], [1], [0])
     """
-    batch, gamma, vocab = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
-                                           u_recover)
+    batch, gamma, vocab = check_chain_args(
+        draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
+    )
     n, bad_length = _lengths(num_draft_tokens, gamma)
     invalid = _invalid_owned_rows(draft_probs, target_probs, n, bad_length)
     final, bad_token = _first_rejection(draft_token_ids, n, draft_probs, target_probs, u_accept, vocab)
     token = _final_draw(final, n, draft_probs, target_probs, u_recover)
-    bits = (torch.where(invalid, STATUS_INVALID_PROBS, 0) | torch.where(bad_token, STATUS_BAD_DRAFT_TOKEN, 0)
-            | torch.where(bad_length, STATUS_BAD_LENGTH, 0))
+    bits = (
+        torch.where(invalid, STATUS_INVALID_PROBS, 0)
+        | torch.where(bad_token, STATUS_BAD_DRAFT_TOKEN, 0)
+        | torch.where(bad_length, STATUS_BAD_LENGTH, 0)
+    )
     return _assemble(draft_token_ids, final, token, bits)
 
 
-def categorical_sample_torch(probs, uniforms) -> CategoricalResult:
+def categorical_sample_torch(probs: torch.Tensor, uniforms: torch.Tensor) -> CategoricalResult:
     """Batched inverse-CDF draw, one uniform per row; the torch twin of the triton categorical kernel.
 
     ``probs`` [B, V] (float16/bfloat16/float32/float64, rows need not sum to 1), ``uniforms`` [B]. Row r returns

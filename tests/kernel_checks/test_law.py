@@ -9,11 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify.errors import InvalidArgument
-from specverify.kernels import (STATUS_INVALID_PROBS, STATUS_NO_TOKEN, chain_rejection_sample,
-                                chain_rejection_sample_torch)
-from specverify.kernels.law import RoundCase, exact_round_law
-from specverify.kernels.lawcheck import check_grid_law, round_law_test
-from specverify.kernels.mutants import MUTANTS
+from specverify.kernel_checks.law import RoundCase, exact_round_law
+from specverify.kernel_checks.lawcheck import check_grid_law, round_law_test
+from specverify.kernel_checks.mutants import MUTANTS
+from specverify.kernels import (
+    STATUS_INVALID_PROBS,
+    STATUS_NO_TOKEN,
+    chain_rejection_sample,
+    chain_rejection_sample_torch,
+)
 
 NAN = float("nan")
 
@@ -29,13 +33,22 @@ MUTANT_CASES = {
 MEASURE_ZERO = {"inclusive_accept", "zero_prob_fallback"}  # invisible to sampling, visible on the grid
 
 CORRECT_CASES = {
-    "generic_gamma2": (RoundCase([[0.5, 0.3, 0.2], [0.1, 0.3, 0.6], [0.25, 0.45, 0.3]],
-                                 [[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]]), 16, None),
-    "padded_gamma2": (RoundCase([[0.5, 0.5, 0.0], [0.0, 0.3, 0.7], [1.0, 0.0, 0.0]],
-                                [[0.2, 0.5, 0.3], [0.6, 0.4, 0.0]]), 16, 4),
+    "generic_two_drafts": (
+        RoundCase([[0.5, 0.3, 0.2], [0.1, 0.3, 0.6], [0.25, 0.45, 0.3]], [[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]]),
+        16,
+        None,
+    ),
+    "padded_two_drafts": (
+        RoundCase([[0.5, 0.5, 0.0], [0.0, 0.3, 0.7], [1.0, 0.0, 0.0]], [[0.2, 0.5, 0.3], [0.6, 0.4, 0.0]]),
+        16,
+        4,
+    ),
     "no_drafts": (RoundCase([[0.1, 0.0, 0.9]], np.zeros((0, 3))), 64, 2),
-    "one_hot_and_ties": (RoundCase([[0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]], [[0.25, 0.25, 0.25, 0.25]]),
-                         128, None),
+    "one_hot_and_ties": (
+        RoundCase([[0.0, 1.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]], [[0.25, 0.25, 0.25, 0.25]]),
+        128,
+        None,
+    ),
     "tiny_masses": (RoundCase([[1e-12, 0.5, 0.5 - 1e-12], [0.3, 0.3, 0.4]], [[0.5, 1e-12, 0.5 - 1e-12]]), 128, None),
     "no_token_bonus": (RoundCase([[0.7, 0.3], [0.0, 0.0]], [[0.5, 0.5]]), 128, None),
     "residual_without_mass": (RoundCase([[0.3 * (1 - 1e-6), 0.7 * (1 - 1e-6)], [0.5, 0.5]], [[0.3, 0.7]]), 128, None),
@@ -52,8 +65,7 @@ def test_exact_law_by_hand():
 def test_exact_law_of_special_cases():
     assert exact_round_law(CORRECT_CASES["invalid_row"][0]).as_dict() == {((), 0, STATUS_INVALID_PROBS): 1.0}
     law = exact_round_law(CORRECT_CASES["no_token_bonus"][0]).as_dict()
-    assert law == pytest.approx({((0,), 1, STATUS_NO_TOKEN): 0.5, ((1,), 1, STATUS_NO_TOKEN): 0.3,
-                                 ((0,), 0, 0): 0.2})
+    assert law == pytest.approx({((0,), 1, STATUS_NO_TOKEN): 0.5, ((1,), 1, STATUS_NO_TOKEN): 0.3, ((0,), 0, 0): 0.2})
 
 
 def test_round_case_rejects_unnormalised_draft_rows():
@@ -67,10 +79,12 @@ def test_round_case_rejects_unnormalised_draft_rows():
 def law_cases(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     n, vocab = draw(st.integers(0, 3)), draw(st.integers(1, 4))
+
     def rows(k):
         r = rng.dirichlet(np.ones(vocab), size=k) * (rng.random((k, vocab)) < 0.7)
         r[np.arange(k), rng.integers(vocab, size=k)] += 0.1
         return r / r.sum(-1, keepdims=True)
+
     return RoundCase(rows(n + 1), rows(n), dtype=torch.float64)
 
 
@@ -113,22 +127,25 @@ def test_grid_law_of_the_kernel(device):
     # the kernel itself on a small grid (the twin conformance ties it to the big grids above)
     def kernel(*inputs):
         return chain_rejection_sample(*(t.to(device) for t in inputs), backend="triton")
+
     for name in ("inclusive_accept", "zero_prob_fallback"):
         result = check_grid_law(kernel, MUTANT_CASES[name], grid_size=16)
         assert result.passed, result.summary()
 
 
 @pytest.mark.slow
-def test_grid_law_of_the_kernel_at_gamma_two(device):
+def test_grid_law_of_the_kernel_with_two_drafts(device):
     def kernel(*inputs):
         return chain_rejection_sample(*(t.to(device) for t in inputs), backend="triton")
-    result = check_grid_law(kernel, CORRECT_CASES["padded_gamma2"][0], grid_size=32, pad_to=4)
+
+    result = check_grid_law(kernel, CORRECT_CASES["padded_two_drafts"][0], grid_size=32, pad_to=4)
     assert result.passed, result.summary()
 
 
 def test_statistical_law_test_passes_the_twin():
-    result = round_law_test(chain_rejection_sample_torch, CORRECT_CASES["generic_gamma2"][0], num_samples=20_000,
-                            seed=1)
+    result = round_law_test(
+        chain_rejection_sample_torch, CORRECT_CASES["generic_two_drafts"][0], num_samples=20_000, seed=1
+    )
     assert result.pvalue > 1e-3 and not result.impossible, result.summary()
 
 

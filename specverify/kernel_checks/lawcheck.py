@@ -20,20 +20,50 @@ probability 0 rejects at once (p-value 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from specverify.errors import check
-from specverify.kernels.law import (RoundCase, RoundLaw, case_inputs, exact_round_law, format_outcome, outcome_of,
-                                    outcome_rows)
+from specverify.kernel_checks.law import (
+    RoundCase,
+    RoundLaw,
+    case_inputs,
+    exact_round_law,
+    format_outcome,
+    outcome_of,
+    outcome_rows,
+)
+from specverify.kernels.layout import ChainResult
 from specverify.sampling import residual_probs
 
-__all__ = ["GridLawResult", "RoundLawTestResult", "grid_round_law", "check_grid_law", "round_law_test",
-           "sampled_round_law"]
+__all__ = [
+    "GridLawResult",
+    "RoundLawTestResult",
+    "grid_round_law",
+    "check_grid_law",
+    "round_law_test",
+    "sampled_round_law",
+]
 
 _CHUNK = 1 << 18
+Sampler = Callable[..., ChainResult]
+"""A chain sampler: the signature of ``specverify.kernels.chain_rejection_sample``, returning a ``ChainResult``."""
+
+
+def _check_common(sampler, case, chunk) -> None:
+    check(
+        callable(sampler),
+        f"sampler={sampler!r} is not callable; pass a function with the signature of "
+        "specverify.kernels.chain_rejection_sample (wrap an engine's kernel with an adapter).",
+    )
+    check(
+        isinstance(case, RoundCase),
+        f"case={case!r} must be a RoundCase; build one with RoundCase(target_probs, draft_probs).",
+    )
+    check(isinstance(chunk, int) and chunk >= 1, f"chunk={chunk!r} must be an int >= 1 (requests per sampler call).")
 
 
 def _grid_points(grid_size: int, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray]:  # values [M+1], weights [M+1]
@@ -46,8 +76,9 @@ def _run(sampler, case, ids, u_accept, u_recover, pad_to, device, chunk) -> np.n
     parts = []
     for start in range(0, ids.shape[0], chunk):
         stop = start + chunk
-        inputs = case_inputs(case, ids[start:stop], u_accept[start:stop], u_recover[start:stop], pad_to=pad_to,
-                             device=device)
+        inputs = case_inputs(
+            case, ids[start:stop], u_accept[start:stop], u_recover[start:stop], pad_to=pad_to, device=device
+        )
         parts.append(outcome_rows(sampler(*inputs)))
     return np.concatenate(parts)
 
@@ -69,13 +100,25 @@ def _tally(rows: np.ndarray, weights: np.ndarray) -> tuple[dict, tuple]:  # -> {
     return dict(zip(outcomes, mass.tolist())), tuple(outcomes)
 
 
-def grid_round_law(sampler, case: RoundCase, *, grid_size: int = 64, pad_to: int | None = None, device="cpu",
-                   chunk: int = _CHUNK) -> tuple[dict, tuple]:
+def grid_round_law(
+    sampler: Sampler,
+    case: RoundCase,
+    *,
+    grid_size: int = 64,
+    pad_to: int | None = None,
+    device: str | torch.device = "cpu",
+    chunk: int = _CHUNK,
+) -> tuple[dict, tuple]:
     """Run ``sampler`` on every (draft sequence, grid point) of ``case``; return ({outcome: grid mass}, reached).
 
     ``reached`` lists every outcome seen at any grid point, the zero-weight points just below 1 included.
     """
-    check(isinstance(grid_size, int) and grid_size >= 2, f"grid_size={grid_size!r} must be an int >= 2.")
+    _check_common(sampler, case, chunk)
+    check(
+        isinstance(grid_size, int) and grid_size >= 2,
+        f"grid_size={grid_size!r} must be an int >= 2 (the grid has M = grid_size points per uniform; 64 is the "
+        "default).",
+    )
     n = case.num_draft_tokens
     seq_ids, seq_weights = case.draft_sequences()  # [S, n], [S]
     values, weights = _grid_points(grid_size, case.dtype)
@@ -128,27 +171,39 @@ class GridLawResult:
 
     def summary(self) -> str:
         verdict = "matches" if self.passed else "DOES NOT match"
-        lines = [f"grid law {verdict} the exact law: max error {self.max_error:.4g} (bound {self.bound:.4g}, "
-                 f"M={self.grid_size}, {self.num_points} points)"]
+        lines = [
+            f"grid law {verdict} the exact law: max error {self.max_error:.4g} (bound {self.bound:.4g}, "
+            f"M={self.grid_size}, {self.num_points} points)"
+        ]
         lines += [f"  impossible outcome reached: {format_outcome(o)}" for o in self.impossible[:5]]
         if self.worst is not None and not self.impossible:
             exact = self.exact.as_dict().get(self.worst, 0.0)
-            lines.append(f"  worst: {format_outcome(self.worst)} grid {self.observed.get(self.worst, 0.0):.4g} vs "
-                         f"exact {exact:.4g}")
+            lines.append(
+                f"  worst: {format_outcome(self.worst)} grid {self.observed.get(self.worst, 0.0):.4g} vs "
+                f"exact {exact:.4g}"
+            )
         return "\n".join(lines)
 
 
-def check_grid_law(sampler, case: RoundCase, *, grid_size: int = 64, pad_to: int | None = None, device="cpu",
-                   chunk: int = _CHUNK) -> GridLawResult:
+def check_grid_law(
+    sampler: Sampler,
+    case: RoundCase,
+    *,
+    grid_size: int = 64,
+    pad_to: int | None = None,
+    device: str | torch.device = "cpu",
+    chunk: int = _CHUNK,
+) -> GridLawResult:
     """Compare ``sampler``'s law on the uniform grid with :func:`exact_round_law` (module docstring).
 
     Examples
     --------
-    >>> from specverify.kernels.twins import chain_rejection_sample_torch
+    >>> from specverify.kernels import chain_rejection_sample_torch
     >>> case = RoundCase([[0.6, 0.4], [0.3, 0.7]], [[0.5, 0.5]])
     >>> check_grid_law(chain_rejection_sample_torch, case, grid_size=32).passed
     True
     """
+    _check_common(sampler, case, chunk)
     exact = exact_round_law(case)
     observed, reached = grid_round_law(sampler, case, grid_size=grid_size, pad_to=pad_to, device=device, chunk=chunk)
     support = exact.as_dict()
@@ -160,15 +215,36 @@ def check_grid_law(sampler, case: RoundCase, *, grid_size: int = 64, pad_to: int
     bound = (case.num_draft_tokens + 1) / grid_size * (2 if tied else 1) + 1e-9
     max_error = errors[worst] if worst is not None else 0.0
     num_points = case.draft_sequences()[0].shape[0] * (grid_size + 1) ** (case.num_draft_tokens + 1)
-    return GridLawResult(not impossible and max_error <= bound, max_error, bound, worst, impossible, grid_size,
-                         num_points, exact, observed)
+    return GridLawResult(
+        not impossible and max_error <= bound,
+        max_error,
+        bound,
+        worst,
+        impossible,
+        grid_size,
+        num_points,
+        exact,
+        observed,
+    )
 
 
-def sampled_round_law(sampler, case: RoundCase, *, num_samples: int, seed: int, pad_to: int | None = None,
-                      device="cpu", chunk: int = _CHUNK) -> dict:
+def sampled_round_law(
+    sampler: Sampler,
+    case: RoundCase,
+    *,
+    num_samples: int,
+    seed: int,
+    pad_to: int | None = None,
+    device: str | torch.device = "cpu",
+    chunk: int = _CHUNK,
+) -> dict:
     """{outcome: count} over ``num_samples`` independent rounds: drafts drawn from the draft rows and uniforms from
     ``numpy.random.default_rng(seed)`` (a sampler with its own randomness ignores the uniforms)."""
-    check(isinstance(num_samples, int) and num_samples >= 1, f"num_samples={num_samples!r} must be an int >= 1.")
+    _check_common(sampler, case, chunk)
+    check(
+        isinstance(num_samples, int) and num_samples >= 1,
+        f"num_samples={num_samples!r} must be an int >= 1 (the number of independent rounds to run).",
+    )
     rng = np.random.default_rng(seed)
     n = case.num_draft_tokens
     seq_ids, seq_weights = case.draft_sequences()
@@ -199,28 +275,41 @@ class RoundLawTestResult:
     exact: RoundLaw
 
     def summary(self) -> str:
-        lines = [f"per-round law test: N={self.num_samples}, statistic={self.statistic:.4g}, df={self.df}, "
-                 f"p={self.pvalue:.3g}"]
+        lines = [
+            f"per-round law test: N={self.num_samples}, statistic={self.statistic:.4g}, df={self.df}, "
+            f"p={self.pvalue:.3g}"
+        ]
         lines += [f"  impossible outcome observed {self.counts[o]}x: {format_outcome(o)}" for o in self.impossible[:5]]
         return "\n".join(lines)
 
 
-def round_law_test(sampler, case: RoundCase, *, num_samples: int = 20_000, seed: int = 0, pad_to: int | None = None,
-                   device="cpu", chunk: int = _CHUNK) -> RoundLawTestResult:
+def round_law_test(
+    sampler: Sampler,
+    case: RoundCase,
+    *,
+    num_samples: int = 20_000,
+    seed: int = 0,
+    pad_to: int | None = None,
+    device: str | torch.device = "cpu",
+    chunk: int = _CHUNK,
+) -> RoundLawTestResult:
     """Statistical per-round law test for samplers that draw their own randomness (module docstring).
 
     Reproduce a failure with the same ``seed`` (and the sampler's own seed, if it has one).
     """
     from specverify.stats import goodness_of_fit
 
+    _check_common(sampler, case, chunk)
     exact = exact_round_law(case)
-    counts = sampled_round_law(sampler, case, num_samples=num_samples, seed=seed, pad_to=pad_to, device=device,
-                               chunk=chunk)
+    counts = sampled_round_law(
+        sampler, case, num_samples=num_samples, seed=seed, pad_to=pad_to, device=device, chunk=chunk
+    )
     support = exact.as_dict()
     impossible = tuple(o for o in counts if o not in support)
     in_support = [counts.get(o, 0) for o in exact.outcomes]
     gof = goodness_of_fit(in_support, exact.probs) if sum(in_support) else None  # None: every sample impossible
     statistic = float(gof.statistic) if gof is not None else float("inf")
     pvalue = 0.0 if impossible or gof is None else float(gof.pvalue)
-    return RoundLawTestResult(statistic, pvalue, int(gof.df) if gof is not None else 0, num_samples, impossible,
-                              counts, exact)
+    return RoundLawTestResult(
+        statistic, pvalue, int(gof.df) if gof is not None else 0, num_samples, impossible, counts, exact
+    )

@@ -4,19 +4,28 @@ A :class:`RoundCase` is one request: target rows [n+1, V], draft rows [n, V] (ea
 from). An *outcome* of the round is ``(tokens, num_accepted, status)``: the committed tokens without padding, the
 number of accepted drafts and the status bits. :func:`exact_round_law` enumerates the draft tokens weighted by their
 draft probabilities and applies the rule of ``specverify.kernels.layout`` with exact acceptance probabilities
-``min(1, p/q)`` and residual laws from ``sampling.residual_probs``, so it involves no uniform at all.
+``min(1, target_prob / draft_prob)`` and residual laws from ``sampling.residual_probs``, so it involves no uniform at
+all.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from specverify.errors import InvalidArgument, check
-from specverify.kernels.layout import (PAD_TOKEN_ID, STATUS_INVALID_PROBS, STATUS_NO_TOKEN, ChainInputs, ChainResult)
+from specverify.kernels.layout import (
+    PAD_TOKEN_ID,
+    STATUS_INVALID_PROBS,
+    STATUS_NO_TOKEN,
+    ChainInputs,
+    ChainResult,
+    describe_status,
+)
 from specverify.sampling import residual_probs
 
 __all__ = ["RoundCase", "RoundLaw", "exact_round_law", "case_inputs", "outcome_rows", "format_outcome"]
@@ -43,15 +52,22 @@ class RoundCase:
     def __post_init__(self):
         target = _rounded(self.target_probs, self.dtype, "target_probs")
         draft = _rounded(self.draft_probs, self.dtype, "draft_probs")
-        check(target.ndim == 2 and draft.ndim == 2 and target.shape[1] == draft.shape[1]
-              and target.shape[0] == draft.shape[0] + 1 and target.shape[1] >= 1,
-              f"target_probs.shape={target.shape!r}, draft_probs.shape={draft.shape!r}: expected [n+1, V] and [n, V].")
+        check(
+            target.ndim == 2
+            and draft.ndim == 2
+            and target.shape[1] == draft.shape[1]
+            and target.shape[0] == draft.shape[0] + 1
+            and target.shape[1] >= 1,
+            f"target_probs.shape={target.shape!r}, draft_probs.shape={draft.shape!r}: expected [n+1, V] and [n, V].",
+        )
         valid = bool(np.all(np.isfinite(target) & (target >= 0)) and np.all(np.isfinite(draft) & (draft >= 0)))
         if valid and draft.shape[0]:
             sums = draft.sum(-1)
-            check(bool(np.all(np.abs(sums - 1) <= DRAFT_SUM_ATOL)),
-                  f"draft_probs rows sum to {sums.tolist()!r}; expected 1 within {DRAFT_SUM_ATOL} after rounding to "
-                  f"{self.dtype}: a draft token must be sampled from its row. Normalise the rows (in float64).")
+            check(
+                bool(np.all(np.abs(sums - 1) <= DRAFT_SUM_ATOL)),
+                f"draft_probs rows sum to {sums.tolist()!r}; expected 1 within {DRAFT_SUM_ATOL} after rounding to "
+                f"{self.dtype}: a draft token must be sampled from its row. Normalise the rows (in float64).",
+            )
         object.__setattr__(self, "target_probs", target)
         object.__setattr__(self, "draft_probs", draft)
         object.__setattr__(self, "_valid", valid)
@@ -138,11 +154,11 @@ def exact_round_law(case: RoundCase) -> RoundLaw:
         residual = residual_probs(target[k], draft[k])
         reject = 0.0
         for x in torch.nonzero(draft[k] > 0).flatten().tolist():
-            p, q = float(target[k, x]), float(draft[k, x])
-            accept = min(1.0, p / q)
+            target_prob, draft_prob = float(target[k, x]), float(draft[k, x])
+            accept = min(1.0, target_prob / draft_prob)
             if accept > 0:
-                walk(k + 1, prefix + (x,), weight * q * accept)
-            reject += q * (1.0 - accept)
+                walk(k + 1, prefix + (x,), weight * draft_prob * accept)
+            reject += draft_prob * (1.0 - accept)
         if reject > 0:
             emit(prefix, k, residual, weight * reject)
 
@@ -151,19 +167,32 @@ def exact_round_law(case: RoundCase) -> RoundLaw:
     probs = np.array([law[o] for o in outcomes])
     total = math.fsum(probs.tolist())
     # draft rows rounded to float32 sum to 1 only within DRAFT_SUM_ATOL; the law is normalised over that
-    check(abs(total - 1.0) <= 2 * DRAFT_SUM_ATOL * max(1, case.num_draft_tokens),
-          f"exact round law sums to {total!r}; expected 1 (draft rows must be laws).")
+    check(
+        abs(total - 1.0) <= 2 * DRAFT_SUM_ATOL * max(1, case.num_draft_tokens),
+        f"exact round law sums to {total!r}; expected 1 (draft rows must be laws).",
+    )
     return RoundLaw(outcomes, probs / total)
 
 
-def case_inputs(case: RoundCase, draft_ids: np.ndarray, u_accept: np.ndarray, u_recover: np.ndarray, *,
-                pad_to: int | None = None, device="cpu") -> ChainInputs:
+def case_inputs(
+    case: RoundCase,
+    draft_ids: np.ndarray,
+    u_accept: np.ndarray,
+    u_recover: np.ndarray,
+    *,
+    pad_to: int | None = None,
+    device: str | torch.device = "cpu",
+) -> ChainInputs:
     """A batch of B copies of ``case`` with draft ids [B, n], uniforms u_accept [B, n] and u_recover [B] (the same
     value in every recovery slot: one is consumed). ``pad_to`` = G > n adds slots past n filled with NaN rows,
     NaN uniforms and the out-of-range draft id -7, which a correct kernel never reads."""
     n, vocab = case.num_draft_tokens, case.vocab_size
     gamma = max(n, 1) if pad_to is None else pad_to
-    check(gamma >= max(n, 1), f"pad_to={pad_to!r} must be >= max(1, n) = {max(n, 1)}.")
+    check(
+        isinstance(gamma, (int, np.integer)) and gamma >= max(n, 1),
+        f"pad_to={pad_to!r} must be an int >= max(1, n) = {max(n, 1)} (n = the case's draft count); pass None "
+        "for no padding.",
+    )
     batch = draft_ids.shape[0]
     target = torch.full((gamma + 1, vocab), float("nan"), dtype=torch.float64)
     target[: n + 1] = torch.as_tensor(case.target_probs)
@@ -176,31 +205,44 @@ def case_inputs(case: RoundCase, draft_ids: np.ndarray, u_accept: np.ndarray, u_
     ua[:, :n] = torch.as_tensor(u_accept, dtype=acc)
     ur = torch.full((batch, gamma + 1), float("nan"), dtype=acc)
     ur[:, : n + 1] = torch.as_tensor(u_recover, dtype=acc)[:, None]
-    return ChainInputs(ids, torch.full((batch,), n, dtype=torch.int64),
-                       draft.to(case.dtype).expand(batch, -1, -1).contiguous(),
-                       target.to(case.dtype).expand(batch, -1, -1).contiguous(), ua, ur).to(device)
+    return ChainInputs(
+        ids,
+        torch.full((batch,), n, dtype=torch.int64),
+        draft.to(case.dtype).expand(batch, -1, -1).contiguous(),
+        target.to(case.dtype).expand(batch, -1, -1).contiguous(),
+        ua,
+        ur,
+    ).to(device)
 
 
 def outcome_rows(result: ChainResult) -> np.ndarray:
     """[B, G+3] int64 rows ``tokens..., num_accepted, status``: one row per request, comparable with ``np.unique``."""
-    return torch.cat([result.tokens.long(), result.num_accepted.long()[:, None], result.status.long()[:, None]],
-                     dim=1).cpu().numpy()
+    return (
+        torch.cat([result.tokens.long(), result.num_accepted.long()[:, None], result.status.long()[:, None]], dim=1)
+        .cpu()
+        .numpy()
+    )
 
 
-def row_of(outcome, gamma: int) -> tuple:
-    """The ``outcome_rows`` row of ``outcome = (tokens, num_accepted, status)`` for G = ``gamma``."""
+def row_of(outcome: tuple, num_draft_tokens: int) -> tuple:
+    """The ``outcome_rows`` row of ``outcome = (tokens, num_accepted, status)`` for G = ``num_draft_tokens`` slots.
+
+    Examples
+    --------
+    >>> row_of(((3, 1), 1, 0), 2), outcome_of(row_of(((3, 1), 1, 0), 2))
+    ((3, 1, -1, 1, 0), ((3, 1), 1, 0))
+    """
     tokens, accepted, status = outcome
-    return tuple(tokens) + (PAD_TOKEN_ID,) * (gamma + 1 - len(tokens)) + (accepted, status)
+    return tuple(tokens) + (PAD_TOKEN_ID,) * (num_draft_tokens + 1 - len(tokens)) + (accepted, status)
 
 
-def outcome_of(row) -> tuple:
+def outcome_of(row: Sequence[int]) -> tuple:
     """Inverse of :func:`row_of`."""
     *tokens, accepted, status = (int(v) for v in row)
     return tuple(t for t in tokens if t != PAD_TOKEN_ID), accepted, status
 
 
-def format_outcome(outcome) -> str:
+def format_outcome(outcome: tuple) -> str:
     """``'tokens=(3, 1) accepted=1 status=ok'``."""
-    from specverify.kernels.layout import describe_status
     tokens, accepted, status = outcome
     return f"tokens={tokens!r} accepted={accepted} status={describe_status(status)}"

@@ -25,9 +25,13 @@ reference (and the mutants) available in the engines' shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from specverify.errors import check
+from specverify.kernel_checks.law import RoundCase
+from specverify.kernel_checks.lawcheck import GridLawResult, RoundLawTestResult, Sampler, check_grid_law, round_law_test
 from specverify.kernels.layout import PAD_TOKEN_ID, ChainResult, check_chain_args, compute_dtype
 from specverify.kernels.ops import categorical_sample
 
@@ -51,36 +55,76 @@ def _bonus_tokens(n, target_probs, u_recover):  # [B] -> [B, 1] int64: the bonus
     return result.tokens[:, None]
 
 
-def from_vllm_style(fn):
+def _check_callable(name: str, value, signature: str) -> None:
+    check(
+        callable(value),
+        f"{name}={value!r} is not callable; pass a function with the {signature} signature (module docstring).",
+    )
+
+
+def _check_generator(generator) -> None:
+    check(
+        isinstance(generator, torch.Generator),
+        f"generator={generator!r} must be a torch.Generator; pass torch.Generator().manual_seed(seed).",
+    )
+
+
+def from_vllm_style(fn: Callable) -> Sampler:
     """A sampler (signature of ``chain_rejection_sample``) around a vLLM-style kernel ``fn``.
 
     The bonus token is drawn here, from target row n_r with ``u_recover[r, n_r]`` (vLLM samples it outside the
     kernel); everything else comes from ``fn``'s own randomness. ``status`` is always 0: the signature has no error
     flags, so check such kernels on valid cases only.
     """
-    def sampler(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover) -> ChainResult:
-        _, gamma, _ = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
-                                       u_recover)
+    _check_callable("fn", fn, "vLLM-style rejection_sample")
+
+    def sampler(
+        draft_token_ids: torch.Tensor,
+        num_draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor,
+        target_probs: torch.Tensor,
+        u_accept: torch.Tensor,
+        u_recover: torch.Tensor,
+    ) -> ChainResult:
+        _, gamma, _ = check_chain_args(
+            draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
+        )
         n = num_draft_tokens.long()
         owned = torch.arange(gamma, device=n.device)[None] < n[:, None]  # [B, G]
-        output = fn(draft_token_ids[owned].contiguous(), n.tolist(), gamma,
-                    n.cumsum(0).to(torch.int32), draft_probs[owned].contiguous(),
-                    target_probs[:, :gamma][owned].contiguous(), _bonus_tokens(n, target_probs, u_recover))
+        output = fn(
+            draft_token_ids[owned].contiguous(),
+            n.tolist(),
+            gamma,
+            n.cumsum(0).to(torch.int32),
+            draft_probs[owned].contiguous(),
+            target_probs[:, :gamma][owned].contiguous(),
+            _bonus_tokens(n, target_probs, u_recover),
+        )
         return _from_padded_output(output, n, gamma)
 
     sampler.consumes_uniforms = False
     return sampler
 
 
-def from_flashinfer_style(fn):
+def from_flashinfer_style(fn: Callable) -> Sampler:
     """A sampler around a FlashInfer-style kernel ``fn``; ragged batches run one call per draft length.
 
     Requests with no drafts are a plain target draw (``categorical_sample`` with ``u_recover[r, 0]``), as an engine
     would run them outside the speculative kernel. ``status`` is always 0 (no error flags in the signature).
     """
-    def sampler(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover) -> ChainResult:
-        batch, gamma, _ = check_chain_args(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept,
-                                           u_recover)
+    _check_callable("fn", fn, "FlashInfer-style chain_speculative_sampling")
+
+    def sampler(
+        draft_token_ids: torch.Tensor,
+        num_draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor,
+        target_probs: torch.Tensor,
+        u_accept: torch.Tensor,
+        u_recover: torch.Tensor,
+    ) -> ChainResult:
+        batch, gamma, _ = check_chain_args(
+            draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
+        )
         n = num_draft_tokens.long()
         tokens = torch.full((batch, gamma + 1), PAD_TOKEN_ID, dtype=torch.int64, device=n.device)
         for length in torch.unique(n).tolist():
@@ -88,8 +132,11 @@ def from_flashinfer_style(fn):
             if length == 0:
                 tokens[rows, 0] = _bonus_tokens(n[rows], target_probs[rows], u_recover[rows])[:, 0]
                 continue
-            output = fn(draft_probs[rows, :length].contiguous(), draft_token_ids[rows, :length].contiguous(),
-                        target_probs[rows, : length + 1].contiguous())
+            output = fn(
+                draft_probs[rows, :length].contiguous(),
+                draft_token_ids[rows, :length].contiguous(),
+                target_probs[rows, : length + 1].contiguous(),
+            )
             output = output[0] if isinstance(output, (tuple, list)) else output
             tokens[rows, : length + 1] = output.long()
         return _from_padded_output(tokens, n, gamma)
@@ -104,10 +151,20 @@ def _draw_uniforms(batch, gamma, dtype, device, generator):
     return u_accept, torch.rand((batch, gamma + 1), generator=generator, dtype=acc, device=device)
 
 
-def as_vllm_style(sampler, *, generator: torch.Generator):
+def as_vllm_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
     """``sampler`` as a vLLM-style kernel drawing its uniforms from ``generator`` (module docstring)."""
-    def fn(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens, draft_probs, target_probs,
-           bonus_token_ids):
+    _check_callable("sampler", sampler, "chain_rejection_sample")
+    _check_generator(generator)
+
+    def fn(
+        draft_token_ids: torch.Tensor,
+        num_draft_tokens: list[int],
+        max_spec_len: int,
+        cu_num_draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor,
+        target_probs: torch.Tensor,
+        bonus_token_ids: torch.Tensor,
+    ) -> torch.Tensor:
         n = torch.as_tensor(num_draft_tokens, dtype=torch.long, device=target_probs.device)
         batch, vocab = n.shape[0], target_probs.shape[1]
         check(draft_probs is not None, "draft_probs=None (n-gram drafts) is not supported: pass the draft rows.")
@@ -119,30 +176,44 @@ def as_vllm_style(sampler, *, generator: torch.Generator):
         target = torch.zeros((batch, max_spec_len + 1, vocab), dtype=target_probs.dtype, device=n.device)
         target[:, :max_spec_len][owned] = target_probs
         target[torch.arange(batch), n, 0] = 1.0  # the bonus comes from bonus_token_ids; any valid row will do
-        result = sampler(ids, n, draft, target, *_draw_uniforms(batch, max_spec_len, draft.dtype, n.device,
-                                                                 generator))
+        result = sampler(ids, n, draft, target, *_draw_uniforms(batch, max_spec_len, draft.dtype, n.device, generator))
         tokens = result.tokens.clone()
         bonus = result.num_accepted.long() == n
         tokens[bonus, n[bonus]] = bonus_token_ids.reshape(-1).long()[bonus]
         return tokens.to(torch.int32)
+
     return fn
 
 
-def as_flashinfer_style(sampler, *, generator: torch.Generator):
-    """``sampler`` as a FlashInfer-style kernel drawing its uniforms from ``generator`` (module docstring)."""
-    def fn(draft_probs, draft_token_ids, target_probs):
+def as_flashinfer_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
+    """``sampler`` as a FlashInfer-style kernel drawing its uniforms from ``generator`` (module docstring).
+
+    Examples
+    --------
+    >>> from specverify.kernels import chain_rejection_sample_torch
+    >>> kernel = as_flashinfer_style(chain_rejection_sample_torch, generator=torch.Generator().manual_seed(0))
+    >>> draft_probs = torch.tensor([[[1.0, 0.0]]]); target_probs = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> kernel(draft_probs, torch.tensor([[0]]), target_probs).tolist()  # draft 0 accepted, then the bonus 1
+    [[0, 1]]
+    """
+    _check_callable("sampler", sampler, "chain_rejection_sample")
+    _check_generator(generator)
+
+    def fn(draft_probs: torch.Tensor, draft_token_ids: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
         batch, length = draft_token_ids.shape
         n = torch.full((batch,), length, dtype=torch.long, device=draft_token_ids.device)
         uniforms = _draw_uniforms(batch, length, draft_probs.dtype, n.device, generator)
         return sampler(draft_token_ids, n, draft_probs, target_probs, *uniforms).tokens.to(torch.int32)
+
     return fn
 
 
-def check_kernel_law(sampler, case, *, grid_size: int = 64, num_samples: int = 20_000, seed: int = 0, **kwargs):
+def check_kernel_law(
+    sampler: Sampler, case: RoundCase, *, grid_size: int = 64, num_samples: int = 20_000, seed: int = 0, **kwargs
+) -> GridLawResult | RoundLawTestResult:
     """The per-round law check that fits ``sampler``: the deterministic grid (``check_grid_law``) when it consumes
     the explicit uniforms, else the statistical test (``round_law_test``), as flagged by its ``consumes_uniforms``
-    attribute (default True)."""
-    from specverify.kernels.lawcheck import check_grid_law, round_law_test
+    attribute (default True). ``kwargs`` (``pad_to``, ``device``, ``chunk``) go to the check."""
     if getattr(sampler, "consumes_uniforms", True):
         return check_grid_law(sampler, case, grid_size=grid_size, **kwargs)
     return round_law_test(sampler, case, num_samples=num_samples, seed=seed, **kwargs)
