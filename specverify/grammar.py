@@ -1,7 +1,7 @@
 """Grammars behind a small Protocol, and ``ToyGrammar``: a deterministic automaton over token ids.
 
-A grammar state allows a set of non-EOS tokens; EOS is allowed exactly in accepting states (DESIGN.md: a grammar ends
-generation only through EOS in an accepting state, or ``no_token`` at a dead end).
+A grammar state allows a set of non-EOS tokens; EOS is allowed exactly in accepting states (docs/design.md: a grammar
+ends generation only through EOS in an accepting state, or ``no_token`` at a dead end).
 """
 
 from __future__ import annotations

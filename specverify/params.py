@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["SamplingParams", "PROCESSOR_FIELDS"]
 
-# Field names a decoder may list in ``capabilities`` (DESIGN.md protocol).
+# Field names a decoder may list in ``capabilities`` (docs/adapters.md, capabilities).
 PROCESSOR_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
     "presence_penalty", "bad_token_ids", "min_tokens", "max_tokens", "stop", "ignore_eos",
@@ -33,7 +33,7 @@ def _is_real(value) -> bool:
 class SamplingParams:
     """Sampling configuration of one request; every processor defaults to off.
 
-    Processors run in DESIGN.md's canonical order: ``bad_token_ids`` -> ``min_tokens`` (EOS masked) -> grammar mask
+    Processors run in docs/design.md's canonical order: ``bad_token_ids`` -> ``min_tokens`` (EOS masked) -> grammar mask
     -> ``repetition_penalty`` (CTRL style, prompt + generated) -> ``frequency_penalty`` / ``presence_penalty``
     (OpenAI style, generated only) -> ``temperature`` (0 = greedy) -> ``top_k`` -> ``top_p`` -> ``min_p`` -> softmax.
 

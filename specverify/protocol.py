@@ -1,4 +1,4 @@
-"""The public protocol an engine adapter implements (DESIGN.md, "Public protocol")."""
+"""The public protocol an engine adapter implements (docs/adapters.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Canonical sampling: the processor pipeline, the single-position rule, residuals and inverse-CDF draws.
 
 Everything that decides a law lives here so that ``reference`` and ``kernels`` build on one definition
-(DESIGN.md, "Canonical semantics"). All probabilities are float64 unless a caller passes another float dtype.
+(docs/design.md, "Canonical semantics"). All probabilities are float64 unless a caller passes another float dtype.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = [
 
 
 class Purpose:
-    """RNG purposes: a draw is keyed by (request seed, position, purpose) (DESIGN.md, RNG)."""
+    """RNG purposes: a draw is keyed by (request seed, position, purpose) (docs/design.md, RNG)."""
 
     DRAFT = 1  # the draft's proposal at a position
     ACCEPT = 2  # the acceptance test of the draft at a position
@@ -169,7 +169,7 @@ def grammar_mask(grammar, states: Sequence, vocab_size: int, eos_token_id: int) 
 
 def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], generated: Sequence[int],
                      grammar_state=None, eos_token_id: int | None = None) -> torch.Tensor:
-    """The next-token law of plain target sampling after ``prompt + generated`` (DESIGN.md order).
+    """The next-token law of plain target sampling after ``prompt + generated`` (docs/design.md order).
 
     ``logits`` is one row [V] (returns [V]) or the same history's rows stacked [B, V]. Penalty state is computed
     from ``prompt`` and ``generated``; ``grammar_state`` defaults to the grammar's initial state advanced over
@@ -245,7 +245,7 @@ def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, toke
 
 def residual_probs(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:  # [.., V] x2 -> [.., V]
     """Normalised ``(target_probs - draft_probs).clamp_min(0)``; rows without positive mass fall back to
-    ``target_probs`` (DESIGN.md: float rounding makes that reachable; never divide by zero)."""
+    ``target_probs`` (docs/design.md: float rounding makes that reachable; never divide by zero)."""
     residual = (target_probs - draft_probs).clamp_min(0)
     mass = residual.sum(-1, keepdim=True)
     return torch.where(mass > 0, residual / mass.clamp_min(torch.finfo(mass.dtype).tiny), target_probs)
@@ -307,7 +307,7 @@ def _mix64(x: np.ndarray) -> np.ndarray:
 
 
 def keyed_uniforms(seeds, positions, purpose: int) -> np.ndarray:
-    """Uniforms in [0, 1) keyed by (request seed, position, purpose), never by batch index (DESIGN.md, RNG).
+    """Uniforms in [0, 1) keyed by (request seed, position, purpose), never by batch index (docs/design.md, RNG).
 
     ``seeds`` and ``positions`` are int arrays (broadcast); returns float64 with 53 random bits.
 

@@ -29,7 +29,8 @@ def _tool(name):
 def test_ruff(args):
     result = subprocess.run([_tool("ruff"), *args, "specverify", "tests", "benchmarks", "examples"], cwd=ROOT,
                             capture_output=True, text=True)
-    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\nFix: ruff {' '.join(args[:1])} --fix / ruff format"
+    fix = "ruff check --fix" if args == ["check"] else "ruff format"
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\nFix: {fix} specverify tests benchmarks examples"
 
 
 def test_import_layers():

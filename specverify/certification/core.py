@@ -1,4 +1,4 @@
-"""``certify``: run the scenario matrix against a decoder factory and decide the verdict (DESIGN.md rules)."""
+"""``certify``: run the scenario matrix against a decoder factory and decide the verdict (docs/design.md rules)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Protocol checks on what a decoder returned (DESIGN.md verdict rule 1): any failure makes the run invalid."""
+"""Protocol checks on what a decoder returned (docs/design.md verdict rule 1): any failure makes the run invalid."""
 
 from __future__ import annotations
 

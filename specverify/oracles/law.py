@@ -1,4 +1,4 @@
-"""Exact law of complete outputs under plain target sampling, by enumeration (DESIGN.md, canonical semantics).
+"""Exact law of complete outputs under plain target sampling, by enumeration (docs/design.md, canonical semantics).
 
 This module shares no code with the decoders beyond ``specverify.sampling``'s pipeline: it rebuilds penalty state,
 grammar state and stop-string detection from the token lists at every node, naively, so that a bug in a decoder's
@@ -121,7 +121,7 @@ def _node_tensors(nodes, prompt, params, vocab):
 def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw:
     """Enumerate every complete outcome of plain target sampling with its exact probability.
 
-    Breadth-first over token positions, pruning zero-probability branches. Finish reasons follow DESIGN.md:
+    Breadth-first over token positions, pruning zero-probability branches. Finish reasons follow docs/design.md:
     EOS (unless ``ignore_eos``) -> ``eos``; a stop string completed by the token -> ``stop``; ``max_tokens`` ->
     ``length``; no token of positive probability -> ``no_token`` (nothing emitted).
 
@@ -196,7 +196,7 @@ def boundary_margin(target, prompt: Sequence[int], params: SamplingParams) -> fl
 
     Boundaries: the greedy argmax (gap between the two largest probabilities), the top-k cut (gap between the
     k-th and (k+1)-th), the top-p cut (cumulative mass before the cut token vs ``top_p``, for the tokens on both
-    sides) and the min-p cut (each probability vs ``min_p * max``). DESIGN.md asks toy scenarios for ≥ 1e-3 so
+    sides) and the min-p cut (each probability vs ``min_p * max``). docs/design.md asks toy scenarios for ≥ 1e-3 so
     float32 engines are not failed for rounding. Returns ``inf`` when no boundary applies.
     """
     raw = replace(params, temperature=params.temperature or 1.0, top_k=0, top_p=1.0, min_p=0.0)

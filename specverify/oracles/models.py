@@ -1,4 +1,4 @@
-"""Toy models whose law is fully known, with the cache API decoders must use (DESIGN.md, "Toy models").
+"""Toy models whose law is fully known, with the cache API decoders must use (docs/design.md, the cache API).
 
 A toy model's "KV" entry at a position is a 64-bit hash of the whole prefix up to that position, computed from the
 previous entry and the new token — like attention KV, it depends on everything stored before it. The next-token
@@ -78,7 +78,7 @@ class ToyModel:
 
     Its logits after a prefix are row ``hash(prefix, seed) mod TABLE_ROWS`` of a table whose rows are permutations
     of evenly spaced levels (spacing ``scale * spacing``) plus a small jitter, so no two tokens are nearer than
-    the spacing allows (DESIGN.md margins). ``base`` and ``mix`` make a draft at a controlled distance:
+    the spacing allows (docs/design.md margins). ``base`` and ``mix`` make a draft at a controlled distance:
     probs = (1 - mix) * base + mix * own. ``zero_rate`` sets that fraction of tokens to probability 0 per row
     (never the row's most likely token).
     """

@@ -46,7 +46,7 @@ class _Branch:
 
 
 class TransactionalDecoder:
-    """Readable per-request chain speculative decoder over a shared paged KV pool; follows DESIGN.md's protocol.
+    """Readable per-request chain speculative decoder over a shared paged KV pool (protocol: docs/adapters.md).
 
     Parameters
     ----------

@@ -80,7 +80,7 @@ class _State:
 
 
 class VectorizedDecoder:
-    """Reference chain speculative decoder over arrays; follows DESIGN.md's protocol.
+    """Reference chain speculative decoder over arrays; follows the protocol of docs/adapters.md.
 
     ``decoder(requests)`` returns one ``Completion`` per request; ``decoder.sample(request, n)`` returns the counts
     of distinct outcomes over n independent draws (the certifier's fast path). Unseeded requests get fresh 63-bit

@@ -1,4 +1,4 @@
-"""Collision test for the joint law of independent requests (DESIGN.md, verdict rule 3).
+"""Collision test for the joint law of independent requests (docs/design.md, verdict rule 3).
 
 Identical unseeded requests are sent in disjoint pairs (2i, 2i+1). If the requests are independent, each pair's two
 outcomes coincide with probability ``Σ p²`` under the exact law, independently across pairs, so the number of

@@ -89,7 +89,7 @@ def plan_sample_size(expected, epsilon, *, alpha, power=0.9, min_expected=5.0, s
     min_expected : float, optional
         Pooling threshold of :func:`pooled_cells` (default 5).
     safety : float, optional
-        The plan is made at level ``alpha / safety`` (default 4, DESIGN.md: the true tail of pooled χ² was measured
+        The plan is made at level ``alpha / safety`` (default 4, docs/design.md: the true tail of pooled χ² was measured
         up to 2× the nominal one at small α). A test run at ``alpha`` then has at least the planned power.
 
     Returns
@@ -192,7 +192,7 @@ def family_alpha_per_test(alpha, num_scenarios, num_tests) -> float:
 
     Notes
     -----
-    Valid under any dependence between the tests (Bonferroni). DESIGN.md plans every sample size at this level
+    Valid under any dependence between the tests (Bonferroni). docs/design.md plans every sample size at this level
     (divided once more by the safety factor inside :func:`plan_sample_size`).
 
     Examples

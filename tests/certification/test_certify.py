@@ -108,7 +108,7 @@ def test_first_round_acceptance_law_by_hand():
 
 
 def test_scenarios_stay_small_and_away_from_processor_boundaries():
-    """≤ ~300 outcomes keep N small; a margin ≥ 1e-3 keeps float32 engines from failing on rounding (DESIGN.md)."""
+    """≤ ~300 outcomes keep N small; a margin ≥ 1e-3 keeps float32 engines from failing on rounding (docs/design.md)."""
     from specverify.oracles import exact_law
     from specverify.oracles.law import boundary_margin
     for s in SCENARIOS.values():

@@ -121,7 +121,7 @@ def test_cache_logits_equal_the_pure_function_and_crop_rolls_back():
 
 
 def test_a_stale_cache_entry_moves_the_law():
-    """DESIGN.md: a stale entry should move the next-token law by a TV >= 0.1 in the default families."""
+    """docs/design.md: a stale entry should move the next-token law by a TV >= 0.1 in the default families."""
     rng = np.random.default_rng(0)
     tvs = []
     for _ in range(200):

@@ -1,4 +1,4 @@
-"""The vectorized reference decoder and decode_plain against the exact law (DESIGN.md semantics).
+"""The vectorized reference decoder and decode_plain against the exact law (docs/design.md semantics).
 
 Every sampling assertion is a pooled χ² at α = 1e-8 per test (fewer than 100 tests: family α < 1e-6), seeded.
 """
@@ -86,7 +86,8 @@ def test_greedy_outputs_equal_greedy_outcome_on_many_prompts():
     draft = draft_near(TARGET, distance=1.0, seed=21)  # an independent model: disagrees with the target argmax
     rng = np.random.default_rng(0)
     prompts = [tuple(int(t) for t in rng.integers(0, 4, size=int(rng.integers(1, 6)))) for _ in range(120)]
-    disagree = np.mean([int(torch.argmax(TARGET.logits([p])[0]) != torch.argmax(draft.logits([p])[0])) for p in prompts])
+    disagree = np.mean([int(torch.argmax(TARGET.logits([p])[0]) != torch.argmax(draft.logits([p])[0]))
+                        for p in prompts])
     assert disagree >= 0.3
     for params in (SamplingParams(temperature=0, max_tokens=5), SamplingParams(temperature=0, max_tokens=4,
                                                                                stop=("ab",), repetition_penalty=1.5)):
