@@ -41,8 +41,14 @@ def main() -> None:
     decoder = make_decoder(target, draft)
     configs = {
         "processors off": SamplingParams(max_tokens=6),
-        "penalties + top-p + stop": SamplingParams(max_tokens=6, repetition_penalty=1.3, frequency_penalty=0.4,
-                                                   presence_penalty=0.2, top_p=0.9, stop=("ab", " b")),
+        "penalties + top-p + stop": SamplingParams(
+            max_tokens=6,
+            repetition_penalty=1.3,
+            frequency_penalty=0.4,
+            presence_penalty=0.2,
+            top_p=0.9,
+            stop=("ab", " b"),
+        ),
     }
     print(f"torch threads {torch.get_num_threads()}, n = {args.n}, best of {args.repeat}")
     for name, params in configs.items():
@@ -51,17 +57,30 @@ def main() -> None:
         print(f"speculative γ=3, {name:26s} {rate:12,.0f} outcomes/s")
         rate = best_rate(lambda: sample_plain(target, req, args.n // 4), args.n // 4, 1)
         print(f"plain,          {name:26s} {rate:12,.0f} outcomes/s")
-    every = SamplingParams(max_tokens=6, temperature=0.9, top_k=6, top_p=0.995, min_p=0.001, repetition_penalty=1.2,
-                           frequency_penalty=0.3, presence_penalty=0.2, stop=("ab", " b"), min_tokens=1,
-                           bad_token_ids=(5,))
-    wide = SamplingParams(max_tokens=6, temperature=0.9, top_k=7, repetition_penalty=1.2, frequency_penalty=0.3,
-                          min_tokens=1)
+    every = SamplingParams(
+        max_tokens=6,
+        temperature=0.9,
+        top_k=6,
+        top_p=0.995,
+        min_p=0.001,
+        repetition_penalty=1.2,
+        frequency_penalty=0.3,
+        presence_penalty=0.2,
+        stop=("ab", " b"),
+        min_tokens=1,
+        bad_token_ids=(5,),
+    )
+    wide = SamplingParams(
+        max_tokens=6, temperature=0.9, top_k=7, repetition_penalty=1.2, frequency_penalty=0.3, min_tokens=1
+    )
     for name, params in (("every processor on", every), ("penalties + top-k + min_tokens", wide)):
         start = time.perf_counter()
         law = exact_law(target, (0, 1), params)
         elapsed = time.perf_counter() - start
-        print(f"exact_law vocab 8 × 6 tokens, {name:30s}: {len(law):6d} outcomes in {elapsed:5.2f} s "
-              f"= {len(law) / elapsed:9,.0f} outcomes/s")
+        print(
+            f"exact_law vocab 8 × 6 tokens, {name:30s}: {len(law):6d} outcomes in {elapsed:5.2f} s "
+            f"= {len(law) / elapsed:9,.0f} outcomes/s"
+        )
 
 
 if __name__ == "__main__":

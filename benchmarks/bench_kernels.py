@@ -33,8 +33,14 @@ def make_inputs(batch, gamma, vocab, dtype, device, seed=0):  # a realistic roun
     draft.mul_(0.3).add_(target[:, :gamma], alpha=0.7)
     ids = torch.multinomial(draft.view(-1, vocab), 1, generator=g).view(batch, gamma)
     n = torch.full((batch,), gamma, dtype=torch.int64)
-    inputs = (ids, n, draft.to(dtype), target.to(dtype), torch.rand(batch, gamma, generator=g),
-              torch.rand(batch, gamma + 1, generator=g))
+    inputs = (
+        ids,
+        n,
+        draft.to(dtype),
+        target.to(dtype),
+        torch.rand(batch, gamma, generator=g),
+        torch.rand(batch, gamma + 1, generator=g),
+    )
     return tuple(t.to(device) for t in inputs)
 
 
@@ -87,21 +93,29 @@ def main(argv=None) -> None:
     moved = chain_bytes(inputs, result)
     rate = moved / seconds / 1e9
     accepted = result.num_accepted.float().mean().item()
-    print(f"chain_rejection_sample [{what}, {device}] B={args.batch} V={args.vocab} gamma={args.gamma} "
-          f"{args.dtype}: {seconds * 1e3:.1f} ms/round, {args.batch / seconds:,.0f} requests/s, "
-          f"{args.batch * (accepted + 1) / seconds:,.0f} tokens/s (mean accepted {accepted:.2f})")
+    print(
+        f"chain_rejection_sample [{what}, {device}] B={args.batch} V={args.vocab} gamma={args.gamma} "
+        f"{args.dtype}: {seconds * 1e3:.1f} ms/round, {args.batch / seconds:,.0f} requests/s, "
+        f"{args.batch * (accepted + 1) / seconds:,.0f} tokens/s (mean accepted {accepted:.2f})"
+    )
     print(f"  bytes moved {moved / 1e9:.3f} GB -> {rate:.1f} GB/s effective")
     probs, uniforms = inputs[3][:, 0].contiguous(), inputs[5][:, 0].contiguous()
     cat_seconds = timed(lambda: categorical_sample(probs, uniforms, backend=backend), args.repeats, device)
     cat_bytes = 2 * probs.numel() * probs.element_size() + probs.shape[0] * 12
-    print(f"categorical_sample [{what}, {device}] B={args.batch} V={args.vocab}: {cat_seconds * 1e3:.1f} ms, "
-          f"{args.batch / cat_seconds:,.0f} rows/s, {cat_bytes / cat_seconds / 1e9:.1f} GB/s effective")
+    print(
+        f"categorical_sample [{what}, {device}] B={args.batch} V={args.vocab}: {cat_seconds * 1e3:.1f} ms, "
+        f"{args.batch / cat_seconds:,.0f} rows/s, {cat_bytes / cat_seconds / 1e9:.1f} GB/s effective"
+    )
     if device == "cuda":
-        print(f"  chain kernel at {100 * rate / args.peak_gbps:.1f} % of the {args.peak_gbps:.0f} GB/s peak "
-              f"(goal >= 80 %); measured device copy: {copy_bandwidth(device):.0f} GB/s")
+        print(
+            f"  chain kernel at {100 * rate / args.peak_gbps:.1f} % of the {args.peak_gbps:.0f} GB/s peak "
+            f"(goal >= 80 %); measured device copy: {copy_bandwidth(device):.0f} GB/s"
+        )
     else:
-        print(f"  measured CPU copy bandwidth for scale: {copy_bandwidth(device):.1f} GB/s "
-              f"(twin at {100 * rate / copy_bandwidth(device):.0f} % of it)")
+        print(
+            f"  measured CPU copy bandwidth for scale: {copy_bandwidth(device):.1f} GB/s "
+            f"(twin at {100 * rate / copy_bandwidth(device):.0f} % of it)"
+        )
 
 
 if __name__ == "__main__":

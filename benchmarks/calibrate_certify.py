@@ -43,8 +43,10 @@ def main() -> None:
             by_scenario.update(s.name for s in cert.failures)
             print(f"seed {seed}: {cert.verdict} — {cert.reason.splitlines()[0]}", flush=True)
     lo, hi = clopper_pearson(fails, args.seeds)
-    print(f"level {args.level}, family α {args.alpha}: {fails}/{args.seeds} certifications of the exact reference "
-          f"failed = {fails / args.seeds:.3f} (95 % CI [{lo:.3f}, {hi:.3f}]); calibrated if ≤ α = {args.alpha}")
+    print(
+        f"level {args.level}, family α {args.alpha}: {fails}/{args.seeds} certifications of the exact reference "
+        f"failed = {fails / args.seeds:.3f} (95 % CI [{lo:.3f}, {hi:.3f}]); calibrated if ≤ α = {args.alpha}"
+    )
     print(f"failures by scenario: {dict(by_scenario) or 'none'}")
     print(f"wall time per certification: median {sorted(times)[len(times) // 2]:.1f} s, max {max(times):.1f} s")
 

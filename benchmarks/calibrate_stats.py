@@ -105,8 +105,10 @@ def needed_n(fractions, rates) -> float | None:
 def power_table(laws, alpha, draws, rng) -> None:
     level = alpha / SAFETY
     fractions = np.round(np.arange(0.5, 1.31, 0.1), 2)
-    print(f"\nFlat tilt at TV {EPSILON}: planned N (alpha={alpha:.0e}, power {POWER}) vs simulated N reaching power at "
-          f"level alpha/{SAFETY:g}; {draws} draws per N, grid {fractions[0]}..{fractions[-1]} x planned")
+    print(
+        f"\nFlat tilt at TV {EPSILON}: planned N (alpha={alpha:.0e}, power {POWER}) vs simulated N reaching power at "
+        f"level alpha/{SAFETY:g}; {draws} draws per N, grid {fractions[0]}..{fractions[-1]} x planned"
+    )
     print(f"{'law':<22} {'planned N':>9} {'method':<13} {'power@plan':>10} {'needed N':>9} {'needed/planned':>14}")
     for name, law in laws.items():
         planned = plan_sample_size(law, EPSILON, alpha=alpha, power=POWER, safety=SAFETY)

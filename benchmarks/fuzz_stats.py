@@ -17,9 +17,9 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from specverify.fuzz import reference_runs, run_schedule
-from specverify.fuzz.paged import check_paged_operations, paged_cases
-from specverify.fuzz.recurrent import check_recurrent_rounds, recurrent_rounds
+from specverify.fuzz.whitebox import reference_runs, run_schedule
+from specverify.fuzz.whitebox.paged import check_paged_operations, paged_cases
+from specverify.fuzz.whitebox.recurrent import check_recurrent_rounds, recurrent_rounds
 from specverify.oracles import make_vocab
 from specverify.reference.recurrent import RecurrentCache, ToySSM
 
@@ -38,8 +38,10 @@ def paged_paths(case) -> set:
 def recurrent_paths(case) -> set:
     seed, rounds = case
     check_recurrent_rounds(RecurrentCache, ToySSM(make_vocab(5), dim=3, seed=seed), (0,), rounds)
-    return {"aborted branch" if any(r.abort for r in rounds) else "no abort",
-            "partial acceptance" if any(r.accepted < len(r.drafts) for r in rounds) else "all accepted"}
+    return {
+        "aborted branch" if any(r.abort for r in rounds) else "no abort",
+        "partial acceptance" if any(r.accepted < len(r.drafts) for r in rounds) else "all accepted",
+    }
 
 
 def grammar_paths(case) -> set:
@@ -60,8 +62,9 @@ def properties() -> dict:
         "recurrent": (st.tuples(st.integers(0, 50), recurrent_rounds(5)), recurrent_paths),
     }
     try:
-        from specverify.fuzz.grammars import matcher_cases
         import xgrammar  # noqa: F401
+
+        from specverify.fuzz.grammars import matcher_cases
 
         out["xgrammar"] = (matcher_cases(), grammar_paths)
     except ImportError:
@@ -72,8 +75,14 @@ def properties() -> dict:
 def run(name: str, strategy, paths_of, examples: int, seed: int) -> tuple[Counter, int, float]:
     reached, count = Counter(), [0]
 
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def body(value):
         count[0] += 1

@@ -2,7 +2,7 @@
 
     python benchmarks/zoo_tv.py [--n 200000] [--entries NAME ...] [--jobs 2] [--seed 0]
 
-For every entry of ``specverify.zoo.ZOO`` and each of its showcase scenarios (plus ``plain``), it draws n outcomes
+For every entry of ``specverify.zoo.ZOO`` and each of its showcases (plus ``plain``), it draws n outcomes
 through ``decoder.sample`` (seeded request) and prints the plug-in TV to ``exact_law`` minus the plug-in's mean
 under the exact law (its null bias), an interval for the true TV (``specverify.stats.tv_estimate``'s noise bound
 around the plug-in), and the number of draws whose outcome has exact probability 0 (that mass counts in the TV).
@@ -19,7 +19,7 @@ import torch
 
 from specverify.oracles import exact_law
 from specverify.stats import tv_estimate
-from specverify.zoo import SCENARIOS, ZOO
+from specverify.zoo import SHOWCASES, ZOO
 
 
 def tv_figures(outcomes: dict, law, *, seed: int):
@@ -41,27 +41,29 @@ def tv_figures(outcomes: dict, law, *, seed: int):
 
 
 def measure(job):
-    name, scenario_name, n, seed = job
+    name, showcase_name, n, seed = job
     torch.set_num_threads(1)
-    scenario = SCENARIOS[scenario_name]
-    target, draft = scenario.models()
+    showcase = SHOWCASES[showcase_name]
+    target, draft = showcase.models()
     decoder = ZOO[name].factory(target, draft, entropy=seed)
-    law = exact_law(target, scenario.prompt, scenario.params)
-    outcomes = decoder.sample(scenario.request(seed=seed + 1), n).outcomes
-    return (name, scenario_name) + tv_figures(outcomes, law, seed=seed)
+    law = exact_law(target, showcase.prompt, showcase.params)
+    outcomes = decoder.sample(showcase.request(seed=seed + 1), n).outcomes
+    return (name, showcase_name) + tv_figures(outcomes, law, seed=seed)
 
 
 def collision_line(n: int, seed: int) -> str:
     """Collision rate of disjoint pairs of identical unseeded requests for ``unseeded_shared_stream``."""
-    scenario = SCENARIOS["plain"]
-    target, draft = scenario.models()
-    law = exact_law(target, scenario.prompt, scenario.params)
+    showcase = SHOWCASES["plain"]
+    target, draft = showcase.models()
+    law = exact_law(target, showcase.prompt, showcase.params)
     decoder = ZOO["unseeded_shared_stream"].factory(target, draft, entropy=seed)
-    out = decoder([scenario.request() for _ in range(2 * n)])  # pairs (2i, 2i+1), as DESIGN.md's collision test
+    out = decoder([showcase.request() for _ in range(2 * n)])  # pairs (2i, 2i+1), as docs/design.md's collision test
     outcomes = [(c.tokens, c.finish_reason) for c in out]
     rate = np.mean([outcomes[2 * i] == outcomes[2 * i + 1] for i in range(n)])
-    return (f"unseeded_shared_stream: collision rate of identical unseeded pairs {rate:.3f} over {n} pairs; "
-            f"exact law: Σp² = {float((law.probs ** 2).sum()):.4f}")
+    return (
+        f"unseeded_shared_stream: collision rate of identical unseeded pairs {rate:.3f} over {n} pairs; "
+        f"exact law: Σp² = {float((law.probs**2).sum()):.4f}"
+    )
 
 
 def main() -> None:
@@ -72,14 +74,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     names = args.entries or list(ZOO)
-    jobs = [(name, s, args.n, args.seed) for name in names
-            for s in dict.fromkeys(ZOO[name].scenarios + ("plain",))]
+    jobs = [(name, s, args.n, args.seed) for name in names for s in dict.fromkeys(ZOO[name].showcases + ("plain",))]
     with ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(measure, jobs))
     print(f"n = {args.n} draws per row, seed {args.seed}; TV = plug-in minus null bias; interval ~95 %")
-    print(f"{'entry':32s} {'tag':12s} {'scenario':13s} {'TV':>7s}  {'interval':17s} {'p=0 draws':>9s}")
-    for name, scenario, tv, (low, high), zero in rows:
-        print(f"{name:32s} {ZOO[name].verdict:12s} {scenario:13s} {tv:7.4f}  [{low:.4f}, {high:.4f}] {zero:9d}")
+    print(f"{'entry':32s} {'tag':12s} {'showcase':13s} {'TV':>7s}  {'interval':17s} {'p=0 draws':>9s}")
+    for name, showcase, tv, (low, high), zero in rows:
+        print(f"{name:32s} {ZOO[name].verdict:12s} {showcase:13s} {tv:7.4f}  [{low:.4f}, {high:.4f}] {zero:9d}")
     if "unseeded_shared_stream" in names:
         print(collision_line(2000, args.seed))
 

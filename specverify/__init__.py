@@ -33,8 +33,16 @@ _LAZY = {
     "make_decoder": "specverify.reference",
 }
 
-__all__ = ["InvalidArgument", "Level", "ProtocolViolation", "SamplingParams", "SpecverifyError", "Verdict",
-           "__version__", *_LAZY]
+__all__ = [
+    "InvalidArgument",
+    "Level",
+    "ProtocolViolation",
+    "SamplingParams",
+    "SpecverifyError",
+    "Verdict",
+    "__version__",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> object:

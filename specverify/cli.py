@@ -21,30 +21,58 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 3  # a bug in specverify itself
 
 
-EPILOG = "exit codes: " + ", ".join(f"{c.value} {c.name.lower().replace('_', ' ')}" for c in ExitCode) + \
-         " (meets = the verdict is at least --require; invalid and inconclusive never meet it)"
+EPILOG = (
+    "exit codes: "
+    + ", ".join(f"{c.value} {c.name.lower().replace('_', ' ')}" for c in ExitCode)
+    + " (meets = the verdict is at least --require; invalid and inconclusive never meet it)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specverify", description="Is your speculative decoder exact?", epilog=EPILOG)
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("certify", help="certify a decoder factory MODULE:ATTR", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("factory", help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. "
-                                   "specverify.reference:make_decoder")
-    c.add_argument("--level", choices=[level.value for level in Level], default=Level.STANDARD.value,
-                   help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)")
+    c = sub.add_parser(
+        "certify",
+        help="certify a decoder factory MODULE:ATTR",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument(
+        "factory", help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. specverify.reference:make_decoder"
+    )
+    c.add_argument(
+        "--level",
+        choices=[level.value for level in Level],
+        default=Level.STANDARD.value,
+        help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)",
+    )
     c.add_argument("--seed", type=int, default=0, help="seed of every request; reproduces the run (default 0)")
     c.add_argument("--alpha", type=float, default=1e-6, help="family false-alarm rate (default 1e-6)")
-    c.add_argument("--scenario", action="append", default=[], metavar="NAME",
-                   help="run only this scenario (repeatable); `specverify scenarios` lists them")
+    c.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only this scenario (repeatable); `specverify scenarios` lists them",
+    )
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    c.add_argument("--require", choices=[v.value for v in Verdict.decoder_verdicts()[:3]], default=Verdict.EXACT.value,
-                   help="verdict needed for exit code 0 (default exact)")
-    c.add_argument("--require-reproducible", action="store_true",
-                   help="also require same seed -> same output (alone, batched, repeated)")
-    c.add_argument("--isolation", choices=("process", "none"), default="process",
-                   help="run the decoder in a worker process with a per-call timeout (default) or in-process")
+    c.add_argument(
+        "--require",
+        choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
+        default=Verdict.EXACT.value,
+        help="verdict needed for exit code 0 (default exact)",
+    )
+    c.add_argument(
+        "--require-reproducible",
+        action="store_true",
+        help="also require same seed -> same output (alone, batched, repeated)",
+    )
+    c.add_argument(
+        "--isolation",
+        choices=("process", "none"),
+        default="process",
+        help="run the decoder in a worker process with a per-call timeout (default) or in-process",
+    )
     c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
     c.add_argument("--budget", type=float, default=None, help="wall-clock budget in seconds (default none)")
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
@@ -64,9 +92,17 @@ def _certify(args, out, err) -> int:
 
     progress = (lambda msg: print(msg, file=err, flush=True)) if err.isatty() else None
     try:
-        cert = certify(args.factory, level=args.level, seed=args.seed, alpha=args.alpha,
-                       scenarios=args.scenario or None, isolation=args.isolation, timeout_s=args.timeout,
-                       budget_s=args.budget, progress=progress)
+        cert = certify(
+            args.factory,
+            level=args.level,
+            seed=args.seed,
+            alpha=args.alpha,
+            scenarios=args.scenario or None,
+            isolation=args.isolation,
+            timeout_s=args.timeout,
+            budget_s=args.budget,
+            progress=progress,
+        )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
@@ -111,13 +147,16 @@ def _plan(args, out, err) -> int:
         print(f"specverify: error: --outcomes={args.outcomes!r} must be >= 1", file=err)
         return ExitCode.USAGE
     try:
-        n = plan_sample_size(np.full(args.outcomes, 1.0 / args.outcomes), args.epsilon, alpha=args.alpha,
-                             power=args.power)
+        n = plan_sample_size(
+            np.full(args.outcomes, 1.0 / args.outcomes), args.epsilon, alpha=args.alpha, power=args.power
+        )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
-    out.write(f"{n} draws detect a TV of {args.epsilon} on {args.outcomes} equally likely outcomes with power "
-              f"{args.power} at α = {args.alpha:g} (pooled χ², safety factor 4)\n")
+    out.write(
+        f"{n} draws detect a TV of {args.epsilon} on {args.outcomes} equally likely outcomes with power "
+        f"{args.power} at α = {args.alpha:g} (pooled χ², safety factor 4)\n"
+    )
     return ExitCode.MEETS
 
 
@@ -139,9 +178,12 @@ def main(argv=None, *, out=None, err=None) -> int:
         return _plan(args, out, err)
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, with how to report it
         import traceback
+
         traceback.print_exc(file=err)
-        print(f"specverify: internal error ({type(exc).__name__}: {exc}). Please report it with the command "
-              "line above.", file=err)
+        print(
+            f"specverify: internal error ({type(exc).__name__}: {exc}). Please report it with the command line above.",
+            file=err,
+        )
         return ExitCode.INTERNAL
 
 

@@ -48,8 +48,14 @@ class Verdict(_StrEnum):
         return (cls.EXACT, cls.GREEDY_ONLY, cls.APPROXIMATE, cls.INVALID)
 
 
-_RANK = {Verdict.EXACT: 3, Verdict.GREEDY_ONLY: 2, Verdict.APPROXIMATE: 1, Verdict.INVALID: 0,
-         Verdict.INCONCLUSIVE: -1, Verdict.ERROR: -1}
+_RANK = {
+    Verdict.EXACT: 3,
+    Verdict.GREEDY_ONLY: 2,
+    Verdict.APPROXIMATE: 1,
+    Verdict.INVALID: 0,
+    Verdict.INCONCLUSIVE: -1,
+    Verdict.ERROR: -1,
+}
 
 
 class Level(_StrEnum):

@@ -49,20 +49,25 @@ class ToyGrammar:
     accepting_states: frozenset = frozenset()
 
     def __init__(self, transitions, accepting=frozenset()):
-        check(isinstance(transitions, (tuple, list)) and len(transitions) > 0,
-              f"transitions={transitions!r} must be a non-empty sequence of {{token: next_state}} dicts.")
+        check(
+            isinstance(transitions, (tuple, list)) and len(transitions) > 0,
+            f"transitions={transitions!r} must be a non-empty sequence of {{token: next_state}} dicts.",
+        )
         n = len(transitions)
         frozen = []
         for s, row in enumerate(transitions):
             check(isinstance(row, dict), f"transitions[{s}]={row!r} must be a dict {{token_id: next_state}}.")
             for tok, nxt in row.items():
-                check(isinstance(tok, int) and tok >= 0 and isinstance(nxt, int) and 0 <= nxt < n,
-                      f"transitions[{s}] has {tok!r}: {nxt!r}; expected a token id >= 0 mapping to a state in "
-                      f"[0, {n}).")
+                check(
+                    isinstance(tok, int) and tok >= 0 and isinstance(nxt, int) and 0 <= nxt < n,
+                    f"transitions[{s}] has {tok!r}: {nxt!r}; expected a token id >= 0 mapping to a state in [0, {n}).",
+                )
             frozen.append(dict(sorted(row.items())))
         acc = frozenset(accepting)
-        check(all(isinstance(a, int) and 0 <= a < n for a in acc),
-              f"accepting={accepting!r} must hold state ids in [0, {n}).")
+        check(
+            all(isinstance(a, int) and 0 <= a < n for a in acc),
+            f"accepting={accepting!r} must hold state ids in [0, {n}).",
+        )
         object.__setattr__(self, "transitions", tuple(frozen))
         object.__setattr__(self, "accepting_states", acc)
 
@@ -83,8 +88,10 @@ class ToyGrammar:
     def advance(self, state, token: int) -> int:
         row = self.transitions[self._state(state)]
         if token not in row:
-            raise InvalidArgument(f"token={token!r} is not allowed in grammar state={state!r} (allowed: "
-                                  f"{sorted(row)}). Mask with allowed() before sampling.")
+            raise InvalidArgument(
+                f"token={token!r} is not allowed in grammar state={state!r} (allowed: "
+                f"{sorted(row)}). Mask with allowed() before sampling."
+            )
         return row[token]
 
     def accepting(self, state) -> bool:
@@ -99,8 +106,10 @@ class ToyGrammar:
         nxt = np.tile(np.arange(self.num_states, dtype=np.int64)[:, None], (1, vocab_size))
         for s, row in enumerate(self.transitions):
             for tok, dst in row.items():
-                check(tok < vocab_size and tok != eos_token_id,
-                      f"grammar token {tok!r} in state {s} must be a non-EOS id < vocab_size={vocab_size!r}.")
+                check(
+                    tok < vocab_size and tok != eos_token_id,
+                    f"grammar token {tok!r} in state {s} must be a non-EOS id < vocab_size={vocab_size!r}.",
+                )
                 allowed[s, tok] = True
                 nxt[s, tok] = dst
             allowed[s, eos_token_id] = s in self.accepting_states

@@ -49,8 +49,11 @@ class XGrammar:
 
     def __init__(self, vocab, compiled, *, description: str = ""):
         xgr = import_xgrammar()
-        check(isinstance(compiled, xgr.CompiledGrammar), f"compiled={compiled!r} must be an xgrammar "
-              "CompiledGrammar; build with XGrammar.from_ebnf or XGrammar.from_json_schema.")
+        check(
+            isinstance(compiled, xgr.CompiledGrammar),
+            f"compiled={compiled!r} must be an xgrammar "
+            "CompiledGrammar; build with XGrammar.from_ebnf or XGrammar.from_json_schema.",
+        )
         self.vocab, self.compiled, self.description = vocab, compiled, description
         self._bitmask = xgr.allocate_token_bitmask(1, vocab.size)
         root = xgr.GrammarMatcher(compiled)
@@ -100,8 +103,10 @@ class XGrammar:
 
     def advance(self, state, token: int) -> tuple:
         if token not in self.allowed(state):
-            raise InvalidArgument(f"token={token!r} is not allowed in grammar state={state!r} (allowed: "
-                                  f"{sorted(self.allowed(state))}). Mask with allowed() before sampling.")
+            raise InvalidArgument(
+                f"token={token!r} is not allowed in grammar state={state!r} (allowed: "
+                f"{sorted(self.allowed(state))}). Mask with allowed() before sampling."
+            )
         return tuple(state) + (int(token),)
 
     # ------------------------------------------------------------------------------------------- matchers
@@ -126,12 +131,15 @@ class XGrammar:
     def _entry(self, state):
         entry = self._cache.get(state)
         if entry is None:
-            check(isinstance(state, tuple) and len(state) > 0, f"state={state!r} is not a state of {self!r} "
-                  "(states are tuples of accepted token ids).")
+            check(
+                isinstance(state, tuple) and len(state) > 0,
+                f"state={state!r} is not a state of {self!r} (states are tuples of accepted token ids).",
+            )
             parent = self._entry(state[:-1])
             if state[-1] not in parent[1]:
-                raise InvalidArgument(f"state={state!r} is unreachable: token {state[-1]!r} is not allowed after "
-                                      f"{state[:-1]!r}.")
+                raise InvalidArgument(
+                    f"state={state!r} is unreachable: token {state[-1]!r} is not allowed after {state[:-1]!r}."
+                )
             matcher = parent[0].fork()
             matcher.accept_token(int(state[-1]))
             entry = self._cache[state] = (matcher, *self.mask(matcher))
@@ -154,8 +162,7 @@ class XGrammar:
                     ids[child] = len(order)
                     order.append(child)
                     queue.append(child)
-        transitions = [{t: ids[s + (t,)] for t in sorted(self.allowed(s))} if len(s) < max_depth else {}
-                       for s in order]
+        transitions = [{t: ids[s + (t,)] for t in sorted(self.allowed(s))} if len(s) < max_depth else {} for s in order]
         return ToyGrammar(transitions=tuple(transitions), accepting={ids[s] for s in order if self.accepting(s)})
 
 
@@ -185,8 +192,10 @@ class SpeculativeMatcher:
         return len(self.pending)
 
     def resolve(self, accepted: int, extra: Sequence[int] = ()) -> None:
-        check(isinstance(accepted, int) and 0 <= accepted <= len(self.pending),
-              f"accepted={accepted!r} must lie in [0, {len(self.pending)}] (drafts the matcher took).")
+        check(
+            isinstance(accepted, int) and 0 <= accepted <= len(self.pending),
+            f"accepted={accepted!r} must lie in [0, {len(self.pending)}] (drafts the matcher took).",
+        )
         rejected = len(self.pending) - accepted
         if rejected:
             self.matcher.rollback(rejected)

@@ -15,9 +15,20 @@ __all__ = ["SamplingParams", "PROCESSOR_FIELDS"]
 
 # Field names a decoder may list in ``capabilities`` (docs/adapters.md, capabilities).
 PROCESSOR_FIELDS = (
-    "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
-    "presence_penalty", "bad_token_ids", "min_tokens", "max_tokens", "stop", "ignore_eos",
-    "grammar", "stop_after_min_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "bad_token_ids",
+    "min_tokens",
+    "max_tokens",
+    "stop",
+    "ignore_eos",
+    "grammar",
+    "stop_after_min_tokens",
 )
 
 
@@ -74,41 +85,55 @@ class SamplingParams:
     def active(self) -> frozenset[str]:
         """Names of the fields that differ from their default (the processors this request needs)."""
         default = _DEFAULTS
-        return frozenset(f.name for f in fields(self)
-                         if getattr(self, f.name) != getattr(default, f.name))
+        return frozenset(f.name for f in fields(self) if getattr(self, f.name) != getattr(default, f.name))
 
 
 def _validate(p: SamplingParams) -> None:
-    check(_is_real(p.temperature) and p.temperature >= 0,
-          f"temperature={p.temperature!r} must be a finite number >= 0 (0 means greedy).")
+    check(
+        _is_real(p.temperature) and p.temperature >= 0,
+        f"temperature={p.temperature!r} must be a finite number >= 0 (0 means greedy).",
+    )
     check(_is_int(p.top_k) and p.top_k >= 0, f"top_k={p.top_k!r} must be an int >= 0 (0 turns top-k off).")
     check(_is_real(p.top_p) and 0 < p.top_p <= 1, f"top_p={p.top_p!r} must lie in (0, 1] (1.0 turns top-p off).")
     check(_is_real(p.min_p) and 0 <= p.min_p <= 1, f"min_p={p.min_p!r} must lie in [0, 1] (0 turns min-p off).")
-    check(_is_real(p.repetition_penalty) and p.repetition_penalty > 0,
-          f"repetition_penalty={p.repetition_penalty!r} must be a finite number > 0 (1.0 turns it off).")
+    check(
+        _is_real(p.repetition_penalty) and p.repetition_penalty > 0,
+        f"repetition_penalty={p.repetition_penalty!r} must be a finite number > 0 (1.0 turns it off).",
+    )
     for name in ("frequency_penalty", "presence_penalty"):
         value = getattr(p, name)
         check(_is_real(value), f"{name}={value!r} must be a finite number (0.0 turns it off).")
-    check(isinstance(p.bad_token_ids, (tuple, list, frozenset, set))
-          and all(_is_int(t) and t >= 0 for t in p.bad_token_ids),
-          f"bad_token_ids={p.bad_token_ids!r} must be a tuple of non-negative token ids.")
+    check(
+        isinstance(p.bad_token_ids, (tuple, list, frozenset, set))
+        and all(_is_int(t) and t >= 0 for t in p.bad_token_ids),
+        f"bad_token_ids={p.bad_token_ids!r} must be a tuple of non-negative token ids.",
+    )
     check(_is_int(p.max_tokens) and p.max_tokens >= 1, f"max_tokens={p.max_tokens!r} must be an int >= 1.")
     check(_is_int(p.min_tokens) and p.min_tokens >= 0, f"min_tokens={p.min_tokens!r} must be an int >= 0.")
     if p.min_tokens > p.max_tokens:
         raise InvalidArgument(
             f"min_tokens={p.min_tokens!r} exceeds max_tokens={p.max_tokens!r}: a request cannot be forced to "
-            "outlive its length cap. Lower min_tokens or raise max_tokens.")
-    check(isinstance(p.stop, (tuple, list)) and all(isinstance(s, str) and s for s in p.stop),
-          f"stop={p.stop!r} must be a tuple of non-empty strings.")
+            "outlive its length cap. Lower min_tokens or raise max_tokens."
+        )
+    check(
+        isinstance(p.stop, (tuple, list)) and all(isinstance(s, str) and s for s in p.stop),
+        f"stop={p.stop!r} must be a tuple of non-empty strings.",
+    )
     check(isinstance(p.ignore_eos, bool), f"ignore_eos={p.ignore_eos!r} must be a bool.")
-    check(isinstance(p.stop_after_min_tokens, bool),
-          f"stop_after_min_tokens={p.stop_after_min_tokens!r} must be a bool.")
+    check(
+        isinstance(p.stop_after_min_tokens, bool), f"stop_after_min_tokens={p.stop_after_min_tokens!r} must be a bool."
+    )
     if p.grammar is not None:
-        check(all(hasattr(p.grammar, a) for a in ("initial_state", "allowed", "advance", "accepting")),
-              f"grammar={p.grammar!r} does not implement the Grammar protocol (initial_state, allowed, advance, "
-              "accepting). Use specverify.grammar.ToyGrammar or an adapter.")
-        check(not p.ignore_eos, f"ignore_eos=True with grammar={p.grammar!r}: a grammar ends generation only "
-              "through EOS in an accepting state, so EOS cannot be an ordinary token. Drop one of the two.")
+        check(
+            all(hasattr(p.grammar, a) for a in ("initial_state", "allowed", "advance", "accepting")),
+            f"grammar={p.grammar!r} does not implement the Grammar protocol (initial_state, allowed, advance, "
+            "accepting). Use specverify.grammar.ToyGrammar or an adapter.",
+        )
+        check(
+            not p.ignore_eos,
+            f"ignore_eos=True with grammar={p.grammar!r}: a grammar ends generation only "
+            "through EOS in an accepting state, so EOS cannot be an ordinary token. Drop one of the two.",
+        )
 
 
 _DEFAULTS = SamplingParams()

@@ -8,8 +8,16 @@ from typing import Mapping, Optional, Protocol, Sequence, runtime_checkable
 from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 
-__all__ = ["Request", "Completion", "Decoder", "FINISH_REASONS", "EXTRA_CAPABILITIES", "MINIMUM_CAPABILITIES",
-           "capabilities_of", "SampleCounts"]
+__all__ = [
+    "Request",
+    "Completion",
+    "Decoder",
+    "FINISH_REASONS",
+    "EXTRA_CAPABILITIES",
+    "MINIMUM_CAPABILITIES",
+    "capabilities_of",
+    "SampleCounts",
+]
 
 FINISH_REASONS = ("eos", "stop", "length", "no_token")
 EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")
@@ -32,8 +40,9 @@ class Request:
             object.__setattr__(self, "prompt", tuple(int(t) for t in prompt))
         # messages are built only on failure: requests are made by the hundred thousand
         if not self.prompt or min(self.prompt) < 0:
-            raise InvalidArgument(f"prompt={self.prompt!r} must hold at least one token (a BOS at least), all "
-                                  "non-negative ids.")
+            raise InvalidArgument(
+                f"prompt={self.prompt!r} must hold at least one token (a BOS at least), all non-negative ids."
+            )
         if not isinstance(self.params, SamplingParams):
             raise InvalidArgument(f"params={self.params!r} must be a SamplingParams.")
         gamma = self.num_draft_tokens
@@ -78,6 +87,9 @@ def capabilities_of(decoder) -> frozenset[str]:
         return MINIMUM_CAPABILITIES
     known = set(PROCESSOR_FIELDS) | set(EXTRA_CAPABILITIES)
     unknown = sorted(set(caps) - known)
-    check(not unknown, f"capabilities={sorted(caps)!r} holds unknown names {unknown!r}; expected SamplingParams "
-          f"field names or {EXTRA_CAPABILITIES!r}.")
+    check(
+        not unknown,
+        f"capabilities={sorted(caps)!r} holds unknown names {unknown!r}; expected SamplingParams "
+        f"field names or {EXTRA_CAPABILITIES!r}.",
+    )
     return frozenset(caps) | MINIMUM_CAPABILITIES

@@ -14,10 +14,18 @@ from specverify.enums import Level
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("specverify", "speculative decoding certification")
-    group.addoption("--specverify-level", default=None, choices=[level.value for level in Level],
-                    help="certification level for the specverify fixture (default: quick, or $SPECVERIFY_LEVEL)")
-    group.addoption("--specverify-seed", type=int, default=None,
-                    help="seed for the specverify fixture (default: 0, or $SPECVERIFY_SEED)")
+    group.addoption(
+        "--specverify-level",
+        default=None,
+        choices=[level.value for level in Level],
+        help="certification level for the specverify fixture (default: quick, or $SPECVERIFY_LEVEL)",
+    )
+    group.addoption(
+        "--specverify-seed",
+        type=int,
+        default=None,
+        help="seed for the specverify fixture (default: 0, or $SPECVERIFY_SEED)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,7 +43,8 @@ def _seed(config) -> int:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.pluginmanager.hasplugin("specverify") and any(
-            "specverify" in str(a) for a in config.invocation_params.args):
+        "specverify" in str(a) for a in config.invocation_params.args
+    ):
         return f"specverify: level={_level(config)} seed={_seed(config)} (reproduce: --specverify-seed={_seed(config)})"
     return None
 

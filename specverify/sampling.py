@@ -16,8 +16,15 @@ from specverify.errors import InvalidArgument, check
 from specverify.params import SamplingParams
 
 __all__ = [
-    "one_thread", "process_logits", "next_token_probs", "grammar_mask", "verify_candidate", "residual_probs",
-    "sample_from_uniforms", "keyed_uniforms", "Purpose",
+    "one_thread",
+    "process_logits",
+    "next_token_probs",
+    "grammar_mask",
+    "verify_candidate",
+    "residual_probs",
+    "sample_from_uniforms",
+    "keyed_uniforms",
+    "Purpose",
 ]
 
 
@@ -49,15 +56,19 @@ def one_thread() -> Iterator[None]:
 
 
 def _check_logits(logits: torch.Tensor) -> None:
-    check(isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[1] > 0,
-          f"logits.shape={tuple(getattr(logits, 'shape', ()))!r} must be [B, V] with V >= 1 "
-          "(pass a torch tensor; next_token_probs also takes a single [V] row).")
+    check(
+        isinstance(logits, torch.Tensor) and logits.ndim == 2 and logits.shape[1] > 0,
+        f"logits.shape={tuple(getattr(logits, 'shape', ()))!r} must be [B, V] with V >= 1 "
+        "(pass a torch tensor; next_token_probs also takes a single [V] row).",
+    )
     top = float(logits.amax()) if logits.numel() else 0.0  # NaN propagates through amax: one pass checks both
     if top != top or top == float("inf"):
         bad = torch.isnan(logits) | (logits == float("inf"))
         rows = torch.nonzero(bad.any(-1)).flatten().tolist()[:5]
-        raise InvalidArgument(f"logits rows {rows!r} hold NaN or +inf: logits must be finite or -inf (masked). "
-                              "Check the model's output before sampling.")
+        raise InvalidArgument(
+            f"logits rows {rows!r} hold NaN or +inf: logits must be finite or -inf (masked). "
+            "Check the model's output before sampling."
+        )
 
 
 def _penalize(logits, params, seen, counts):  # [B, V], bool [B, V], [B, V] -> [B, V]
@@ -108,8 +119,9 @@ def _renormalize(probs):  # [B, V] -> [B, V]; all-zero rows stay zero
     return torch.where(mass > 0, probs / mass.clamp_min(torch.finfo(probs.dtype).tiny), probs)
 
 
-def process_logits(logits, params: SamplingParams, *, seen=None, counts=None, num_generated=0, allowed=None,
-                   eos_token_id=None) -> torch.Tensor:
+def process_logits(
+    logits, params: SamplingParams, *, seen=None, counts=None, num_generated=0, allowed=None, eos_token_id=None
+) -> torch.Tensor:
     """Batched canonical pipeline: raw logits [B, V] -> next-token law [B, V] (float64).
 
     Parameters
@@ -167,8 +179,15 @@ def grammar_mask(grammar, states: Sequence, vocab_size: int, eos_token_id: int) 
     return mask[torch.as_tensor(rows, dtype=torch.long)]
 
 
-def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], generated: Sequence[int],
-                     grammar_state=None, eos_token_id: int | None = None) -> torch.Tensor:
+def next_token_probs(
+    logits,
+    params: SamplingParams,
+    *,
+    prompt: Sequence[int],
+    generated: Sequence[int],
+    grammar_state=None,
+    eos_token_id: int | None = None,
+) -> torch.Tensor:
     """The next-token law of plain target sampling after ``prompt + generated`` (docs/design.md order).
 
     ``logits`` is one row [V] (returns [V]) or the same history's rows stacked [B, V]. Penalty state is computed
@@ -187,8 +206,10 @@ def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], g
     check(rows.ndim == 2, f"logits.shape={tuple(logits.shape)!r} must be [V] or [B, V].")
     vocab = rows.shape[1]
     history = list(prompt) + list(generated)
-    check(all(isinstance(t, (int, np.integer)) and 0 <= t < vocab for t in history),
-          f"prompt + generated={history!r} must hold token ids in [0, {vocab}).")
+    check(
+        all(isinstance(t, (int, np.integer)) and 0 <= t < vocab for t in history),
+        f"prompt + generated={history!r} must hold token ids in [0, {vocab}).",
+    )
     ids = torch.as_tensor(history, dtype=torch.long)
     seen = torch.zeros(vocab, dtype=torch.bool)
     seen[ids] = True
@@ -201,16 +222,22 @@ def next_token_probs(logits, params: SamplingParams, *, prompt: Sequence[int], g
             for tok in generated:
                 grammar_state = params.grammar.advance(grammar_state, int(tok))
         allowed = grammar_mask(params.grammar, [grammar_state], vocab, eos_token_id).expand(rows.shape[0], -1)
-    probs = process_logits(rows, params, seen=seen.expand(rows.shape[0], -1), counts=counts.expand(rows.shape[0], -1),
-                           num_generated=len(generated), allowed=allowed, eos_token_id=eos_token_id)
+    probs = process_logits(
+        rows,
+        params,
+        seen=seen.expand(rows.shape[0], -1),
+        counts=counts.expand(rows.shape[0], -1),
+        num_generated=len(generated),
+        allowed=allowed,
+        eos_token_id=eos_token_id,
+    )
     return probs[0] if single else probs
 
 
 # ------------------------------------------------------------------------------------- the single-position rule
 
 
-def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int,
-                     uniform: float) -> tuple:
+def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, token: int, uniform: float) -> tuple:
     """Single-position exact acceptance (the seed's reference): ``(True, None)`` or ``(False, residual)``.
 
     Accept ``token`` iff ``uniform < min(1, target_probs[token] / draft_probs[token])``; on rejection return the
@@ -219,12 +246,15 @@ def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, toke
     rejection with no residual mass (here, unlike ``residual_probs``, there is no fallback).
     """
     if target_probs.ndim != 1 or target_probs.shape != draft_probs.shape or target_probs.numel() == 0:
-        raise InvalidArgument(f"target_probs.shape={tuple(target_probs.shape)!r}, draft_probs.shape="
-                              f"{tuple(draft_probs.shape)!r}: expected two aligned non-empty 1-D distributions over "
-                              "one vocabulary.")
+        raise InvalidArgument(
+            f"target_probs.shape={tuple(target_probs.shape)!r}, draft_probs.shape="
+            f"{tuple(draft_probs.shape)!r}: expected two aligned non-empty 1-D distributions over "
+            "one vocabulary."
+        )
     if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < target_probs.numel():
-        raise InvalidArgument(f"token={token!r} must be an int indexing the shared vocabulary "
-                              f"[0, {target_probs.numel()}).")
+        raise InvalidArgument(
+            f"token={token!r} must be an int indexing the shared vocabulary [0, {target_probs.numel()})."
+        )
     for name, dist in (("target_probs", target_probs), ("draft_probs", draft_probs)):
         if not bool(torch.all(torch.isfinite(dist) & (dist >= 0))):
             raise InvalidArgument(f"{name} holds negative or non-finite entries: pass probabilities, not logits.")
@@ -238,8 +268,10 @@ def verify_candidate(target_probs: torch.Tensor, draft_probs: torch.Tensor, toke
         return True, None
     residual = (target_probs - draft_probs).clamp_min(0)
     if residual.sum() <= 0:
-        raise InvalidArgument("rejection has no residual mass (target_probs == draft_probs where it matters): "
-                              "this cannot happen for exact distributions; check the inputs.")
+        raise InvalidArgument(
+            "rejection has no residual mass (target_probs == draft_probs where it matters): "
+            "this cannot happen for exact distributions; check the inputs."
+        )
     return False, residual / residual.sum()
 
 

@@ -9,10 +9,25 @@ import pytest
 import specverify
 from specverify.cli import ExitCode, main
 
-
-PUBLIC = {"certify", "Certificate", "Verdict", "Level", "SamplingParams", "Request", "Completion", "SampleCounts",
-          "Decoder", "exact_law", "greedy_outcome", "make_decoder", "ToyGrammar", "SpecverifyError",
-          "InvalidArgument", "ProtocolViolation", "__version__"}
+PUBLIC = {
+    "certify",
+    "Certificate",
+    "Verdict",
+    "Level",
+    "SamplingParams",
+    "Request",
+    "Completion",
+    "SampleCounts",
+    "Decoder",
+    "exact_law",
+    "greedy_outcome",
+    "make_decoder",
+    "ToyGrammar",
+    "SpecverifyError",
+    "InvalidArgument",
+    "ProtocolViolation",
+    "__version__",
+}
 SAMPLING_MATH = ("verify_candidate", "residual_probs", "next_token_probs", "sample_from_uniforms", "decode_plain")
 
 
@@ -31,21 +46,26 @@ def test_top_level_exports_exactly_the_public_api():
 
 def test_no_subpackage_shares_a_name_with_a_public_function():
     import pkgutil
+
     subpackages = {m.name for m in pkgutil.iter_modules(specverify.__path__) if m.ispkg}
     assert subpackages and not subpackages & PUBLIC
 
 
 def test_exceptions_form_one_hierarchy():
     from specverify.certification import DecoderFailure
+
     for exc in (specverify.InvalidArgument, specverify.ProtocolViolation, DecoderFailure):
         assert issubclass(exc, specverify.SpecverifyError)
     assert issubclass(DecoderFailure, specverify.ProtocolViolation)
 
 
-@pytest.mark.parametrize("code", [
-    "import specverify as sv; print(sv.certify, sv.Verdict.EXACT, sv.Certificate, sv.Level.QUICK)",
-    "import specverify, specverify.pytest_plugin, specverify.params, specverify.errors, specverify.enums",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import specverify as sv; print(sv.certify, sv.Verdict.EXACT, sv.Certificate, sv.Level.QUICK)",
+        "import specverify, specverify.pytest_plugin, specverify.params, specverify.errors, specverify.enums",
+    ],
+)
 def test_import_and_plugin_load_stay_light(code):
     probe = code + "; import sys; print('HEAVY', *[m for m in ('torch', 'triton', 'hypothesis') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -59,14 +79,25 @@ def test_stats_never_imports_torch():
 
 def cli(*argv):
     import io
+
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
 def test_cli_certify_json_and_exit_codes(tmp_path):
-    code, out, _ = cli("certify", "specverify.reference:make_decoder", "--level", "quick", "--isolation", "none",
-                       "--scenario", "temperature-1", "--json", "-")
+    code, out, _ = cli(
+        "certify",
+        "specverify.reference:make_decoder",
+        "--level",
+        "quick",
+        "--isolation",
+        "none",
+        "--scenario",
+        "temperature-1",
+        "--json",
+        "-",
+    )
     doc = json.loads(out)
     assert code == ExitCode.FALLS_SHORT  # one scenario: the core is not covered -> inconclusive never meets
     assert doc["verdict"] == "inconclusive"
@@ -98,6 +129,7 @@ def test_cli_plan_and_scenarios():
 def test_help_documents_exit_codes(capsys):
     with pytest.raises(SystemExit):
         from specverify.cli import _parser
+
         _parser().parse_args(["certify", "--help"])
     assert "exit codes: 0 meets" in capsys.readouterr().out
 

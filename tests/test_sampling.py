@@ -8,8 +8,15 @@ import torch
 
 from specverify import InvalidArgument, SamplingParams
 from specverify.grammar import ToyGrammar
-from specverify.sampling import (Purpose, keyed_uniforms, next_token_probs, process_logits, residual_probs,
-                                 sample_from_uniforms, verify_candidate)
+from specverify.sampling import (
+    Purpose,
+    keyed_uniforms,
+    next_token_probs,
+    process_logits,
+    residual_probs,
+    sample_from_uniforms,
+    verify_candidate,
+)
 
 LOG124 = torch.tensor([0.0, math.log(2), math.log(4)], dtype=torch.float64)  # probs 1/7, 2/7, 4/7
 
@@ -22,18 +29,21 @@ def close(got, want):
     torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("params, want", [
-    (SamplingParams(), [1 / 7, 2 / 7, 4 / 7]),
-    (SamplingParams(temperature=0.5), [1 / 21, 4 / 21, 16 / 21]),
-    (SamplingParams(temperature=0), [0, 0, 1]),
-    (SamplingParams(top_k=2), [0, 1 / 3, 2 / 3]),
-    (SamplingParams(top_p=0.5), [0, 0, 1]),  # 4/7 >= 0.5 alone
-    (SamplingParams(top_p=0.6), [0, 1 / 3, 2 / 3]),  # 4/7 < 0.6 <= 6/7
-    (SamplingParams(min_p=0.3), [0, 1 / 3, 2 / 3]),  # floor 0.3 * 4/7 = 0.171 > 1/7
-    (SamplingParams(bad_token_ids=(2,)), [1 / 3, 2 / 3, 0]),
-    (SamplingParams(min_tokens=1), [1 / 3, 2 / 3, 0]),  # EOS (id 2) masked before the first token
-    (SamplingParams(min_tokens=1, ignore_eos=True), [1 / 7, 2 / 7, 4 / 7]),
-])
+@pytest.mark.parametrize(
+    "params, want",
+    [
+        (SamplingParams(), [1 / 7, 2 / 7, 4 / 7]),
+        (SamplingParams(temperature=0.5), [1 / 21, 4 / 21, 16 / 21]),
+        (SamplingParams(temperature=0), [0, 0, 1]),
+        (SamplingParams(top_k=2), [0, 1 / 3, 2 / 3]),
+        (SamplingParams(top_p=0.5), [0, 0, 1]),  # 4/7 >= 0.5 alone
+        (SamplingParams(top_p=0.6), [0, 1 / 3, 2 / 3]),  # 4/7 < 0.6 <= 6/7
+        (SamplingParams(min_p=0.3), [0, 1 / 3, 2 / 3]),  # floor 0.3 * 4/7 = 0.171 > 1/7
+        (SamplingParams(bad_token_ids=(2,)), [1 / 3, 2 / 3, 0]),
+        (SamplingParams(min_tokens=1), [1 / 3, 2 / 3, 0]),  # EOS (id 2) masked before the first token
+        (SamplingParams(min_tokens=1, ignore_eos=True), [1 / 7, 2 / 7, 4 / 7]),
+    ],
+)
 def test_processors_match_hand_values(params, want):
     close(law(params), want)
 
@@ -52,8 +62,8 @@ def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
 
 def test_frequency_and_presence_penalties_count_generated_tokens_only():
     # token 2 generated twice: frequency ln2/2 * 2 = ln2 off its logit -> weights 1, 2, 2
-    close(law(SamplingParams(frequency_penalty=math.log(2) / 2, max_tokens=5), generated=(2, 2)), [.2, .4, .4])
-    close(law(SamplingParams(presence_penalty=math.log(2), max_tokens=5), generated=(2, 2)), [.2, .4, .4])
+    close(law(SamplingParams(frequency_penalty=math.log(2) / 2, max_tokens=5), generated=(2, 2)), [0.2, 0.4, 0.4])
+    close(law(SamplingParams(presence_penalty=math.log(2), max_tokens=5), generated=(2, 2)), [0.2, 0.4, 0.4])
     # the prompt does not count
     close(law(SamplingParams(presence_penalty=math.log(2)), prompt=(2,)), [1 / 7, 2 / 7, 4 / 7])
 
@@ -65,9 +75,9 @@ def test_greedy_ties_go_to_the_lowest_index():
 def test_top_k_and_top_p_break_ties_by_lower_index():
     flat = torch.zeros(4, dtype=torch.float64)
     got = next_token_probs(flat, SamplingParams(top_k=2), prompt=(0,), generated=())
-    close(got, [.5, .5, 0, 0])
+    close(got, [0.5, 0.5, 0, 0])
     got = next_token_probs(flat, SamplingParams(top_p=0.5), prompt=(0,), generated=())
-    close(got, [.5, .5, 0, 0])
+    close(got, [0.5, 0.5, 0, 0])
 
 
 def test_all_masked_is_reported_as_zeros_never_nan():
@@ -94,14 +104,23 @@ def test_out_of_vocab_history_is_invalid():
         law(SamplingParams(), prompt=(7,))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(temperature=-1), "temperature=-1"), (dict(top_k=-2), "top_k=-2"), (dict(top_p=0), "top_p=0"),
-    (dict(min_p=1.5), "min_p=1.5"), (dict(repetition_penalty=0), "repetition_penalty=0"),
-    (dict(frequency_penalty=float("nan")), "frequency_penalty=nan"), (dict(max_tokens=0), "max_tokens=0"),
-    (dict(min_tokens=3, max_tokens=2), "min_tokens=3 exceeds max_tokens=2"), (dict(stop=("",)), "stop="),
-    (dict(bad_token_ids=(-1,)), "bad_token_ids="), (dict(grammar=object()), "grammar="),
-    (dict(ignore_eos=True, grammar=ToyGrammar(transitions=({},))), "ignore_eos=True"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(temperature=-1), "temperature=-1"),
+        (dict(top_k=-2), "top_k=-2"),
+        (dict(top_p=0), "top_p=0"),
+        (dict(min_p=1.5), "min_p=1.5"),
+        (dict(repetition_penalty=0), "repetition_penalty=0"),
+        (dict(frequency_penalty=float("nan")), "frequency_penalty=nan"),
+        (dict(max_tokens=0), "max_tokens=0"),
+        (dict(min_tokens=3, max_tokens=2), "min_tokens=3 exceeds max_tokens=2"),
+        (dict(stop=("",)), "stop="),
+        (dict(bad_token_ids=(-1,)), "bad_token_ids="),
+        (dict(grammar=object()), "grammar="),
+        (dict(ignore_eos=True, grammar=ToyGrammar(transitions=({},))), "ignore_eos=True"),
+    ],
+)
 def test_sampling_params_reject_bad_values(kwargs, match):
     with pytest.raises(InvalidArgument, match=match):
         SamplingParams(**kwargs)
@@ -135,11 +154,18 @@ def test_a_draft_the_target_forbids_is_rejected_at_u_zero():
     assert not accepted and residual.tolist() == [0.0, 1.0]
 
 
-@pytest.mark.parametrize("args", [
-    (TARGET, DRAFT, -1, 0.5), (TARGET, TARGET[:, None], 0, 0.5), (TARGET, DRAFT, 0, 1.0),
-    (TARGET, torch.tensor([1.0, 0.0]), 1, 0.5), (torch.tensor([0.9, 0.2]), DRAFT, 0, 0.5),
-    (torch.tensor([-0.2, 1.2]), DRAFT, 0, 0.5), (torch.tensor([]), torch.tensor([]), 0, 0.5),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (TARGET, DRAFT, -1, 0.5),
+        (TARGET, TARGET[:, None], 0, 0.5),
+        (TARGET, DRAFT, 0, 1.0),
+        (TARGET, torch.tensor([1.0, 0.0]), 1, 0.5),
+        (torch.tensor([0.9, 0.2]), DRAFT, 0, 0.5),
+        (torch.tensor([-0.2, 1.2]), DRAFT, 0, 0.5),
+        (torch.tensor([]), torch.tensor([]), 0, 0.5),
+    ],
+)
 def test_verify_candidate_rejects_invalid_input(args):
     with pytest.raises(ValueError):
         verify_candidate(*args)
@@ -178,6 +204,7 @@ def test_keyed_uniforms_depend_on_key_not_batch_position():
 
 def test_keyed_uniforms_are_uniform():
     import scipy.stats
+
     u = keyed_uniforms(np.arange(200_000) // 7, np.arange(200_000) % 7, Purpose.TARGET)
     assert u.min() >= 0 and u.max() < 1
     assert scipy.stats.kstest(u, "uniform").pvalue > 1e-7

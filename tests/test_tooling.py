@@ -27,8 +27,12 @@ def _tool(name):
 
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["ruff-check", "ruff-format"])
 def test_ruff(args):
-    result = subprocess.run([_tool("ruff"), *args, "specverify", "tests", "benchmarks", "examples"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [_tool("ruff"), *args, "specverify", "tests", "benchmarks", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     fix = "ruff check --fix" if args == ["check"] else "ruff format"
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}\nFix: {fix} specverify tests benchmarks examples"
 

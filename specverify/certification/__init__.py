@@ -9,5 +9,13 @@ from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.runner import DecoderFailure
 from specverify.certification.scenarios import CORE, SCENARIOS, CertificationScenario, scenario_names
 
-__all__ = ["certify", "Certificate", "ScenarioResult", "CertificationScenario", "SCENARIOS", "CORE",
-           "DecoderFailure", "scenario_names"]
+__all__ = [
+    "certify",
+    "Certificate",
+    "ScenarioResult",
+    "CertificationScenario",
+    "SCENARIOS",
+    "CORE",
+    "DecoderFailure",
+    "scenario_names",
+]

@@ -16,8 +16,9 @@ from specverify.sampling import next_token_probs
 __all__ = ["first_round_acceptance_law"]
 
 
-def first_round_acceptance_law(target: object, draft: object, prompt: tuple, params: object,
-                               num_draft_tokens: int) -> np.ndarray:
+def first_round_acceptance_law(
+    target: object, draft: object, prompt: tuple, params: object, num_draft_tokens: int
+) -> np.ndarray:
     """P(m drafts accepted in the first round), m = 0..γ (float64 [γ+1])."""
     gamma = num_draft_tokens
     law = np.zeros(gamma + 1)

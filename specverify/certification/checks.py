@@ -14,8 +14,14 @@ from specverify.certification.evidence import ScenarioResult
 from specverify.enums import ScenarioKind
 from specverify.oracles.law import exact_law, greedy_outcome
 from specverify.protocol import Request
-from specverify.stats import (battery, collision_probability, collision_test, detectable_tv, goodness_of_fit,
-                              plan_sample_size)
+from specverify.stats import (
+    battery,
+    collision_probability,
+    collision_test,
+    detectable_tv,
+    goodness_of_fit,
+    plan_sample_size,
+)
 
 __all__ = ["run_sampling", "run_greedy", "run_collision", "run_mixed", "check_reproducible", "Plan"]
 
@@ -46,21 +52,40 @@ def _decode(law, outcome) -> str:
 def _judge(scenario, law, draws, plan, *, seed, reproduce, started) -> ScenarioResult:
     """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance)."""
     vec, impossible = law.align(draws.outcomes)
-    result = dict(name=scenario.name, kind=scenario.kind, exercises=scenario.exercises, covered=True, n=draws.n,
-                  planned_n=draws.n, num_outcomes=len(law), reproduce=reproduce,
-                  detectable_tv=float(detectable_tv(law.probs, max(draws.n, 1), alpha=plan.alpha_test,
-                                                    power=plan.power)))
+    result = dict(
+        name=scenario.name,
+        kind=scenario.kind,
+        exercises=scenario.exercises,
+        covered=True,
+        n=draws.n,
+        planned_n=draws.n,
+        num_outcomes=len(law),
+        reproduce=reproduce,
+        detectable_tv=float(detectable_tv(law.probs, max(draws.n, 1), alpha=plan.alpha_test, power=plan.power)),
+    )
     if impossible:
-        result.update(passed=False, pvalue=0.0, note="observed outcomes of exact probability 0",
-                      impossible=tuple((_decode(law, o), c) for o, c in impossible[:5]))
+        result.update(
+            passed=False,
+            pvalue=0.0,
+            note="observed outcomes of exact probability 0",
+            impossible=tuple((_decode(law, o), c) for o, c in impossible[:5]),
+        )
     if vec.sum() > 0:
         bat = battery(vec, law.probs, alpha=plan.alpha_scenario, seed=seed)
         pvalue = min(1.0, BATTERY_SIZE * bat.pvalue_min)
-        worst = tuple((_decode(law, law.outcomes[w.index]), int(w.observed), float(w.expected_count),
-                       float(w.residual)) for w in bat.worst)
-        result.update(statistic=float(bat.gof.statistic), df=int(bat.gof.df), tests=tuple(bat.tests), worst=worst,
-                      tv_estimate=float(bat.tv.estimate), tv_interval=tuple(map(float, bat.tv.interval)),
-                      tv_null_quantile=float(bat.tv.null_quantile))
+        worst = tuple(
+            (_decode(law, law.outcomes[w.index]), int(w.observed), float(w.expected_count), float(w.residual))
+            for w in bat.worst
+        )
+        result.update(
+            statistic=float(bat.gof.statistic),
+            df=int(bat.gof.df),
+            tests=tuple(bat.tests),
+            worst=worst,
+            tv_estimate=float(bat.tv.estimate),
+            tv_interval=tuple(map(float, bat.tv.interval)),
+            tv_null_quantile=float(bat.tv.null_quantile),
+        )
         if not impossible:
             result.update(pvalue=pvalue)
     if draws.accepted:
@@ -78,8 +103,11 @@ def _acceptance_evidence(scenario, accepted, law) -> dict:
     pvalue = None
     if observed[~support].sum() == 0 and support.sum() > 1:
         pvalue = float(goodness_of_fit(observed[support], expected[support]).pvalue)
-    return dict(accepted_observed={int(m): int(c) for m, c in enumerate(observed)},
-                accepted_expected=tuple(float(e) for e in expected), accepted_pvalue=pvalue)
+    return dict(
+        accepted_observed={int(m): int(c) for m, c in enumerate(observed)},
+        accepted_expected=tuple(float(e) for e in expected),
+        accepted_pvalue=pvalue,
+    )
 
 
 def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
@@ -87,8 +115,7 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     handle = session.decoder(scenario)
     law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
     seed = scenario_seed(plan.seed, scenario.name)
-    request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens,
-                      seed=seed if handle.seeded else None)
+    request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if handle.seeded else None)
     draws = session.draw(handle, request, plan.sample_size(law))
     return _judge(scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started)
 
@@ -102,8 +129,15 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
     base = scenario_seed(plan.seed, scenario.name)
     order = [i for i in range(len(members)) for _ in range(sizes[i])]
     np.random.default_rng(base % 2**32).shuffle(order)
-    requests = [Request(members[i].prompt, members[i].params, members[i].num_draft_tokens,
-                        seed=(base + j) % 2**63 if handle.seeded else None) for j, i in enumerate(order)]
+    requests = [
+        Request(
+            members[i].prompt,
+            members[i].params,
+            members[i].num_draft_tokens,
+            seed=(base + j) % 2**63 if handle.seeded else None,
+        )
+        for j, i in enumerate(order)
+    ]
     counts = [Counter() for _ in members]
     accepted = [Counter() for _ in members]
     completions = session.call_in_chunks(handle, requests, CHUNK)
@@ -133,16 +167,29 @@ def run_greedy(session, scenario, plan, reproduce) -> ScenarioResult:
         want = greedy_outcome(target, req.prompt, req.params)
         histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
         if (comp.tokens, comp.finish_reason) != want:
-            mismatches.append(f"prompt {list(req.prompt)} γ={req.num_draft_tokens}: got {list(comp.tokens)} "
-                              f"{comp.finish_reason}, greedy target gives {list(want[0])} {want[1]}")
+            mismatches.append(
+                f"prompt {list(req.prompt)} γ={req.num_draft_tokens}: got {list(comp.tokens)} "
+                f"{comp.finish_reason}, greedy target gives {list(want[0])} {want[1]}"
+            )
     agree = target.logits(histories).argmax(-1) == draft.logits(histories).argmax(-1)
     disagree, positions = int((~agree).sum()), len(histories)
-    note = f"{len(requests)} prompts; draft argmax disagrees with the target at {disagree / max(positions, 1):.0%} " \
-           "of positions"
-    return ScenarioResult(name=scenario.name, kind=ScenarioKind.GREEDY, exercises=scenario.exercises, covered=True,
-                          passed=not mismatches, n=len(requests), planned_n=len(requests), note=note,
-                          mismatches=tuple(mismatches[:5]), reproduce=reproduce,
-                          elapsed_s=time.perf_counter() - started)
+    note = (
+        f"{len(requests)} prompts; draft argmax disagrees with the target at {disagree / max(positions, 1):.0%} "
+        "of positions"
+    )
+    return ScenarioResult(
+        name=scenario.name,
+        kind=ScenarioKind.GREEDY,
+        exercises=scenario.exercises,
+        covered=True,
+        passed=not mismatches,
+        n=len(requests),
+        planned_n=len(requests),
+        note=note,
+        mismatches=tuple(mismatches[:5]),
+        reproduce=reproduce,
+        elapsed_s=time.perf_counter() - started,
+    )
 
 
 def run_collision(session, scenario, plan, reproduce) -> ScenarioResult:
@@ -163,13 +210,24 @@ def run_collision(session, scenario, plan, reproduce) -> ScenarioResult:
     _, impossible = law.align(outcomes)
     rate = collision_probability(law.probs)
     test = collision_test(pairs, collisions, rate)
-    note = (f"{collisions} collisions in {pairs} pairs; independent requests expect {pairs * rate:.1f} "
-            f"(Σp² = {rate:.4f})")
-    return ScenarioResult(name=scenario.name, kind=ScenarioKind.COLLISION, exercises=scenario.exercises, covered=True,
-                          passed=None, n=pairs, planned_n=pairs, pvalue=0.0 if impossible else float(test.pvalue),
-                          statistic=float(collisions), note=note, reproduce=reproduce,
-                          impossible=tuple((_decode(law, o), c) for o, c in impossible[:5]),
-                          elapsed_s=time.perf_counter() - started)
+    note = (
+        f"{collisions} collisions in {pairs} pairs; independent requests expect {pairs * rate:.1f} (Σp² = {rate:.4f})"
+    )
+    return ScenarioResult(
+        name=scenario.name,
+        kind=ScenarioKind.COLLISION,
+        exercises=scenario.exercises,
+        covered=True,
+        passed=None,
+        n=pairs,
+        planned_n=pairs,
+        pvalue=0.0 if impossible else float(test.pvalue),
+        statistic=float(collisions),
+        note=note,
+        reproduce=reproduce,
+        impossible=tuple((_decode(law, o), c) for o, c in impossible[:5]),
+        elapsed_s=time.perf_counter() - started,
+    )
 
 
 def check_reproducible(session, scenario, plan) -> tuple:
@@ -177,11 +235,14 @@ def check_reproducible(session, scenario, plan) -> tuple:
     handle = session.decoder(scenario)
     if not handle.seeded:
         return None, "not checked: the decoder does not declare the 'seed' capability"
-    others = [Request(scenario.prompt, replace(scenario.params, temperature=0.7), 1),
-              Request(scenario.prompt[:1], scenario.params, 2)]
+    others = [
+        Request(scenario.prompt, replace(scenario.params, temperature=0.7), 1),
+        Request(scenario.prompt[:1], scenario.params, 2),
+    ]
     for i in range(4):
-        req = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens,
-                      seed=scenario_seed(plan.seed, "repro", i))
+        req = Request(
+            scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=scenario_seed(plan.seed, "repro", i)
+        )
         alone = session.call(handle, [req])[0]
         batched = session.call(handle, [others[0], req, others[1]])[1]
         again = session.call(handle, [req])[0]

@@ -77,8 +77,9 @@ class Session:
                 raise ProtocolViolation(problem)
         return completions
 
-    def call_in_chunks(self, handle: DecoderHandle, requests: Iterable[Request],
-                       chunk: int) -> Iterator[tuple[Request, Completion]]:
+    def call_in_chunks(
+        self, handle: DecoderHandle, requests: Iterable[Request], chunk: int
+    ) -> Iterator[tuple[Request, Completion]]:
         """Every request through :meth:`call`, ``chunk`` per call, yielded with its completion in order."""
         batch = []
         for request in requests:
@@ -94,8 +95,15 @@ class Session:
         if handle.has_sample:
             return self._draw_fast(handle, request, n)
         seeded = handle.seeded and request.seed is not None
-        requests = (Request(request.prompt, request.params, request.num_draft_tokens,
-                            seed=(request.seed + i) % 2**63 if seeded else None) for i in range(n))
+        requests = (
+            Request(
+                request.prompt,
+                request.params,
+                request.num_draft_tokens,
+                seed=(request.seed + i) % 2**63 if seeded else None,
+            )
+            for i in range(n)
+        )
         outcomes, accepted = Counter(), Counter()
         for _, comp in self.call_in_chunks(handle, requests, handle.requests_per_call()):
             outcomes[(comp.tokens, comp.finish_reason)] += 1

@@ -20,8 +20,9 @@ _now = time.perf_counter  # the budget's clock (tests replace it)
 
 def _num_sampling_tests() -> int:
     """m of the α budget, over the full matrix (so `--scenario NAME` reproduces the same N and draws)."""
-    return sum(len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in SCENARIOS.values()
-               if s.kind in _SAMPLING_KINDS)
+    return sum(
+        len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in SCENARIOS.values() if s.kind in _SAMPLING_KINDS
+    )
 
 
 def _versions() -> dict:
@@ -30,22 +31,40 @@ def _versions() -> dict:
     import torch
 
     from specverify import __version__
-    return {"specverify": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "scipy": scipy.__version__, "torch": torch.__version__}
+
+    return {
+        "specverify": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "torch": torch.__version__,
+    }
 
 
 def _validate(seed, alpha, power, budget_s, timeout_s) -> None:
-    check(isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**62,
-          f"seed={seed!r} must be an int in [0, 2**62).")
+    check(
+        isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**62,
+        f"seed={seed!r} must be an int in [0, 2**62).",
+    )
     check(isinstance(alpha, float) and 0 < alpha < 0.5, f"alpha={alpha!r} must be a float in (0, 0.5), e.g. 1e-6.")
     check(0.5 <= power < 1, f"power={power!r} must lie in [0.5, 1).")
     check(budget_s is None or budget_s > 0, f"budget_s={budget_s!r} must be None or > 0 seconds.")
     check(timeout_s > 0, f"timeout_s={timeout_s!r} must be > 0 seconds.")
 
 
-def certify(factory: object, *, level: Level | str = Level.STANDARD, seed: int = 0, alpha: float = 1e-6,
-            power: float = 0.9, scenarios: list | None = None, isolation: str = "process", timeout_s: float = 120.0,
-            budget_s: float | None = None, progress: object = None) -> Certificate:
+def certify(
+    factory: object,
+    *,
+    level: Level | str = Level.STANDARD,
+    seed: int = 0,
+    alpha: float = 1e-6,
+    power: float = 0.9,
+    scenarios: list | None = None,
+    isolation: str = "process",
+    timeout_s: float = 120.0,
+    budget_s: float | None = None,
+    progress: object = None,
+) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
     Parameters
@@ -77,8 +96,9 @@ def certify(factory: object, *, level: Level | str = Level.STANDARD, seed: int =
     started = _now()
     name = factory_name(factory)
     base_cmd = f"specverify certify {name} --level {level}"
-    plan = Plan(alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(), level=level,
-                seed=seed)
+    plan = Plan(
+        alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(), level=level, seed=seed
+    )
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
     try:
         results, violation, repro = _run_all(Session(runner), chosen, plan, started, budget_s, base_cmd, progress)
@@ -87,13 +107,23 @@ def certify(factory: object, *, level: Level | str = Level.STANDARD, seed: int =
     results = _apply_holm(results, alpha)
     verdict, reason = _verdict(results, violation)
     spec = [r.accepted_observed for r in results if r.accepted_observed]
-    return Certificate(verdict=verdict, reason=reason, level=level, seed=seed, alpha=alpha,
-                       epsilon=level.epsilon, elapsed_s=_now() - started,
-                       version=_versions()["specverify"], factory=name, scenarios=tuple(results),
-                       reproducible=repro[0], reproducibility_note=repro[1],
-                       speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec)
-                                             if spec else None),
-                       versions=_versions(), command=f"{base_cmd} --seed {seed}")
+    return Certificate(
+        verdict=verdict,
+        reason=reason,
+        level=level,
+        seed=seed,
+        alpha=alpha,
+        epsilon=level.epsilon,
+        elapsed_s=_now() - started,
+        version=_versions()["specverify"],
+        factory=name,
+        scenarios=tuple(results),
+        reproducible=repro[0],
+        reproducibility_note=repro[1],
+        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
+        versions=_versions(),
+        command=f"{base_cmd} --seed {seed}",
+    )
 
 
 def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tuple:
@@ -112,9 +142,18 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tu
             results.extend(_run_one(session, scenario, plan, reproduce))
         except ProtocolViolation as exc:
             violation = f"{scenario.name}: {exc}\nReproduce: {reproduce}"
-            results.append(ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=True,
-                                          passed=False, violation=str(exc), reproduce=reproduce,
-                                          note="protocol violation"))
+            results.append(
+                ScenarioResult(
+                    scenario.name,
+                    scenario.kind,
+                    scenario.exercises,
+                    covered=True,
+                    passed=False,
+                    violation=str(exc),
+                    reproduce=reproduce,
+                    note="protocol violation",
+                )
+            )
     if violation is None and "temperature-1" in SCENARIOS:
         try:
             repro = check_reproducible(session, SCENARIOS["temperature-1"], plan)
@@ -128,13 +167,23 @@ def _run_one(session, scenario, plan, reproduce) -> list:
 
     missing = sorted(scenario.requires() - session.decoder(scenario).capabilities)
     if missing:
-        return [ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False,
-                               note=f"not covered: the decoder does not declare {missing}")]
+        return [
+            ScenarioResult(
+                scenario.name,
+                scenario.kind,
+                scenario.exercises,
+                covered=False,
+                note=f"not covered: the decoder does not declare {missing}",
+            )
+        ]
     if scenario.kind == ScenarioKind.MIXED:
         members = [SCENARIOS[m] for m in scenario.members]
         return checks.run_mixed(session, scenario, members, plan, reproduce)
-    run = {ScenarioKind.SAMPLING: checks.run_sampling, ScenarioKind.GREEDY: checks.run_greedy,
-           ScenarioKind.COLLISION: checks.run_collision}[scenario.kind]
+    run = {
+        ScenarioKind.SAMPLING: checks.run_sampling,
+        ScenarioKind.GREEDY: checks.run_greedy,
+        ScenarioKind.COLLISION: checks.run_collision,
+    }[scenario.kind]
     return [run(session, scenario, plan, reproduce)]
 
 
@@ -144,8 +193,11 @@ def _apply_holm(results, alpha) -> list:
 
     from specverify.stats import holm
 
-    idx = [i for i, r in enumerate(results) if r.kind in _SAMPLING_KINDS and r.covered
-           and r.violation is None and r.pvalue is not None]
+    idx = [
+        i
+        for i, r in enumerate(results)
+        if r.kind in _SAMPLING_KINDS and r.covered and r.violation is None and r.pvalue is not None
+    ]
     if not idx:
         return results
     passed = holm(np.array([results[i].pvalue for i in idx]), alpha)
@@ -161,8 +213,9 @@ def _verdict(results, violation) -> tuple:
     greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
     if greedy_fail:
         r = greedy_fail[0]
-        return Verdict.APPROXIMATE, (f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. "
-                               f"Reproduce: {r.reproduce}")
+        return Verdict.APPROXIMATE, (
+            f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. Reproduce: {r.reproduce}"
+        )
     sampling_fail = [r for r in results if r.passed is False]
     if sampling_fail:
         r = sampling_fail[0]
@@ -171,8 +224,10 @@ def _verdict(results, violation) -> tuple:
     not_run = [r.name for r in results if not r.covered]
     core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
-        return Verdict.INCONCLUSIVE, (f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
-                                "them: `specverify scenarios` lists them)")
+        return Verdict.INCONCLUSIVE, (
+            f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
+            "them: `specverify scenarios` lists them)"
+        )
     if any("budget" in r.note for r in results if not r.covered):
         return Verdict.INCONCLUSIVE, "the budget ran out before every scenario reached its planned N"
     coverage = f" (not covered: {not_run})" if not_run else ""

@@ -77,8 +77,10 @@ class Certificate:
         and error meet nothing."""
         require = Verdict.parse(require, "require")
         if require.rank < 0:
-            raise InvalidArgument(f"require={str(require)!r} is not a decoder verdict; use one of "
-                                  f"{[str(v) for v in Verdict.decoder_verdicts()]}.")
+            raise InvalidArgument(
+                f"require={str(require)!r} is not a decoder verdict; use one of "
+                f"{[str(v) for v in Verdict.decoder_verdicts()]}."
+            )
         if require_reproducible and self.reproducible is not True:
             return False
         verdict = Verdict(self.verdict)

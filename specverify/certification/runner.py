@@ -29,18 +29,22 @@ def resolve_factory(spec: Union[str, Callable]) -> Callable:
     """``module:attr`` (or a callable) -> the factory. Import problems raise ``InvalidArgument`` with hints."""
     if callable(spec) and not isinstance(spec, str):
         return spec
-    check(isinstance(spec, str) and spec.count(":") == 1 and all(spec.split(":")),
-          f"factory={spec!r} must be 'module:attr', e.g. 'specverify.reference:make_decoder'.")
+    check(
+        isinstance(spec, str) and spec.count(":") == 1 and all(spec.split(":")),
+        f"factory={spec!r} must be 'module:attr', e.g. 'specverify.reference:make_decoder'.",
+    )
     module_name, attr = spec.split(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise InvalidArgument(f"factory={spec!r}: cannot import module {module_name!r} ({exc}). Is it installed and "
-                              "on PYTHONPATH?") from exc
+        raise InvalidArgument(
+            f"factory={spec!r}: cannot import module {module_name!r} ({exc}). Is it installed and on PYTHONPATH?"
+        ) from exc
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             import difflib
+
             names = [n for n in dir(obj) if not n.startswith("_")]
             close = difflib.get_close_matches(part, names, n=3)
             hint = f" Did you mean {', '.join(repr(f'{module_name}:{c}') for c in close)}?" if close else ""
@@ -77,9 +81,14 @@ def _as_completions(result, count: int) -> list:
         stream = getattr(c, "stream", None)
         accepted = getattr(c, "accepted", None)
         try:
-            out.append(Completion(tokens=tuple(c.tokens), finish_reason=c.finish_reason,
-                                  stream=None if stream is None else tuple(tuple(s) for s in stream),
-                                  accepted=None if accepted is None else tuple(accepted)))
+            out.append(
+                Completion(
+                    tokens=tuple(c.tokens),
+                    finish_reason=c.finish_reason,
+                    stream=None if stream is None else tuple(tuple(s) for s in stream),
+                    accepted=None if accepted is None else tuple(accepted),
+                )
+            )
         except TypeError as exc:
             raise DecoderFailure(f"completion {i} has malformed fields: {exc}") from None
     return out
@@ -201,8 +210,9 @@ class ProcessRunner:
                 self._proc.join(2)
 
 
-def make_runner(spec: object, *, isolation: str = "process",
-                timeout_s: float = 120.0) -> InProcessRunner | ProcessRunner:
+def make_runner(
+    spec: object, *, isolation: str = "process", timeout_s: float = 120.0
+) -> InProcessRunner | ProcessRunner:
     check(isolation in ("process", "none"), f"isolation={isolation!r} must be 'process' or 'none'.")
     resolve_factory(spec)  # import errors surface here, before any worker starts
     return ProcessRunner(spec, timeout_s=timeout_s) if isolation == "process" else InProcessRunner(spec)

@@ -21,8 +21,7 @@ def outcome_violation(tokens, reason, vocab, params) -> str | None:
         return f"{len(tokens)} tokens > max_tokens={params.max_tokens} in {tokens!r}"
     finish = first_finish(vocab, tokens, params)
     if finish is not None and finish[0] < len(tokens) - 1:
-        return (f"tokens after the finishing token: {tokens!r} finished ({finish[1]}) at index {finish[0]} "
-                f"but goes on")
+        return f"tokens after the finishing token: {tokens!r} finished ({finish[1]}) at index {finish[0]} but goes on"
     expected = None if finish is None else finish[1]
     if reason == "no_token":
         if expected is not None:
@@ -48,8 +47,7 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
         if joined != completion.tokens:
             return f"stream {completion.stream!r} does not concatenate to the tokens {completion.tokens!r}"
     if completion.accepted is not None:
-        bad = [a for a in completion.accepted
-               if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
+        bad = [a for a in completion.accepted if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
         if bad:
             return f"accepted={completion.accepted!r} holds counts outside [0, γ={request.num_draft_tokens}]"
         if sum(completion.accepted) > len(completion.tokens):

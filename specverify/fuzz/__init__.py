@@ -1,25 +1,62 @@
-"""Fuzzing speculative decoders: hypothesis strategies, a white-box decoder protocol and the state-transaction
-properties (the seed's 状态事务 and 正确性契约), run against the reference or a user's decoder.
+"""Property tests for speculative decoders: hypothesis strategies of their inputs and black-box law properties.
+
+What a user writing property tests needs, against any decoder of the public protocol:
+
+- strategies: ``probability_vectors``, ``law_pairs``, ``sampling_params``, ``requests``, ``prompts``,
+  ``num_draft_tokens_sequences``, ``stop_sets``, ``toy_grammars``;
+- law and batch properties: ``check_law`` over ``batch_outcomes``, ``check_batch_independence``;
+- one-position and matcher properties: ``one_position_law`` / ``check_one_position_law``, ``check_stop_matcher``
+  (with ``naive_stop_hits`` / ``dfa_stop_hits``), ``check_matcher_rollback`` over ``matcher_cases`` (xgrammar);
+- ``PropertyFailure``, raised by every property.
+
+The white-box harness (a decoder driven round by round: ``WhiteBoxDecoder``, schedules, injected faults, the
+state-transaction properties, ``ReferenceWhiteBox`` and its mutants) is ``specverify.fuzz.whitebox``.
 
 Importing this module imports hypothesis (``import specverify`` does not).
 """
 
-from specverify.fuzz.harness import PROPERTIES, PropertyFailure, Trace, run_schedule, run_solo, state_diff
-from specverify.fuzz.protocol import (FAULT_KINDS, REQUIRED_COMPONENTS, STANDARD_COMPONENTS, BlockUse, Cancelled,
-                                      Fault, InjectedFault, RoundReport, WhiteBoxDecoder, check_white_box)
-from specverify.fuzz.reference import ReferenceWhiteBox
-from specverify.fuzz.scenarios import reference_runs, reference_scenarios, schedules, steps, toy_family
-from specverify.fuzz.schedules import Add, Cancel, Preempt, Resume, Scenario, Step
-from specverify.fuzz.laws import (RoundPlan, batch_outcomes, check_batch_independence, check_law,
-                                  preempt_every_round, sample_outcomes, switch_every_round)
-from specverify.fuzz.strategies import (gamma_sequences, law_pairs, probability_vectors, prompts, requests,
-                                        sampling_params, stop_sets, toy_grammars)
+from specverify.fuzz.grammars import check_matcher_rollback, matcher_cases
+from specverify.fuzz.laws import batch_outcomes, check_batch_independence, check_law
+from specverify.fuzz.properties import (
+    PropertyFailure,
+    check_one_position_law,
+    check_stop_matcher,
+    dfa_stop_hits,
+    naive_stop_hits,
+    one_position_law,
+)
+from specverify.fuzz.strategies import (
+    law_pairs,
+    num_draft_tokens_sequences,
+    probability_vectors,
+    prompts,
+    requests,
+    sampling_params,
+    stop_sets,
+    toy_grammars,
+)
 
 __all__ = [
-    "Add", "BlockUse", "RoundPlan", "batch_outcomes", "check_batch_independence", "check_law", "preempt_every_round",
-    "sample_outcomes", "switch_every_round", "requests", "Cancel", "Cancelled", "FAULT_KINDS", "Fault", "InjectedFault", "PROPERTIES", "Preempt",
-    "PropertyFailure", "REQUIRED_COMPONENTS", "ReferenceWhiteBox", "Resume", "RoundReport", "STANDARD_COMPONENTS",
-    "Scenario", "Step", "Trace", "WhiteBoxDecoder", "check_white_box", "gamma_sequences", "law_pairs",
-    "probability_vectors", "prompts", "reference_runs", "reference_scenarios", "run_schedule", "run_solo", "sampling_params",
-    "schedules", "state_diff", "steps", "stop_sets", "toy_family", "toy_grammars",
+    # strategies
+    "probability_vectors",
+    "law_pairs",
+    "sampling_params",
+    "requests",
+    "prompts",
+    "num_draft_tokens_sequences",
+    "stop_sets",
+    "toy_grammars",
+    # law and batch properties (black-box)
+    "check_law",
+    "batch_outcomes",
+    "check_batch_independence",
+    # one position, stop matcher, grammar matcher
+    "one_position_law",
+    "check_one_position_law",
+    "naive_stop_hits",
+    "dfa_stop_hits",
+    "check_stop_matcher",
+    "check_matcher_rollback",
+    "matcher_cases",
+    "PropertyFailure",
 ]

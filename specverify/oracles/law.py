@@ -144,8 +144,15 @@ def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw
     while frontier:
         logits = target.logits([prompt + gen for gen, _, _ in frontier])
         seen, counts, allowed = _node_tensors(frontier, prompt, params, vocab)
-        law = process_logits(logits, params, seen=seen, counts=counts, num_generated=len(frontier[0][0]),
-                             allowed=allowed, eos_token_id=vocab.eos_token_id).numpy()
+        law = process_logits(
+            logits,
+            params,
+            seen=seen,
+            counts=counts,
+            num_generated=len(frontier[0][0]),
+            allowed=allowed,
+            eos_token_id=vocab.eos_token_id,
+        ).numpy()
         frontier = _expand(frontier, law, params, vocab, texts, outcomes, probs)
         if len(outcomes) + len(frontier) > MAX_OUTCOMES:
             raise InvalidArgument(f"the law has more than {MAX_OUTCOMES} outcomes: lower max_tokens or the vocab size.")
@@ -205,8 +212,11 @@ def boundary_margin(target, prompt: Sequence[int], params: SamplingParams) -> fl
     margin = float("inf")
     for gen in prefixes:
         logits = target.logits([tuple(prompt) + gen])[0]
-        probs = np.sort(next_token_probs(logits, raw, prompt=tuple(prompt), generated=gen,
-                                         eos_token_id=target.vocab.eos_token_id).numpy())[::-1]
+        probs = np.sort(
+            next_token_probs(
+                logits, raw, prompt=tuple(prompt), generated=gen, eos_token_id=target.vocab.eos_token_id
+            ).numpy()
+        )[::-1]
         probs = probs[probs > 0]
         margin = min(margin, _row_margin(probs, params))
     return margin

@@ -16,8 +16,18 @@ import torch
 
 from specverify.errors import InvalidArgument, check
 
-__all__ = ["Vocab", "make_vocab", "ToyModel", "ToyCache", "BatchCache", "random_target", "draft_near",
-           "draft_copy", "TOKEN_STRINGS", "TABLE_ROWS"]
+__all__ = [
+    "Vocab",
+    "make_vocab",
+    "ToyModel",
+    "ToyCache",
+    "BatchCache",
+    "random_target",
+    "draft_near",
+    "draft_copy",
+    "TOKEN_STRINGS",
+    "TABLE_ROWS",
+]
 
 # Strings chosen so stop strings span tokens ("ab" = "a" + "b", " b" = " " + "b") and overlap.
 TOKEN_STRINGS = ("a", "b", "ab", " ", "ba", "c", "b ", "aa", "ca", "bc", "  ", "cab", "d", "bd", "da")
@@ -38,8 +48,10 @@ class Vocab:
 
     def __post_init__(self):
         check(len(self.strings) >= 2, f"strings={self.strings!r} must hold at least 2 tokens (one of them EOS).")
-        check(0 <= self.eos_token_id < len(self.strings) and self.strings[self.eos_token_id] == "",
-              f"eos_token_id={self.eos_token_id!r} must index a token with text ''.")
+        check(
+            0 <= self.eos_token_id < len(self.strings) and self.strings[self.eos_token_id] == "",
+            f"eos_token_id={self.eos_token_id!r} must index a token with text ''.",
+        )
 
     @property
     def size(self) -> int:
@@ -55,8 +67,10 @@ class Vocab:
 
 def make_vocab(size: int) -> Vocab:
     """``size - 1`` toy strings (ids 0..size-2) and EOS as the last id."""
-    check(isinstance(size, int) and 2 <= size <= len(TOKEN_STRINGS) + 1,
-          f"size={size!r} must be an int in [2, {len(TOKEN_STRINGS) + 1}].")
+    check(
+        isinstance(size, int) and 2 <= size <= len(TOKEN_STRINGS) + 1,
+        f"size={size!r} must be an int in [2, {len(TOKEN_STRINGS) + 1}].",
+    )
     return Vocab(strings=TOKEN_STRINGS[: size - 1] + ("",), eos_token_id=size - 1)
 
 
@@ -195,8 +209,10 @@ class ToyCache:
         return self.model.head(out)
 
     def crop(self, length: int) -> None:
-        check(isinstance(length, int) and 0 <= length <= len(self.tokens),
-              f"length={length!r} must lie in [0, {len(self.tokens)}] (the stored length).")
+        check(
+            isinstance(length, int) and 0 <= length <= len(self.tokens),
+            f"length={length!r} must lie in [0, {len(self.tokens)}] (the stored length).",
+        )
         del self.tokens[length:], self.kv[length:]
 
 
@@ -228,27 +244,28 @@ class BatchCache:
         return self.model.head(out.reshape(-1)).reshape(n, k, -1)
 
     def crop(self, rows: np.ndarray, lengths: np.ndarray) -> None:
-        check(bool(np.all(lengths <= self.lengths[rows])) and bool(np.all(lengths >= 0)),
-              "crop() lengths must lie in [0, stored length] per row.")
+        check(
+            bool(np.all(lengths <= self.lengths[rows])) and bool(np.all(lengths >= 0)),
+            "crop() lengths must lie in [0, stored length] per row.",
+        )
         self.lengths[rows] = lengths
 
 
 # ------------------------------------------------------------------------------------------------------ families
 
 
-def random_target(vocab: Vocab, *, seed: int, scale: float = 1.0, zero_rate: float = 0.0,
-                  eos_bias: float = 0.0) -> ToyModel:
+def random_target(
+    vocab: Vocab, *, seed: int, scale: float = 1.0, zero_rate: float = 0.0, eos_bias: float = 0.0
+) -> ToyModel:
     """A random target; larger ``scale`` is more deterministic (scale 8: near-deterministic rows)."""
     return ToyModel(vocab=vocab, seed=seed, scale=scale, zero_rate=zero_rate, eos_bias=eos_bias)
 
 
-def draft_near(target: ToyModel, *, distance: float, seed: int, zero_rate: float = 0.0,
-               scale: float = 1.0) -> ToyModel:
+def draft_near(target: ToyModel, *, distance: float, seed: int, zero_rate: float = 0.0, scale: float = 1.0) -> ToyModel:
     """A draft mixing ``target`` with an independent random model: TV(target, draft) = distance × TV(target,
     independent row) per row (≈ 0.3–0.6 × distance). ``zero_rate`` > 0 gives q(x) = 0 where p(x) > 0."""
     check(0 <= distance <= 1, f"distance={distance!r} must lie in [0, 1] (0 = exact copy).")
-    return ToyModel(vocab=target.vocab, seed=seed, scale=scale, base=target, mix=float(distance),
-                    zero_rate=zero_rate)
+    return ToyModel(vocab=target.vocab, seed=seed, scale=scale, base=target, mix=float(distance), zero_rate=zero_rate)
 
 
 def draft_copy(target: ToyModel) -> ToyModel:

@@ -59,7 +59,12 @@ class ToyPairSpec:
 def _build_toy(spec: ToyPairSpec) -> ModelPair:
     from specverify.oracles.models import draft_near, make_vocab, random_target
 
-    target = random_target(make_vocab(spec.vocab_size), seed=spec.target_seed, scale=spec.target_scale,
-                           zero_rate=spec.target_zero, eos_bias=spec.eos_bias)
+    target = random_target(
+        make_vocab(spec.vocab_size),
+        seed=spec.target_seed,
+        scale=spec.target_scale,
+        zero_rate=spec.target_zero,
+        eos_bias=spec.eos_bias,
+    )
     draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
     return ModelPair(spec=spec, target=target, draft=draft)

@@ -9,8 +9,16 @@ from specverify.reference.plain import decode_plain, sample_plain
 from specverify.reference.transactional import TransactionalDecoder
 from specverify.reference.vectorized import VectorizedDecoder
 
-__all__ = ["make_decoder", "decode_plain", "sample_plain", "VectorizedDecoder", "TransactionalDecoder", "BlockPool",
-           "PagedCache", "OutOfBlocks"]
+__all__ = [
+    "make_decoder",
+    "decode_plain",
+    "sample_plain",
+    "VectorizedDecoder",
+    "TransactionalDecoder",
+    "BlockPool",
+    "PagedCache",
+    "OutOfBlocks",
+]
 
 
 def make_decoder(target: object, draft: object) -> VectorizedDecoder:

@@ -22,8 +22,13 @@ REASONS = ("", "eos", "stop", "length", "no_token")  # code -> finish reason (""
 EOS, STOP, LENGTH, NO_TOKEN = 1, 2, 3, 4
 
 
-def stop_step(tables: Optional[StopTables], states: np.ndarray, tokens: np.ndarray, num_generated: np.ndarray,
-              params: SamplingParams) -> tuple[np.ndarray, np.ndarray]:  # int [n], int [n], int [n] -> bool, int
+def stop_step(
+    tables: Optional[StopTables],
+    states: np.ndarray,
+    tokens: np.ndarray,
+    num_generated: np.ndarray,
+    params: SamplingParams,
+) -> tuple[np.ndarray, np.ndarray]:  # int [n], int [n], int [n] -> bool, int
     """Advance the stop matcher by one token per row: (stop completed by the token, next matcher state)."""
     if tables is None:
         return np.zeros(np.shape(tokens), dtype=bool), states
@@ -33,17 +38,20 @@ def stop_step(tables: Optional[StopTables], states: np.ndarray, tokens: np.ndarr
     return hit, tables.next_state[states, tokens]
 
 
-def finish_codes(tokens: np.ndarray, stop_hit: np.ndarray, num_generated: np.ndarray, params: SamplingParams,
-                 eos_token_id: int) -> np.ndarray:  # int [n], bool [n], int [n] -> int [n]
+def finish_codes(
+    tokens: np.ndarray, stop_hit: np.ndarray, num_generated: np.ndarray, params: SamplingParams, eos_token_id: int
+) -> np.ndarray:  # int [n], bool [n], int [n] -> int [n]
     """The finish code (index into ``REASONS``) after each row's newest token; 0 while unfinished."""
     is_eos = (np.asarray(tokens) == eos_token_id) & (not params.ignore_eos)
     at_cap = np.asarray(num_generated) >= params.max_tokens
     return np.where(is_eos, EOS, np.where(stop_hit, STOP, np.where(at_cap, LENGTH, 0)))
 
 
-def finish_reason(token: int, stop_hit: bool, num_generated: int, params: SamplingParams,
-                  eos_token_id: int) -> Optional[str]:
+def finish_reason(
+    token: int, stop_hit: bool, num_generated: int, params: SamplingParams, eos_token_id: int
+) -> Optional[str]:
     """Scalar form of :func:`finish_codes`: the finish reason after ``token``, or None."""
-    code = int(finish_codes(np.array([token]), np.array([stop_hit]), np.array([num_generated]), params,
-                            eos_token_id)[0])
+    code = int(
+        finish_codes(np.array([token]), np.array([stop_hit]), np.array([num_generated]), params, eos_token_id)[0]
+    )
     return REASONS[code] or None

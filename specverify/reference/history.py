@@ -66,8 +66,13 @@ class Rules:
 
     def start(self, prompt) -> History:
         grammar = self.params.grammar
-        return History(generated=(), seen=frozenset(prompt), counts=(0,) * self.vocab.size,
-                       grammar_state=grammar.initial_state if grammar is not None else None, stop_state=0)
+        return History(
+            generated=(),
+            seen=frozenset(prompt),
+            counts=(0,) * self.vocab.size,
+            grammar_state=grammar.initial_state if grammar is not None else None,
+            stop_state=0,
+        )
 
     def advance(self, history: History, token: int) -> History:
         params, n = self.params, len(history.generated) + 1
@@ -78,8 +83,14 @@ class Rules:
             grammar_state = params.grammar.advance(grammar_state, token)
         stop_hit, stop_state = stop_step(self.stops, np.array(history.stop_state), np.array(token), n, params)
         reason = finish_reason(token, bool(stop_hit), n, params, self.vocab.eos_token_id)
-        return History(generated=history.generated + (token,), seen=history.seen | {token}, counts=tuple(counts),
-                       grammar_state=grammar_state, stop_state=int(stop_state), finish_reason=reason)
+        return History(
+            generated=history.generated + (token,),
+            seen=history.seen | {token},
+            counts=tuple(counts),
+            grammar_state=grammar_state,
+            stop_state=int(stop_state),
+            finish_reason=reason,
+        )
 
     def law(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
         key = (logits.numpy().tobytes(), history)
@@ -97,8 +108,15 @@ class Rules:
             counts = torch.tensor([history.counts], dtype=torch.float64)
         if params.grammar is not None:
             allowed = grammar_mask(params.grammar, [history.grammar_state], size, eos)
-        return process_logits(logits, params, seen=seen, counts=counts, allowed=allowed, eos_token_id=eos,
-                              num_generated=torch.tensor([len(history.generated)], dtype=torch.int64))
+        return process_logits(
+            logits,
+            params,
+            seen=seen,
+            counts=counts,
+            allowed=allowed,
+            eos_token_id=eos,
+            num_generated=torch.tensor([len(history.generated)], dtype=torch.int64),
+        )
 
 
 @dataclass(eq=False)
@@ -142,7 +160,16 @@ class RequestState:
 
     def view(self) -> StateView:
         h = self.history
-        return StateView(generated=h.generated, position=self.position, target_kv=self.target_cache.entries(),
-                         draft_kv=self.draft_cache.entries(), rng_position=self.rng_position, seen=h.seen,
-                         counts=h.counts, grammar_state=h.grammar_state, stop_state=h.stop_state,
-                         stream_cursor=self.cursor, finish_reason=h.finish_reason)
+        return StateView(
+            generated=h.generated,
+            position=self.position,
+            target_kv=self.target_cache.entries(),
+            draft_kv=self.draft_cache.entries(),
+            rng_position=self.rng_position,
+            seen=h.seen,
+            counts=h.counts,
+            grammar_state=h.grammar_state,
+            stop_state=h.stop_state,
+            stream_cursor=self.cursor,
+            finish_reason=h.finish_reason,
+        )

@@ -27,17 +27,27 @@ class GroupResult:
 def completions_of(result: GroupResult) -> list:
     """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round)."""
     out = []
-    for tokens, n, reason, sizes, accepted in zip(result.tokens.tolist(), result.lengths.tolist(),
-                                                  result.reasons.tolist(), result.chunk_sizes.tolist(),
-                                                  result.accepted.tolist()):
+    for tokens, n, reason, sizes, accepted in zip(
+        result.tokens.tolist(),
+        result.lengths.tolist(),
+        result.reasons.tolist(),
+        result.chunk_sizes.tolist(),
+        result.accepted.tolist(),
+    ):
         tokens = tuple(tokens[:n])
         stream, start = [], 0
         for size in sizes:
             if size > 0:
-                stream.append(tokens[start:start + size])
+                stream.append(tokens[start : start + size])
                 start += size
-        out.append(Completion(tokens=tokens, finish_reason=REASONS[reason], stream=tuple(stream),
-                              accepted=tuple(a for a in accepted if a >= 0)))
+        out.append(
+            Completion(
+                tokens=tokens,
+                finish_reason=REASONS[reason],
+                stream=tuple(stream),
+                accepted=tuple(a for a in accepted if a >= 0),
+            )
+        )
     return out
 
 

@@ -44,10 +44,14 @@ class BlockPool:
     """
 
     def __init__(self, num_blocks: int, block_size: int):
-        check(isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks >= 1,
-              f"num_blocks={num_blocks!r} must be an int >= 1.")
-        check(isinstance(block_size, int) and not isinstance(block_size, bool) and block_size >= 1,
-              f"block_size={block_size!r} must be an int >= 1 (slots per block).")
+        check(
+            isinstance(num_blocks, int) and not isinstance(num_blocks, bool) and num_blocks >= 1,
+            f"num_blocks={num_blocks!r} must be an int >= 1.",
+        )
+        check(
+            isinstance(block_size, int) and not isinstance(block_size, bool) and block_size >= 1,
+            f"block_size={block_size!r} must be an int >= 1 (slots per block).",
+        )
         self.num_blocks, self.block_size = num_blocks, block_size
         self.tokens = np.zeros((num_blocks, block_size), dtype=np.int64)
         self.kv = np.zeros((num_blocks, block_size), dtype=np.uint64)
@@ -74,9 +78,11 @@ class BlockPool:
     def reserve(self, count: int) -> None:
         """Raise ``OutOfBlocks`` unless ``count`` blocks are free (callers check before changing anything)."""
         if count > len(self._free):
-            raise OutOfBlocks(f"count={count!r} blocks needed but num_free={len(self._free)!r} of "
-                              f"num_blocks={self.num_blocks!r}: free finished requests' caches or open the pool "
-                              "with more blocks.")
+            raise OutOfBlocks(
+                f"count={count!r} blocks needed but num_free={len(self._free)!r} of "
+                f"num_blocks={self.num_blocks!r}: free finished requests' caches or open the pool "
+                "with more blocks."
+            )
 
     def allocate(self) -> int:
         """A fresh block with refcount 1; evicts the least recently freed block's published prefix."""
@@ -131,9 +137,11 @@ class PagedCache:
 
     def __init__(self, pool: BlockPool, model):
         check(isinstance(pool, BlockPool), f"pool={pool!r} must be a BlockPool.")
-        check(all(hasattr(model, a) for a in ("vocab", "head", "root_kv", "step_kv")),
-              f"model={model!r} must be a toy model with the paged cache API (vocab, head, root_kv, step_kv; "
-              "docs/design.md). Checkpoint models do not provide it: use the vectorized reference.")
+        check(
+            all(hasattr(model, a) for a in ("vocab", "head", "root_kv", "step_kv")),
+            f"model={model!r} must be a toy model with the paged cache API (vocab, head, root_kv, step_kv; "
+            "docs/design.md). Checkpoint models do not provide it: use the vectorized reference.",
+        )
         self.pool, self.model = pool, model
         self._table: list[int] = []
         self._length = 0
@@ -179,9 +187,11 @@ class PagedCache:
     def prefill(self, tokens: Sequence[int]) -> None:
         """Append committed ``tokens``, sharing published full blocks of the same prefix where they exist."""
         tokens = self._checked(tokens)
-        check(self._committed == self._length,
-              f"prefill() after {self._length - self._committed} provisional entries: prefill appends committed "
-              "tokens, so commit() or crop() the provisional ones first.")
+        check(
+            self._committed == self._length,
+            f"prefill() after {self._length - self._committed} provisional entries: prefill appends committed "
+            "tokens, so commit() or crop() the provisional ones first.",
+        )
         hits = self._prefix_hits(tokens)
         revived = sum(self.pool.refcount(block) == 0 for block, _ in hits)
         self.pool.reserve(revived + self._blocks_to_allocate(len(tokens)) - len(hits))
@@ -190,7 +200,7 @@ class PagedCache:
             self._table.append(block)
             self._keys.append(key)
         self._length += self.pool.block_size * len(hits)
-        rest = tokens[self.pool.block_size * len(hits):]
+        rest = tokens[self.pool.block_size * len(hits) :]
         if rest:
             self._append(rest)
         self.commit()
@@ -198,9 +208,11 @@ class PagedCache:
     def commit(self, length: Optional[int] = None) -> None:
         """Mark the first ``length`` entries (default: all) committed and publish the full blocks among them."""
         length = self._length if length is None else length
-        check(isinstance(length, int) and self._committed <= length <= self._length,
-              f"length={length!r} must lie in [{self._committed}, {self._length}] (committed .. stored); "
-              "crop() to drop committed entries.")
+        check(
+            isinstance(length, int) and self._committed <= length <= self._length,
+            f"length={length!r} must lie in [{self._committed}, {self._length}] (committed .. stored); "
+            "crop() to drop committed entries.",
+        )
         self._committed = length
         size = self.pool.block_size
         for i in range(len(self._keys), length // size):
@@ -211,15 +223,17 @@ class PagedCache:
 
     def crop(self, length: int) -> None:
         """Keep the first ``length`` entries; release blocks that hold none of them."""
-        check(isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= self._length,
-              f"length={length!r} must be an int in [0, {self._length}] (the stored length).")
+        check(
+            isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= self._length,
+            f"length={length!r} must be an int in [0, {self._length}] (the stored length).",
+        )
         keep = -(-length // self.pool.block_size)
         for block in reversed(self._table[keep:]):
             self.pool.release(block)
         del self._table[keep:]
         self._length = length
         self._committed = min(self._committed, length)
-        del self._keys[self._committed // self.pool.block_size:]
+        del self._keys[self._committed // self.pool.block_size :]
 
     def free(self) -> None:
         """Release every block (the request finished)."""
@@ -247,7 +261,7 @@ class PagedCache:
             return hits
         parent = self._keys[-1] if self._keys else ("root", self.model)
         for start in range(0, len(tokens) - size + 1, size):
-            key = (parent, tuple(tokens[start:start + size]))
+            key = (parent, tuple(tokens[start : start + size]))
             block = self.pool.lookup(key)
             if block is None:
                 break

@@ -41,8 +41,15 @@ def _plain_group(target, prompt, params, seeds) -> GroupResult:
         allowed = None
         if params.grammar is not None:
             allowed = grammar_mask(params.grammar, [states[r] for r in rows], vocab.size, vocab.eos_token_id)
-        probs = process_logits(logits, params, seen=seen, counts=counts, num_generated=step, allowed=allowed,
-                               eos_token_id=vocab.eos_token_id)
+        probs = process_logits(
+            logits,
+            params,
+            seen=seen,
+            counts=counts,
+            num_generated=step,
+            allowed=allowed,
+            eos_token_id=vocab.eos_token_id,
+        )
         tok = sample_from_uniforms(probs, torch.from_numpy(keyed_uniforms(seeds[rows], step, Purpose.PLAIN))).numpy()
         dead, rows = rows[tok < 0], rows[tok >= 0]
         reason[dead], tok = NO_TOKEN, tok[tok >= 0]
@@ -75,7 +82,7 @@ def decode_plain(target: object, requests: list, *, entropy: object = None) -> l
     seeds = _seeds([r.seed for r in requests], np.random.default_rng(entropy))
     completions = []
     for i, req in enumerate(requests):
-        res = _plain_group(target, req.prompt, req.params, seeds[i:i + 1])
+        res = _plain_group(target, req.prompt, req.params, seeds[i : i + 1])
         n = int(res.lengths[0])
         tokens = tuple(int(t) for t in res.tokens[0, :n])
         completions.append(Completion(tokens=tokens, finish_reason=REASONS[int(res.reasons[0])], stream=(tokens,)))

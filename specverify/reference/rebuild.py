@@ -21,8 +21,9 @@ from specverify.sampling import next_token_probs
 __all__ = ["rebuild_state", "history_from_scratch", "finish_from_scratch"]
 
 
-def rebuild_state(decoder, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
-              ) -> RequestState:
+def rebuild_state(
+    decoder, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
+) -> RequestState:
     """The state a round must leave after committing ``committed_tokens``, built from scratch: fresh caches
     in a private pool fed the tokens, penalty / grammar / stop state recomputed from the token list and text.
     ``no_token=True`` claims the request ended with ``no_token``; that is checked against the target."""
@@ -33,9 +34,17 @@ def rebuild_state(decoder, request: Request, committed_tokens: Sequence[int], *,
     if no_token:
         _check_no_token(decoder, request, history)
         history = replace(history, finish_reason="no_token")
-    state = RequestState(request=request, seed=request.seed or 0, draws={}, rules=Rules(decoder.vocab, request.params),
-                         history=history, cursor=len(tokens), stream=[tokens] if tokens else [],
-                         target_cache=None, draft_cache=None)
+    state = RequestState(
+        request=request,
+        seed=request.seed or 0,
+        draws={},
+        rules=Rules(decoder.vocab, request.params),
+        history=history,
+        cursor=len(tokens),
+        stream=[tokens] if tokens else [],
+        target_cache=None,
+        draft_cache=None,
+    )
     pool = BlockPool(2 * max(1, state.position), 1)
     state.target_cache, state.draft_cache = PagedCache(pool, decoder.target), PagedCache(pool, decoder.draft)
     if state.position:
@@ -43,14 +52,26 @@ def rebuild_state(decoder, request: Request, committed_tokens: Sequence[int], *,
             cache.prefill((request.prompt + tokens)[: state.position])
     return state
 
+
 def _check_no_token(decoder, request: Request, history: History) -> None:
-    check(history.finish_reason is None, f"no_token=True but the tokens already finished with "
-          f"{history.finish_reason!r}: a request ends once. Pass no_token=False.")
+    check(
+        history.finish_reason is None,
+        f"no_token=True but the tokens already finished with "
+        f"{history.finish_reason!r}: a request ends once. Pass no_token=False.",
+    )
     logits = decoder.target.logits([request.prompt + history.generated])
-    probs = next_token_probs(logits, request.params, prompt=request.prompt, generated=history.generated,
-                             eos_token_id=decoder.vocab.eos_token_id)
-    check(float(probs.sum()) <= 0, f"no_token=True but the target's next-token law after "
-          f"{history.generated!r} has positive mass: no_token only ends a request whose next row is all masked.")
+    probs = next_token_probs(
+        logits,
+        request.params,
+        prompt=request.prompt,
+        generated=history.generated,
+        eos_token_id=decoder.vocab.eos_token_id,
+    )
+    check(
+        float(probs.sum()) <= 0,
+        f"no_token=True but the target's next-token law after "
+        f"{history.generated!r} has positive mass: no_token only ends a request whose next row is all masked.",
+    )
 
 
 def history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> History:
@@ -65,9 +86,14 @@ def history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> Hi
         prefixes = stop_tables(vocab.strings, params.stop).prefixes
         text = vocab.text(tokens)
         stop_state = max((i for i, p in enumerate(prefixes) if text.endswith(p)), key=lambda i: len(prefixes[i]))
-    return History(generated=tokens, seen=frozenset(prompt + tokens),
-                   counts=tuple(tokens.count(t) for t in range(vocab.size)), grammar_state=grammar_state,
-                   stop_state=stop_state, finish_reason=finish_reason)
+    return History(
+        generated=tokens,
+        seen=frozenset(prompt + tokens),
+        counts=tuple(tokens.count(t) for t in range(vocab.size)),
+        grammar_state=grammar_state,
+        stop_state=stop_state,
+        finish_reason=finish_reason,
+    )
 
 
 def finish_from_scratch(vocab, params, tokens: tuple[int, ...]) -> Optional[str]:
@@ -77,8 +103,10 @@ def finish_from_scratch(vocab, params, tokens: tuple[int, ...]) -> Optional[str]
     state, reason = np.array(0), None
     for i, token in enumerate(tokens):
         if reason is not None:
-            raise InvalidArgument(f"committed_tokens={tokens!r} continue after the request finished ({reason!r} at "
-                                  f"index {i - 1}). Pass the tokens up to and including the finishing one.")
+            raise InvalidArgument(
+                f"committed_tokens={tokens!r} continue after the request finished ({reason!r} at "
+                f"index {i - 1}). Pass the tokens up to and including the finishing one."
+            )
         hit, state = stop_step(tables, state, np.array(token), i + 1, params)
         reason = finish_reason(token, bool(hit), i + 1, params, vocab.eos_token_id)
     return reason

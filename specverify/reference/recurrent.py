@@ -69,7 +69,7 @@ class ToySSM:
     def scan(self, state, gates, updates) -> np.ndarray:  # [D], [k, D], [k, D] -> [k, D] states after each
         out = np.empty((len(gates), self.dim))
         for i in range(len(gates)):
-            state = self.replay(state, gates[i:i + 1], updates[i:i + 1])
+            state = self.replay(state, gates[i : i + 1], updates[i : i + 1])
             out[i] = state
         return out
 
@@ -84,7 +84,7 @@ class ToySSM:
 
     def logits(self, prefixes: Sequence[Sequence[int]]) -> torch.Tensor:  # -> [B, V], pure (the oracle's API)
         check(len(prefixes) > 0, "prefixes must hold at least one history.")
-        return self.head(np.stack([self.state_after(p) for p in prefixes]))
+        return self.head(np.stack([self.state_after(prefix) for prefix in prefixes]))
 
 
 class RecurrentCache:
@@ -113,8 +113,10 @@ class RecurrentCache:
     def commit(self, accepted: int, extra: Sequence[int] = ()) -> None:
         """Replay the cached inputs of the first ``accepted`` branch tokens, in order, then ``extra`` tokens, into
         the committed state; drop the rest of the branch."""
-        check(isinstance(accepted, int) and 0 <= accepted <= len(self.branch),
-              f"accepted={accepted!r} must lie in [0, {len(self.branch)}] (the branch length).")
+        check(
+            isinstance(accepted, int) and 0 <= accepted <= len(self.branch),
+            f"accepted={accepted!r} must lie in [0, {len(self.branch)}] (the branch length).",
+        )
         self.state = self.model.replay(self.state, self._gates[:accepted], self._updates[:accepted])
         if len(extra):
             self.state = self.model.replay(self.state, *self.model.project(extra))
@@ -134,8 +136,9 @@ class RecurrentDecoder:
     without history). Draws are keyed by (seed, position, purpose) as in the other reference decoders.
     """
 
-    capabilities = frozenset({"temperature", "top_k", "top_p", "min_p", "bad_token_ids", "max_tokens", "seed",
-                              "stream", "accepted"})
+    capabilities = frozenset(
+        {"temperature", "top_k", "top_p", "min_p", "bad_token_ids", "max_tokens", "seed", "stream", "accepted"}
+    )
     cache_class = RecurrentCache
 
     def __init__(self, target: ToySSM, draft: ToySSM, *, entropy=None):
@@ -147,9 +150,11 @@ class RecurrentDecoder:
         out = []
         for i, request in enumerate(requests):
             check(isinstance(request, Request), f"requests[{i}]={request!r} must be a specverify Request.")
-            check(request.params.active() <= self.capabilities | {"max_tokens"},
-                  f"requests[{i}].params use {sorted(request.params.active() - self.capabilities)}, which "
-                  "RecurrentDecoder does not honour.")
+            check(
+                request.params.active() <= self.capabilities | {"max_tokens"},
+                f"requests[{i}].params use {sorted(request.params.active() - self.capabilities)}, which "
+                "RecurrentDecoder does not honour.",
+            )
             seed = request.seed if request.seed is not None else int(self._rng.integers(0, 2**63))
             out.append(self.decode(request, seed))
         return out
@@ -163,8 +168,12 @@ class RecurrentDecoder:
             reason, num_accepted = self.round(request, seed, target, draft, generated)
             stream.append(tuple(generated[before:]))
             accepted.append(num_accepted)
-        return Completion(tokens=tuple(generated), finish_reason=reason,
-                          stream=tuple(c for c in stream if c), accepted=tuple(accepted))
+        return Completion(
+            tokens=tuple(generated),
+            finish_reason=reason,
+            stream=tuple(c for c in stream if c),
+            accepted=tuple(accepted),
+        )
 
     def _law(self, logits, params: SamplingParams, num_generated: int) -> torch.Tensor:  # [k, V] -> [k, V]
         return process_logits(logits, params, num_generated=num_generated, eos_token_id=self.vocab.eos_token_id)
@@ -177,47 +186,55 @@ class RecurrentDecoder:
     def round(self, request, seed, target, draft, generated) -> tuple[Optional[str], int]:
         """One round; appends the committed tokens to ``generated``; returns (finish reason or None, accepted)."""
         params, n = request.params, len(generated)
-        gamma = min(request.num_draft_tokens, params.max_tokens - n)
-        u = {p: keyed_uniforms(seed, np.arange(n, n + gamma + 1), p) for p in (Purpose.DRAFT, Purpose.ACCEPT,
-                                                                              Purpose.TARGET)}
-        drafts, rows = self._propose(params, n, gamma, draft, u[Purpose.DRAFT])
-        target_rows = self._law(torch.cat([target.logits(), target.extend(drafts)]) if drafts else target.logits(),
-                                params, n + np.arange(len(drafts) + 1))
+        num_draft_tokens = min(request.num_draft_tokens, params.max_tokens - n)
+        positions = np.arange(n, n + num_draft_tokens + 1)
+        u = {
+            purpose: keyed_uniforms(seed, positions, purpose)
+            for purpose in (Purpose.DRAFT, Purpose.ACCEPT, Purpose.TARGET)
+        }
+        drafts, rows = self._propose(params, n, num_draft_tokens, draft, u[Purpose.DRAFT])
+        target_rows = self._law(
+            torch.cat([target.logits(), target.extend(drafts)]) if drafts else target.logits(),
+            params,
+            n + np.arange(len(drafts) + 1),
+        )
         committed, extra, reason = self._accept(params, generated, drafts, rows, target_rows, u)
         for cache in (target, draft):  # the transaction: replay only what was accepted, in order
             cached = min(committed, len(cache.branch))
             cache.commit(cached, drafts[cached:committed] + extra)
         return reason, committed
 
-    def _propose(self, params, n, gamma, draft, uniforms) -> tuple[list, list]:
+    def _propose(self, params, n, num_draft_tokens, draft, uniforms) -> tuple[list, list]:
         drafts, rows, logits = [], [], draft.logits()
-        for k in range(gamma):
-            q = self._law(logits, params, n + k)  # [1, V]
-            token = int(sample_from_uniforms(q, torch.from_numpy(uniforms[k:k + 1]))[0])
+        for k in range(num_draft_tokens):
+            draft_probs = self._law(logits, params, n + k)  # [1, V]
+            token = int(sample_from_uniforms(draft_probs, torch.from_numpy(uniforms[k : k + 1]))[0])
             if token < 0:
                 break
             drafts.append(token)
-            rows.append(q[0])
-            if token == self.vocab.eos_token_id or k == gamma - 1:
+            rows.append(draft_probs[0])
+            if token == self.vocab.eos_token_id or k == num_draft_tokens - 1:
                 break
             logits = draft.extend([token])
         return drafts, rows
 
     def _accept(self, params, generated, drafts, rows, target_rows, u) -> tuple[int, list, Optional[str]]:
         """Walk the drafts; returns (accepted drafts committed, extra tokens committed, finish reason)."""
-        for k, p in enumerate(target_rows):
-            if float(p.sum()) <= 0:
+        for k, target_probs in enumerate(target_rows):
+            if float(target_probs.sum()) <= 0:
                 return k, [], "no_token"
+            probs = target_probs  # bonus (or no draft here): the target row itself
             if k < len(drafts):
-                x, q = drafts[k], rows[k]
-                if float(u[Purpose.ACCEPT][k]) * float(q[x]) < float(p[x]):
+                x, draft_probs = drafts[k], rows[k]
+                if float(u[Purpose.ACCEPT][k]) * float(draft_probs[x]) < float(target_probs[x]):
                     generated.append(x)
                     reason = self._finish(params, generated)
                     if reason is not None:
                         return k + 1, [], reason
                     continue
-                p = residual_probs(p, q)
-            token = int(sample_from_uniforms(p[None], torch.from_numpy(u[Purpose.TARGET][k:k + 1]))[0])
+                probs = residual_probs(target_probs, draft_probs)  # the recovered token's law
+            uniform = torch.from_numpy(u[Purpose.TARGET][k : k + 1])
+            token = int(sample_from_uniforms(probs[None], uniform)[0])
             generated.append(token)
             return k, [token], self._finish(params, generated)
         raise AssertionError("unreachable: the last target row always commits a token")

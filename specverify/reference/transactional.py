@@ -42,7 +42,7 @@ class _Branch:
         return self.histories[k - 1] if k else self.start
 
     def uniform(self, k: int, purpose: int) -> torch.Tensor:  # -> [1]
-        return torch.from_numpy(self.uniforms[purpose][k:k + 1])
+        return torch.from_numpy(self.uniforms[purpose][k : k + 1])
 
 
 class TransactionalDecoder:
@@ -73,10 +73,21 @@ class TransactionalDecoder:
 
     capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream", "accepted"}
 
-    def __init__(self, target, draft, *, block_size: int = 4, num_blocks: int = 1024, entropy=None,
-                 on_round: Optional[Callable[[RequestState], None]] = None):
-        check(target.vocab == draft.vocab, f"draft.vocab={draft.vocab!r} differs from target.vocab="
-              f"{target.vocab!r}: speculative sampling needs one token space. Use a draft over the same vocab.")
+    def __init__(
+        self,
+        target,
+        draft,
+        *,
+        block_size: int = 4,
+        num_blocks: int = 1024,
+        entropy=None,
+        on_round: Optional[Callable[[RequestState], None]] = None,
+    ):
+        check(
+            target.vocab == draft.vocab,
+            f"draft.vocab={draft.vocab!r} differs from target.vocab="
+            f"{target.vocab!r}: speculative sampling needs one token space. Use a draft over the same vocab.",
+        )
         check(on_round is None or callable(on_round), f"on_round={on_round!r} must be callable or None.")
         self.target, self.draft, self.vocab = target, draft, target.vocab
         self.pool = BlockPool(num_blocks, block_size)
@@ -90,8 +101,10 @@ class TransactionalDecoder:
             self._validate(request, f"requests[{i}]")
         fresh = self._rng.integers(0, 2**63, size=len(requests), dtype=np.int64)
         rules: dict = {}
-        return [self.decode(r, int(f) if r.seed is None else r.seed, rules=rules.setdefault(r.params, self._rules(r)))
-                for r, f in zip(requests, fresh)]
+        return [
+            self.decode(r, int(f) if r.seed is None else r.seed, rules=rules.setdefault(r.params, self._rules(r)))
+            for r, f in zip(requests, fresh)
+        ]
 
     def sample(self, request: Request, n: int) -> SampleCounts:
         """Counts of distinct outcomes over ``n`` independent draws, and of the accepted drafts in each draw's first
@@ -121,16 +134,26 @@ class TransactionalDecoder:
         finally:
             state.target_cache.free()
             state.draft_cache.free()
-        return Completion(tokens=state.generated, finish_reason=state.finish_reason, stream=tuple(state.stream),
-                          accepted=tuple(state.accepted))
+        return Completion(
+            tokens=state.generated,
+            finish_reason=state.finish_reason,
+            stream=tuple(state.stream),
+            accepted=tuple(state.accepted),
+        )
 
     def start(self, request: Request, seed: int, *, rules: Optional[Rules] = None, draws=None) -> RequestState:
         rules = rules if rules is not None else self._rules(request)
         if draws is None:
             draws = {p: d[0] for p, d in _keyed_draws(np.asarray([seed], dtype=np.uint64), request).items()}
-        state = RequestState(request=request, seed=seed, draws=draws, rules=rules, history=rules.start(request.prompt),
-                             target_cache=PagedCache(self.pool, self.target),
-                             draft_cache=PagedCache(self.pool, self.draft))
+        state = RequestState(
+            request=request,
+            seed=seed,
+            draws=draws,
+            rules=rules,
+            history=rules.start(request.prompt),
+            target_cache=PagedCache(self.pool, self.target),
+            draft_cache=PagedCache(self.pool, self.draft),
+        )
         try:
             self.discard(state)  # fills both caches with the prompt minus its last token
         except BaseException:
@@ -196,7 +219,7 @@ class TransactionalDecoder:
         """One target call over [last, x_0 .. x_{d-1}]; row k's processors see the drafts before it."""
         logits = state.target_cache.forward([state.last_token] + branch.drafts)  # [d + 1, V]
         # row by row: on a busy CPU a multi-row op can cost a thread-pool wake-up (ms); one row never does
-        return [state.rules.law(logits[k:k + 1], branch.before(k))[0] for k in range(len(branch.drafts) + 1)]
+        return [state.rules.law(logits[k : k + 1], branch.before(k))[0] for k in range(len(branch.drafts) + 1)]
 
     def accept(self, state: RequestState, branch: _Branch, target_probs) -> tuple[History, int]:
         """Walk the branch: accept x_k iff u·q(x_k) < p(x_k); on rejection commit a recovered token, after the
@@ -229,11 +252,11 @@ class TransactionalDecoder:
             cache.crop(min(len(cache), keep))
             cache.commit()
             if len(cache) < keep:
-                cache.prefill(sequence[len(cache):keep])
+                cache.prefill(sequence[len(cache) : keep])
 
     def emit(self, state: RequestState) -> None:
         """Stream each committed token exactly once."""
-        chunk = state.generated[state.cursor:]
+        chunk = state.generated[state.cursor :]
         if chunk:
             state.stream.append(chunk)
         state.cursor = len(state.generated)
@@ -248,13 +271,16 @@ class TransactionalDecoder:
         if params.grammar is not None and hasattr(params.grammar, "tables"):
             params.grammar.tables(size, self.vocab.eos_token_id)  # raises on tokens outside the vocabulary
         need = 2 * -(-(len(request.prompt) + params.max_tokens) // self.pool.block_size)
-        check(need <= self.pool.num_blocks,
-              f"num_blocks={self.pool.num_blocks!r} is too small for {name} (prompt of {len(request.prompt)} "
-              f"tokens, max_tokens={params.max_tokens!r}): its two caches may need {need} blocks of "
-              f"block_size={self.pool.block_size!r}. Raise num_blocks or block_size.")
+        check(
+            need <= self.pool.num_blocks,
+            f"num_blocks={self.pool.num_blocks!r} is too small for {name} (prompt of {len(request.prompt)} "
+            f"tokens, max_tokens={params.max_tokens!r}): its two caches may need {need} blocks of "
+            f"block_size={self.pool.block_size!r}. Raise num_blocks or block_size.",
+        )
 
-    def rebuild_state(self, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
-                      ) -> RequestState:
+    def rebuild_state(
+        self, request: Request, committed_tokens: Sequence[int], *, no_token: bool = False
+    ) -> RequestState:
         """The state a round must leave after committing ``committed_tokens``, built from scratch: fresh caches
         in a private pool fed the tokens, penalty / grammar / stop state recomputed from the token list and text.
         ``no_token=True`` claims the request ended with ``no_token``; that is checked against the target."""
@@ -266,5 +292,7 @@ class TransactionalDecoder:
 def _keyed_draws(seeds: np.ndarray, request: Request) -> dict:  # uint64 [m] -> purpose -> [m, max_tokens + γ]
     """Every keyed uniform a request can use: rounds start at generated position <= max_tokens - 1 and reach γ on."""
     positions = np.arange(request.params.max_tokens + request.num_draft_tokens)
-    return {p: keyed_uniforms(seeds[:, None], positions[None, :], p) for p in (Purpose.DRAFT, Purpose.ACCEPT,
-                                                                              Purpose.TARGET)}
+    return {
+        p: keyed_uniforms(seeds[:, None], positions[None, :], p)
+        for p in (Purpose.DRAFT, Purpose.ACCEPT, Purpose.TARGET)
+    }

@@ -18,8 +18,14 @@ from specverify.protocol import Request, SampleCounts
 from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
 from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes
 from specverify.reference.stops import stop_tables
-from specverify.sampling import (Purpose, keyed_uniforms, one_thread, process_logits, residual_probs,
-                                 sample_from_uniforms)
+from specverify.sampling import (
+    Purpose,
+    keyed_uniforms,
+    one_thread,
+    process_logits,
+    residual_probs,
+    sample_from_uniforms,
+)
 
 __all__ = ["VectorizedDecoder"]
 
@@ -133,8 +139,9 @@ class VectorizedDecoder:
         return np.where(np.array([s is None for s in seeds], dtype=bool), fresh, given)
 
     # ------------------------------------------------------------------------------------------- one group
-    def run_group(self, prompt: object, params: SamplingParams, num_draft_tokens: int,
-                  seeds: np.ndarray) -> GroupResult:
+    def run_group(
+        self, prompt: object, params: SamplingParams, num_draft_tokens: int, seeds: np.ndarray
+    ) -> GroupResult:
         """Decode one row per seed; ``prompt`` is one prompt for every row or a list of one prompt per row."""
         with one_thread():
             return self._run_group(prompt, params, num_draft_tokens, seeds)
@@ -146,8 +153,13 @@ class VectorizedDecoder:
             self.round(st, active)
             st.rounds += 1
             active = np.flatnonzero(st.reason == 0)
-        return GroupResult(tokens=st.out, lengths=st.n_gen, reasons=st.reason,
-                           accepted=st.accepted[:, : st.rounds], chunk_sizes=st.chunks[:, : st.rounds])
+        return GroupResult(
+            tokens=st.out,
+            lengths=st.n_gen,
+            reasons=st.reason,
+            accepted=st.accepted[:, : st.rounds],
+            chunk_sizes=st.chunks[:, : st.rounds],
+        )
 
     def round(self, st: _State, rows: np.ndarray) -> None:
         """One transaction: draft γ tokens, verify, commit the accepted prefix + one token, roll back the rest."""
@@ -169,8 +181,15 @@ class VectorizedDecoder:
         allowed = None
         if st.grammar is not None and params.grammar is not None:
             allowed = st.grammar[0][torch.from_numpy(gstate)]
-        return process_logits(logits, params, seen=seen, counts=counts, num_generated=torch.from_numpy(num_generated),
-                              allowed=allowed, eos_token_id=self.vocab.eos_token_id)
+        return process_logits(
+            logits,
+            params,
+            seen=seen,
+            counts=counts,
+            num_generated=torch.from_numpy(num_generated),
+            allowed=allowed,
+            eos_token_id=self.vocab.eos_token_id,
+        )
 
     def draft_laws(self, st: _State, logits: torch.Tensor, prov: tuple, num_generated: np.ndarray) -> tuple:
         """(law the draft samples from, law recorded for the acceptance ratio): the same law, by the exact rule."""
@@ -241,8 +260,15 @@ class VectorizedDecoder:
     def bonus(self, target_row, u) -> torch.Tensor:  # [n, V], [n] -> [n]
         return sample_from_uniforms(target_row, u)
 
-    def accept_and_commit(self, st: _State, rows: np.ndarray, drafts: np.ndarray, draft_probs: torch.Tensor,
-                          draft_len: np.ndarray, target_probs: torch.Tensor) -> None:
+    def accept_and_commit(
+        self,
+        st: _State,
+        rows: np.ndarray,
+        drafts: np.ndarray,
+        draft_probs: torch.Tensor,
+        draft_len: np.ndarray,
+        target_probs: torch.Tensor,
+    ) -> None:
         live = np.ones(rows.size, dtype=bool)  # still inside this round
         accepted = np.zeros(rows.size, dtype=np.int64)
         committed = np.zeros(rows.size, dtype=np.int64)
@@ -319,4 +345,3 @@ class VectorizedDecoder:
             if short.size:
                 r = alive[short]
                 cache.forward(r, st.out[r, st.n_gen[r] - 2][:, None])
-

@@ -219,6 +219,4 @@ def worst_outcomes(counts, expected, *, k=5) -> list[OutcomeResidual]:
     with np.errstate(divide="ignore", invalid="ignore"):
         residuals = np.where(scale > 0, (counts - expected_counts) / scale, 0.0)  # [K]
     order = np.argsort(-np.abs(residuals), kind="stable")[:k]
-    return [
-        OutcomeResidual(int(i), int(counts[i]), float(expected_counts[i]), float(residuals[i])) for i in order
-    ]
+    return [OutcomeResidual(int(i), int(counts[i]), float(expected_counts[i]), float(residuals[i])) for i in order]

@@ -1,18 +1,19 @@
-"""The zoo: known speculative decoders, one per bug mechanism of BUGS.md (and the seed), plus exact controls.
+"""The zoo: known speculative decoders, one per bug mechanism of docs/bugs.md (and the seed), plus exact controls.
 
 Each entry is a factory ``NAME(target, draft, *, entropy=None) -> decoder``, usable as
 ``specverify certify specverify.zoo:NAME``; the decoder is the vectorized reference with one hook overridden (a few
 lines), so it follows the protocol and differs from the exact decoder only by its mechanism. ``entropy`` seeds the
-draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`ZooEntry` (verdict, bug ids,
-mechanism, showcase scenarios, estimated TV); each factory's docstring derives its verdict from DESIGN.md's rules.
+draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`ZooEntry` (verdict, mechanism id in
+``specverify.mechanisms.MECHANISMS`` and through it the engines' issues, showcases, estimated TV); each factory's
+docstring derives its verdict from docs/design.md's rules.
 Tree, recurrent-state, version-switch and metrics bugs need decoders the chain reference cannot express: they join
 later.
 
 TV to the exact law (``benchmarks/zoo_tv.py``: 200k seeded draws, plug-in minus its null bias, ~95 % interval; "p=0"
-counts draws whose outcome has exact probability 0; scenarios in ``specverify.zoo.SCENARIOS``; the noise floor at
+counts draws whose outcome has exact probability 0; showcases in ``specverify.zoo.SHOWCASES``; the noise floor at
 200k draws is an interval half-width of ~0.012, so TVs below ~0.01 show only through p=0 outcomes)::
 
- entry                           tag          bugs                         scenario       TV      interval        p=0
+ entry                           tag          bugs                         showcase       TV      interval        p=0
  reference                       exact        -                            plain          0.0000  [0.000, 0.024]       0
  never_speculate                 exact        -                            plain          0.0000  [0.000, 0.024]       0
  drop_bonus                      exact        seed                         plain          0.0000  [0.000, 0.024]       0
@@ -35,7 +36,7 @@ counts draws whose outcome has exact probability 0; scenarios in ``specverify.zo
                                               (identical unseeded pairs collide at rate 1.000; Σp² = 0.022)
  penalties_ignored_in_verify     approximate  SGLang 21258, vLLM 18902     penalties      0.4064  [0.403, 0.428]       0
  masks_dropped_in_verify         approximate  TensorRT-LLM 17955           masks          0.7737  [0.771, 0.805]  157625
- grammar_not_in_verify           approximate  SGLang 6441 (+4)             grammar        0.7684  [0.766, 0.795]  156093
+ grammar_not_in_verify           approximate  SGLang 6441 (+5)             grammar        0.7684  [0.766, 0.795]  156093
  penalty_last_token_only         approximate  SGLang 33643                 penalties      0.0497  [0.048, 0.069]       0
  min_tokens_counts_rounds        approximate  SGLang 33643                 min_tokens     0.3525  [0.351, 0.376]       0
  residual_softmax                approximate  transformers 28508           plain          0.3184  [0.315, 0.345]       0
@@ -54,29 +55,28 @@ counts draws whose outcome has exact probability 0; scenarios in ``specverify.zo
  stop_string_tokens_kept         invalid      vLLM 47616                   stop           0.4458  [0.444, 0.468]   90353
  stream_repeats_token            invalid      seed                         plain          0.0000  [0.000, 0.024]       0
 
-The TVs are large where a showcase scenario turns the mechanism on fully (a processor the bug drops, a far draft);
-on the plain scenario most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
+The TVs are large where a showcase turns the mechanism on fully (a processor the bug drops, a far draft);
+on the plain showcase most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
 (``near_draft``). The invalid entries' TV is mostly mass on outcomes of probability 0; ``length_before_stop`` and
 ``stream_repeats_token`` emit the exact token law with a wrong finish reason or stream.
 """
 
 from __future__ import annotations
 
-from specverify.zoo._registry import VERDICTS, ZooEntry, registered
+from specverify.zoo._registry import ZooEntry, registered
 from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importable as specverify.zoo:NAME
 from specverify.zoo.controls import __all__ as _controls
 from specverify.zoo.processors import *  # noqa: F401,F403
 from specverify.zoo.processors import __all__ as _processors
 from specverify.zoo.rule import *  # noqa: F401,F403
 from specverify.zoo.rule import __all__ as _rule
-from specverify.zoo.scenarios import SCENARIOS, Scenario
+from specverify.zoo.showcases import SHOWCASES, ShowcaseScenario
 from specverify.zoo.state import *  # noqa: F401,F403
 from specverify.zoo.state import __all__ as _state
 
 ZOO: dict = registered()
 
-__all__ = ["ZOO", "ZooEntry", "VERDICTS", "SCENARIOS", "Scenario", "zoo_entries",
-           *_controls, *_processors, *_rule, *_state]
+__all__ = ["ZOO", "ZooEntry", "SHOWCASES", "ShowcaseScenario", "zoo_entries", *_controls, *_processors, *_rule, *_state]
 
 
 def zoo_entries() -> list:

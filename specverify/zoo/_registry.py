@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
+from specverify.enums import Verdict
 from specverify.errors import check
-
-VERDICTS = ("exact", "greedy-only", "approximate", "invalid")
+from specverify.mechanisms import MECHANISMS
 
 _REGISTRY: dict = {}
 
@@ -22,42 +22,54 @@ class ZooEntry:
         The factory's name: ``specverify certify specverify.zoo:NAME``.
     factory : callable
         ``factory(target, draft) -> decoder``.
-    verdict : str
-        The verdict DESIGN.md's rules give it (``exact``, ``greedy-only``, ``approximate`` or ``invalid``); the
-        factory's docstring derives it.
-    bugs : tuple of str
-        The real bugs it stands for, as ``"project #number"`` (BUGS.md), or ``"seed: ..."`` for a failure mode of
-        the seed document.
+    verdict : Verdict
+        The verdict docs/design.md's rules give it (one of ``Verdict.decoder_verdicts()``); the factory's docstring
+        derives it.
     mechanism : str
-        The state or processor involved (BUGS.md's last column).
+        Its id in ``specverify.mechanisms.MECHANISMS`` (what goes wrong, the state involved, the engines' issues).
     summary : str
         One line: what the mutation does.
-    scenarios : tuple of str
-        Names in ``specverify.zoo.SCENARIOS`` where the mechanism shows (used by the benchmark and the tests).
+    showcases : tuple of str
+        Names in ``specverify.zoo.SHOWCASES`` where the mechanism shows (used by the benchmark and the tests).
     tv : float or None
-        Estimated TV between its output law and the exact law on ``scenarios[0]`` (``benchmarks/zoo_tv.py``, 200k
+        Estimated TV between its output law and the exact law on ``showcases[0]`` (``benchmarks/zoo_tv.py``, 200k
         seeded draws, bias-corrected; outcomes of probability 0 count); None where that law is exact.
     """
 
     name: str
     factory: Callable
-    verdict: str
-    bugs: tuple
+    verdict: Verdict
     mechanism: str
     summary: str
-    scenarios: tuple = field(default=("plain",))
-    tv: float | None = None
+    showcases: tuple = field(default=("plain",))
+    tv: Optional[float] = None
+
+    @property
+    def bugs(self) -> tuple[str, ...]:
+        """The real bugs it stands for (its mechanism's, docs/bugs.md): ``"project #number"``, or ``"seed"`` for a
+        failure mode of the seed document."""
+        return MECHANISMS[self.mechanism].bugs
 
 
-def zoo_entry(*, verdict: str, bugs: tuple, mechanism: str, scenarios: tuple = ("plain",), tv=None):
+def zoo_entry(
+    *, verdict: str, mechanism: str, showcases: tuple = ("plain",), tv: Optional[float] = None
+) -> Callable[[Callable], Callable]:
     """Register the decorated factory as a zoo entry; its summary is the docstring's first line."""
-    check(verdict in VERDICTS, f"verdict={verdict!r} must be one of {VERDICTS!r}.")
+    tag = Verdict.parse(verdict, "verdict")
+    check(
+        tag in Verdict.decoder_verdicts(),
+        f"verdict={verdict!r} must be a decoder verdict, one of {[str(v) for v in Verdict.decoder_verdicts()]!r}.",
+    )
+    check(
+        mechanism in MECHANISMS,
+        f"mechanism={mechanism!r} is not in specverify.mechanisms.MECHANISMS: add it "
+        "there (with its bugs) or use one of its ids.",
+    )
 
-    def register(factory):
+    def register(factory: Callable) -> Callable:
         summary = (factory.__doc__ or "").strip().splitlines()[0]
         check(factory.__name__ not in _REGISTRY, f"zoo entry {factory.__name__!r} is registered twice.")
-        _REGISTRY[factory.__name__] = ZooEntry(factory.__name__, factory, verdict, tuple(bugs), mechanism, summary,
-                                               tuple(scenarios), tv)
+        _REGISTRY[factory.__name__] = ZooEntry(factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv)
         return factory
 
     return register

@@ -1,4 +1,4 @@
-"""Zoo entries whose law is exact: controls, and real bugs that DESIGN.md's rules call exact."""
+"""Zoo entries whose law is exact: controls, and real bugs that docs/design.md's rules call exact."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from specverify.enums import Verdict
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._hooks import RowAware
 from specverify.zoo._registry import zoo_entry
@@ -14,8 +15,8 @@ from specverify.zoo._registry import zoo_entry
 __all__ = ["reference", "never_speculate", "drop_bonus", "draft_bonus_kv_missing", "seed_ignored"]
 
 
-@zoo_entry(verdict="exact", bugs=(), mechanism="control")
-def reference(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.EXACT, mechanism="reference-unchanged")
+def reference(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The vectorized reference decoder itself, unchanged.
 
     Verdict: exact (it is the specification, tested against ``exact_law`` in ``tests/reference``).
@@ -37,12 +38,12 @@ class _NeverSpeculate(VectorizedDecoder):
         return replace(super().sample(request, n), accepted=None)
 
 
-@zoo_entry(verdict="exact", bugs=(), mechanism="control")
-def never_speculate(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.EXACT, mechanism="speculation-off")
+def never_speculate(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Drafts are computed and thrown away: every round is one plain target draw.
 
     Verdict: exact. With no draft, position 0 of each round is the bonus position, and the bonus is an inverse-CDF
-    draw from the processed target row: plain target sampling. It does not report ``accepted`` (DESIGN.md: "a
+    draw from the processed target row: plain target sampling. It does not report ``accepted`` (docs/design.md: "a
     decoder that never speculates is exact, and says so" — the certificate says "speculation not observed").
     """
     return _NeverSpeculate(target, draft, entropy=entropy)
@@ -64,8 +65,8 @@ class _DropBonus(RowAware):
         st.chunks[rows, st.rounds] = st.n_gen[rows] - st.round_start[rows]
 
 
-@zoo_entry(verdict="exact", bugs=("seed: a missing bonus only wastes the round",), mechanism="control")
-def drop_bonus(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.EXACT, mechanism="bonus-dropped")
+def drop_bonus(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After every draft is accepted the round ends without the bonus token (the seed's wasteful-but-exact case).
 
     Verdict: exact. Given the committed prefix, accepting draft k is the exact rule's event and emits a token with
@@ -88,31 +89,31 @@ class _DraftBonusKVMissing(VectorizedDecoder):
             st.target_cache.forward(short, st.out[short, st.n_gen[short] - 2][:, None])
 
 
-@zoo_entry(verdict="exact", bugs=("vLLM #3951",), mechanism="KV (draft)")
-def draft_bonus_kv_missing(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.EXACT, mechanism="draft-kv-missing-bonus-entry")
+def draft_bonus_kv_missing(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After full acceptance the draft cache never receives the last accepted draft's entry (vLLM #3951).
 
     The draft then proposes from a context missing a token, so its proposals get worse.
 
     Verdict: exact. A stale draft cache changes only q, and each draft is still sampled from the very q the
-    acceptance ratio divides by (DESIGN.md, "Draft law": a draft that uses another law is not a bug; mixing laws
+    acceptance ratio divides by (docs/design.md, "Draft law": a draft that uses another law is not a bug; mixing laws
     is). The target cache is right, so every target row is the true conditional. Only the acceptance rate drops.
     """
     return _DraftBonusKVMissing(target, draft, entropy=entropy)
 
 
 class _SeedIgnored(VectorizedDecoder):
-    def run_group(self, prompt, params, gamma, seeds):
+    def run_group(self, prompt, params, num_draft_tokens, seeds):
         fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)
-        return super().run_group(prompt, params, gamma, fresh)
+        return super().run_group(prompt, params, num_draft_tokens, fresh)
 
 
-@zoo_entry(verdict="exact", bugs=("vLLM #6038", "vLLM #6743"), mechanism="RNG (seed)")
-def seed_ignored(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.EXACT, mechanism="request-seed-ignored")
+def seed_ignored(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Per-request seeds are ignored: every request, seeded or not, draws from fresh entropy (vLLM #6038, #6743).
 
     Verdict: exact. Each request (and each of ``sample``'s draws) gets an independent fresh seed, so every request's
-    law and the joint law of independent requests are exact. What breaks is reproducibility, which DESIGN.md keeps
+    law and the joint law of independent requests are exact. What breaks is reproducibility, which docs/design.md keeps
     out of the law: the certifier reports it as its own check, and only ``--require-reproducible`` makes it count.
     """
     return _SeedIgnored(target, draft, entropy=entropy)

@@ -7,12 +7,21 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from specverify.enums import Verdict
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._hooks import ParamsPerPosition
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["argmax_verify", "temperature_not_in_rejection", "min_p_bonus_row_only", "penalties_ignored_in_verify",
-           "masks_dropped_in_verify", "grammar_not_in_verify", "penalty_last_token_only", "min_tokens_counts_rounds"]
+__all__ = [
+    "argmax_verify",
+    "temperature_not_in_rejection",
+    "min_p_bonus_row_only",
+    "penalties_ignored_in_verify",
+    "masks_dropped_in_verify",
+    "grammar_not_in_verify",
+    "penalty_last_token_only",
+    "min_tokens_counts_rounds",
+]
 
 
 class _ArgmaxVerify(VectorizedDecoder):
@@ -22,9 +31,8 @@ class _ArgmaxVerify(VectorizedDecoder):
         return torch.where(probs.sum(-1, keepdim=True) > 0, hot, probs)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("SGLang #31214", "SGLang #39253"), mechanism="temperature",
-           scenarios=("temp_topk",), tv=0.8)
-def argmax_verify(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="verify-ignores-temperature", showcases=("temp_topk",), tv=0.8)
+def argmax_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Verification silently uses the target's argmax, ignoring temperature and top-p (SGLang #31214, #39253).
 
     Verdict: greedy-only. At temperature 0 the processed target rows are one-hot at the argmax already, so nothing
@@ -34,15 +42,16 @@ def argmax_verify(target, draft, *, entropy=None):
 
 
 class _TemperatureNotInRejection(ParamsPerPosition):
-    def verify_params(self, params, k, gamma):
-        if params.temperature == 0 or k == gamma:  # greedy path and the bonus sampler keep the parameters
+    def verify_params(self, params, k, num_draft_tokens):
+        if params.temperature == 0 or k == num_draft_tokens:  # greedy path and the bonus sampler keep the parameters
             return params
         return replace(params, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("vLLM #10198",), mechanism="temperature / top-k", scenarios=("temp_topk",),
-           tv=0.32)
-def temperature_not_in_rejection(target, draft, *, entropy=None):
+@zoo_entry(
+    verdict=Verdict.GREEDY_ONLY, mechanism="rejection-ignores-sampling-params", showcases=("temp_topk",), tv=0.32
+)
+def temperature_not_in_rejection(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Target probs of the rejection step ignore temperature, top-k, top-p, min-p; the bonus keeps them (vLLM #10198).
 
     Verdict: greedy-only. Greedy requests take the argmax path with their parameters, so greedy output is kept. At
@@ -53,12 +62,12 @@ def temperature_not_in_rejection(target, draft, *, entropy=None):
 
 
 class _MinPBonusRowOnly(ParamsPerPosition):
-    def verify_params(self, params, k, gamma):
-        return params if k == gamma else replace(params, min_p=0.0)
+    def verify_params(self, params, k, num_draft_tokens):
+        return params if k == num_draft_tokens else replace(params, min_p=0.0)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("vLLM #42744",), mechanism="processors", scenarios=("min_p",), tv=0.61)
-def min_p_bonus_row_only(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="min-p-bonus-row-only", showcases=("min_p",), tv=0.61)
+def min_p_bonus_row_only(target, draft, *, entropy=None) -> VectorizedDecoder:
     """min-p is applied to the bonus row only, not to the rows that verify drafts (vLLM #42744).
 
     Verdict: greedy-only. min-p never removes the most likely token, so at temperature 0 (one-hot rows) it changes
@@ -70,13 +79,12 @@ def min_p_bonus_row_only(target, draft, *, entropy=None):
 
 
 class _PenaltiesIgnoredInVerify(ParamsPerPosition):
-    def verify_params(self, params, k, gamma):
+    def verify_params(self, params, k, num_draft_tokens):
         return replace(params, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0)
 
 
-@zoo_entry(verdict="approximate", bugs=("SGLang #21258", "vLLM #18902", "TensorRT-LLM #17955"), mechanism="penalties",
-           scenarios=("penalties",), tv=0.41)
-def penalties_ignored_in_verify(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="penalties-dropped-in-verify", showcases=("penalties",), tv=0.41)
+def penalties_ignored_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The target law of verification drops repetition, frequency and presence penalties (SGLang #21258, vLLM #18902).
 
     TensorRT-LLM #17955 dropped penalties from its one-model path as well (its masks: ``masks_dropped_in_verify``).
@@ -90,12 +98,12 @@ def penalties_ignored_in_verify(target, draft, *, entropy=None):
 
 
 class _MasksDroppedInVerify(ParamsPerPosition):
-    def verify_params(self, params, k, gamma):
+    def verify_params(self, params, k, num_draft_tokens):
         return replace(params, bad_token_ids=(), min_tokens=0)
 
 
-@zoo_entry(verdict="approximate", bugs=("TensorRT-LLM #17955",), mechanism="processors", scenarios=("masks",), tv=0.77)
-def masks_dropped_in_verify(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="masks-dropped-in-verify", showcases=("masks",), tv=0.77)
+def masks_dropped_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The speculative path's target law drops bad-word and min-length masks (TensorRT-LLM #17955).
 
     Verdict: approximate. At temperature 0 a banned token (or EOS before min_tokens) that is the raw argmax is
@@ -105,22 +113,21 @@ def masks_dropped_in_verify(target, draft, *, entropy=None):
 
 
 class _GrammarNotInVerify(ParamsPerPosition):
-    def verify_params(self, params, k, gamma):
+    def verify_params(self, params, k, num_draft_tokens):
         return replace(params, grammar=None)
 
 
-@zoo_entry(verdict="approximate",
-           bugs=("SGLang #6441", "SGLang #9187", "SGLang #15373", "TensorRT-LLM #7878", "vLLM #36138"),
-           mechanism="grammar", scenarios=("grammar",), tv=0.77)
-def grammar_not_in_verify(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="grammar-not-in-verify", showcases=("grammar",), tv=0.77)
+def grammar_not_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The grammar mask is not applied to the target rows of verification; drafts stay masked (SGLang #6441).
 
     The same mechanism: SGLang #9187 and #15373 (mask on the verify path), TensorRT-LLM #7878 (bitmask not applied at
-    draft positions), vLLM #36138 (drafts after a reasoning-end token bypassed the grammar).
+    draft positions), vLLM #36138 and #44006 (drafts after a reasoning-end token bypassed the grammar; the bonus row
+    was left unconstrained).
 
     Verdict: approximate. At temperature 0 the unmasked target argmax is emitted wherever the grammar forbids it (on
     rejection and as the bonus): greedy output leaves the grammar. A grammar violation is a law violation, not a
-    protocol one (DESIGN.md rule 1 does not list it), so not invalid.
+    protocol one (docs/design.md rule 1 does not list it), so not invalid.
     """
     return _GrammarNotInVerify(target, draft, entropy=entropy)
 
@@ -136,8 +143,8 @@ class _PenaltyLastTokenOnly(VectorizedDecoder):
         st.counts[rows] = counts.scatter_add_(1, last, torch.ones(last.shape, dtype=counts.dtype))
 
 
-@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state", scenarios=("penalties",), tv=0.05)
-def penalty_last_token_only(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="penalty-history-last-token-only", showcases=("penalties",), tv=0.05)
+def penalty_last_token_only(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Penalty state records only the last token of each round (SGLang #33643: frequency penalty ÷ acceptance length).
 
     Verdict: approximate. With penalties at temperature 0, a token committed mid-round is missing from the penalty
@@ -151,9 +158,8 @@ class _MinTokensCountsRounds(VectorizedDecoder):
         return super().law(st, logits, prov, np.full_like(num_generated, st.rounds), params)  # one count per round
 
 
-@zoo_entry(verdict="approximate", bugs=("SGLang #33643",), mechanism="penalty state (min_tokens)",
-           scenarios=("min_tokens",), tv=0.35)
-def min_tokens_counts_rounds(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="min-tokens-counts-rounds", showcases=("min_tokens",), tv=0.35)
+def min_tokens_counts_rounds(target, draft, *, entropy=None) -> VectorizedDecoder:
     """min_tokens counts rounds, not tokens: EOS stays masked until min_tokens rounds have run (SGLang #33643).
 
     Verdict: approximate. A round commits ≥ 1 token, so the count lags the true length and EOS is masked past

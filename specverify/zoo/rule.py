@@ -2,6 +2,7 @@
 
 Greedy derivations use one fact: at temperature 0 the processed target and draft rows are one-hot (target argmax y,
 draft argmax x), so the reference accepts x iff x == y, and on rejection the residual (p - q)+ is one-hot at y.
+Docstrings write the seed's p and q for ``target_probs`` and ``draft_probs``; the code uses the glossary's names.
 """
 
 from __future__ import annotations
@@ -9,14 +10,25 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from specverify.enums import Verdict
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.sampling import Purpose, sample_from_uniforms
 from specverify.zoo._hooks import DraftLaws, RowAware
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["shared_uniform", "inclusive_accept", "last_index_fallback", "resample_from_target", "residual_softmax",
-           "row0_offset", "bonus_from_draft", "greedy_draft_softmax_q", "raw_q_processed_draft",
-           "draft_probs_off_by_one", "unseeded_shared_stream"]
+__all__ = [
+    "shared_uniform",
+    "inclusive_accept",
+    "last_index_fallback",
+    "resample_from_target",
+    "residual_softmax",
+    "row0_offset",
+    "bonus_from_draft",
+    "greedy_draft_softmax_q",
+    "raw_q_processed_draft",
+    "draft_probs_off_by_one",
+    "unseeded_shared_stream",
+]
 
 COIN_BITS = 8  # bfloat16-resolution coins: u == 0 with probability 2**-8
 
@@ -26,9 +38,10 @@ class _SharedUniform(VectorizedDecoder):
         return super().uniforms(st, rows, offset, Purpose.ACCEPT if purpose == Purpose.TARGET else purpose)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("FlashInfer #424",), mechanism="RNG", scenarios=("plain", "near_draft"),
-           tv=0.064)
-def shared_uniform(target, draft, *, entropy=None):
+@zoo_entry(
+    verdict=Verdict.GREEDY_ONLY, mechanism="uniform-reused-for-residual", showcases=("plain", "near_draft"), tv=0.064
+)
+def shared_uniform(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The uniform of the acceptance test is reused for the residual draw (FlashInfer #424).
 
     Given a rejection, u ≥ p(x)/q(x), so the recovered token is drawn from the top of the residual's CDF only.
@@ -46,13 +59,12 @@ class _InclusiveAccept(VectorizedDecoder):
             u = torch.floor(u * 2.0**COIN_BITS) / 2.0**COIN_BITS
         return u
 
-    def accept(self, target_p, draft_q, u):
-        return u * draft_q <= target_p
+    def accept(self, target_prob, draft_prob, u):
+        return u * draft_prob <= target_prob
 
 
-@zoo_entry(verdict="greedy-only", bugs=("SGLang #35771",), mechanism="processor support", scenarios=("temp_topk",),
-           tv=0.0035)
-def inclusive_accept(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="inclusive-acceptance-test", showcases=("temp_topk",), tv=0.0035)
+def inclusive_accept(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Inclusive ``u * q <= p`` acceptance with low-resolution coins accepts zero-probability drafts (SGLang #35771).
 
     SGLang compared ``coin <= p / q`` with float32 ``torch.rand`` coins, which are exactly 0 with probability 2**-24:
@@ -77,9 +89,8 @@ class _LastIndexFallback(VectorizedDecoder):
         return index.clamp_max(probs.shape[-1] - 1)  # ran past the end: the last index, whatever its probability
 
 
-@zoo_entry(verdict="greedy-only", bugs=("SGLang #22643",), mechanism="residual fallback", scenarios=("temp_topk",),
-           tv=0.0018)
-def last_index_fallback(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="residual-last-index-fallback", showcases=("temp_topk",), tv=0.0018)
+def last_index_fallback(target, draft, *, entropy=None) -> VectorizedDecoder:
     """A coin past the residual's total falls back to the last index (V - 1 = EOS here), not the last positive one.
 
     SGLang #22643: when rounding left the CDF total below the coin, the kernel emitted token d - 1, which can have
@@ -98,9 +109,8 @@ class _ResampleFromTarget(VectorizedDecoder):
         return sample_from_uniforms(target_row, u)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("seed: resample from the target instead of the residual",),
-           mechanism="residual", scenarios=("plain", "near_draft"), tv=0.14)
-def resample_from_target(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="recovered-from-target", showcases=("plain", "near_draft"), tv=0.14)
+def resample_from_target(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After a rejection the token is drawn from the target row, not from the residual (the seed's failure mode).
 
     Verdict: greedy-only. At temperature 0 the residual equals the target row (one-hot at the argmax), so nothing
@@ -114,9 +124,8 @@ class _ResidualSoftmax(VectorizedDecoder):
         return sample_from_uniforms(torch.softmax((target_row - draft_row).clamp_min(0), -1), u)
 
 
-@zoo_entry(verdict="approximate", bugs=("transformers #28508",), mechanism="residual",
-           scenarios=("plain", "near_draft"), tv=0.32)
-def residual_softmax(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="residual-softmax", showcases=("plain", "near_draft"), tv=0.32)
+def residual_softmax(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The residual is passed through softmax instead of being normalised (transformers #28508).
 
     softmax((p - q)+) treats probabilities as logits: nearly uniform, with positive mass on every token.
@@ -141,9 +150,10 @@ class _Row0Offset(RowAware):
         return super().bonus(self._first_rows()[0], u)
 
 
-@zoo_entry(verdict="approximate", bugs=("FlashInfer #425",), mechanism="residual indexing",
-           scenarios=("plain", "near_draft"), tv=0.27)
-def row0_offset(target, draft, *, entropy=None):
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="residual-row-offset-missing", showcases=("plain", "near_draft"), tv=0.27
+)
+def row0_offset(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The residual and the bonus read the position-0 rows: the ``+pos`` offset is missing (FlashInfer #425).
 
     Acceptance uses the right rows; a rejection at k > 0 or the bonus draws from row 0's target/residual.
@@ -172,13 +182,12 @@ class _BonusFromDraft(RowAware):
         st, rows, k = self.draw
         if k < st.gamma:  # a draft that could not propose: plain target draw, as in the reference
             return super().bonus(target_row, u)
-        q = self.bonus_draft[torch.from_numpy(rows)]
-        return super().bonus(torch.where(q.sum(-1, keepdim=True) > 0, q, target_row), u)
+        draft_probs = self.bonus_draft[torch.from_numpy(rows)]
+        return super().bonus(torch.where(draft_probs.sum(-1, keepdim=True) > 0, draft_probs, target_row), u)
 
 
-@zoo_entry(verdict="approximate", bugs=("seed: bonus token sampled from the draft",), mechanism="bonus",
-           scenarios=("plain", "near_draft"), tv=0.068)
-def bonus_from_draft(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="bonus-from-draft", showcases=("plain", "near_draft"), tv=0.068)
+def bonus_from_draft(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After full acceptance the bonus token is sampled from the draft's next-token law (the seed's failure mode).
 
     Verdict: approximate. At temperature 0 the bonus is the draft's argmax, which differs from the target's at the
@@ -189,14 +198,14 @@ def bonus_from_draft(target, draft, *, entropy=None):
 
 class _GreedyDraftSoftmaxQ(DraftLaws):
     def draft_laws(self, st, logits, prov, num_generated):
-        q = self.law(st, logits, prov, num_generated)
-        hot = torch.nn.functional.one_hot(q.argmax(-1), q.shape[-1]).to(q.dtype)
-        return torch.where(q.sum(-1, keepdim=True) > 0, hot, q), q  # argmax draft, softmax q in the ratio
+        draft_probs = self.law(st, logits, prov, num_generated)
+        hot = torch.nn.functional.one_hot(draft_probs.argmax(-1), draft_probs.shape[-1]).to(draft_probs.dtype)
+        # argmax draft, softmax draft_probs in the ratio
+        return torch.where(draft_probs.sum(-1, keepdim=True) > 0, hot, draft_probs), draft_probs
 
 
-@zoo_entry(verdict="greedy-only", bugs=("transformers #32867",), mechanism="draft distribution",
-           scenarios=("plain", "near_draft"), tv=0.62)
-def greedy_draft_softmax_q(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="greedy-draft-softmax-q", showcases=("plain", "near_draft"), tv=0.62)
+def greedy_draft_softmax_q(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Drafts are the draft's argmax, but the ratio divides by the draft's softmax q (transformers #32867).
 
     The law that produced the draft is one-hot; dividing by softmax q accepts the argmax too rarely and the
@@ -210,13 +219,12 @@ def greedy_draft_softmax_q(target, draft, *, entropy=None):
 
 class _RawQProcessedDraft(DraftLaws):
     def draft_laws(self, st, logits, prov, num_generated):
-        q = self.law(st, logits, prov, num_generated)
-        return q, torch.softmax(logits.to(torch.float64), -1)  # sampled from processed, ratio over raw
+        draft_probs = self.law(st, logits, prov, num_generated)
+        return draft_probs, torch.softmax(logits.to(torch.float64), -1)  # sampled from processed, ratio over raw
 
 
-@zoo_entry(verdict="greedy-only", bugs=("transformers #47932",), mechanism="processors", scenarios=("temp_topk",),
-           tv=0.22)
-def raw_q_processed_draft(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="raw-q-processed-draft", showcases=("temp_topk",), tv=0.22)
+def raw_q_processed_draft(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Drafts are sampled from the processed (top-k, temperature) draft law, q is the raw softmax (transformers #47932).
 
     Verdict: greedy-only. At temperature 0 the target row is one-hot at y: the draft x == y is accepted (p = 1 ≥ u q)
@@ -233,9 +241,8 @@ class _DraftProbsOffByOne(VectorizedDecoder):
         return drafts, draft_probs, draft_len
 
 
-@zoo_entry(verdict="greedy-only", bugs=("TensorRT-LLM #12588",), mechanism="draft probs",
-           scenarios=("plain", "near_draft"), tv=0.16)
-def draft_probs_off_by_one(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="draft-probs-misaligned", showcases=("plain", "near_draft"), tv=0.16)
+def draft_probs_off_by_one(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Draft k's ratio divides by the law of draft k - 1: probs gathered with a pre-shift index (TensorRT-LLM #12588).
 
     Verdict: greedy-only. At temperature 0 every q row is one-hot: a draft equal to the target argmax y has p = 1 and
@@ -252,15 +259,15 @@ class _UnseededSharedStream(VectorizedDecoder):
         return np.array([shared if s is None else s for s in seeds], dtype=np.uint64)
 
 
-@zoo_entry(verdict="greedy-only", bugs=("TensorRT-LLM #19487",), mechanism="RNG (unseeded)", scenarios=("plain",))
-def unseeded_shared_stream(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="unseeded-requests-share-rng", showcases=("plain",))
+def unseeded_shared_stream(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Unseeded requests of one batch share one RNG stream, in lockstep (TensorRT-LLM #19487).
 
     Identical unseeded requests in one call return identical outputs; seeded requests are untouched.
 
     Verdict: greedy-only. Greedy output is deterministic anyway. Each request's own law is exact, but the joint
     law of independent requests is not: the collision test over disjoint pairs of identical unseeded requests
-    (DESIGN.md rule 3) sees collision rate 1 instead of Σp². (``sample`` of an unseeded request is one batch too:
+    (docs/design.md rule 3) sees collision rate 1 instead of Σp². (``sample`` of an unseeded request is one batch too:
     all n draws coincide.) The TV figure is not comparable (the marginal law is exact); it is left out.
     """
     return _UnseededSharedStream(target, draft, entropy=entropy)

@@ -7,14 +7,22 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from specverify.enums import Verdict
 from specverify.reference.vectorized import EOS, LENGTH, STOP, VectorizedDecoder
 from specverify.zoo._hooks import DeferredFinish
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["target_kv_not_cropped", "penalty_history_keeps_rejected", "grammar_state_not_rolled_back",
-           "stop_state_not_rolled_back",
-           "eos_leaks_in_round", "eos_mid_block_continues", "length_before_stop", "stop_string_tokens_kept",
-           "stream_repeats_token"]
+__all__ = [
+    "target_kv_not_cropped",
+    "penalty_history_keeps_rejected",
+    "grammar_state_not_rolled_back",
+    "stop_state_not_rolled_back",
+    "eos_leaks_in_round",
+    "eos_mid_block_continues",
+    "length_before_stop",
+    "stop_string_tokens_kept",
+    "stream_repeats_token",
+]
 
 
 def _rejected_drafts(st, rows, drafts):
@@ -40,9 +48,8 @@ class _TargetKVNotCropped(VectorizedDecoder):
             draft.forward(short, st.out[short, st.n_gen[short] - 2][:, None])
 
 
-@zoo_entry(verdict="approximate", bugs=("seed: rejected suffix left in the KV cache",), mechanism="KV (target)",
-           scenarios=("plain",), tv=0.39)
-def target_kv_not_cropped(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="target-kv-not-cropped", showcases=("plain",), tv=0.39)
+def target_kv_not_cropped(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The target cache is cropped one entry short: the first rejected draft's KV stays (the seed's failure mode).
 
     The next round's tokens are fed on top of the stale entry, so every later target row is read from a wrong
@@ -65,10 +72,11 @@ class _PenaltyHistoryKeepsRejected(VectorizedDecoder):
         st.counts.index_put_((idx, tok), torch.ones(len(r), dtype=st.counts.dtype), accumulate=True)
 
 
-@zoo_entry(verdict="approximate", bugs=("seed: penalty history keeps rejected drafts",), mechanism="penalty state",
-           scenarios=("penalties",), tv=0.23)
-def penalty_history_keeps_rejected(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="penalty-history-not-rolled-back", showcases=("penalties",), tv=0.23)
+def penalty_history_keeps_rejected(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Rejected drafts stay in the penalty history (seen / counts): the penalty state is not rolled back.
+
+    The seed's failure mode (its state transaction lists the penalty history among what a round must roll back).
 
     Verdict: approximate. With penalties at temperature 0, a rejected draft is penalised as if generated, which
     moves later argmaxes: greedy output differs.
@@ -86,9 +94,8 @@ class _GrammarStateNotRolledBack(VectorizedDecoder):
             st.gstate[row] = st.grammar[1][st.gstate[row], t]
 
 
-@zoo_entry(verdict="approximate", bugs=("seed: grammar state not copied and rolled back",), mechanism="grammar state",
-           scenarios=("grammar",), tv=0.18)
-def grammar_state_not_rolled_back(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="grammar-state-not-rolled-back", showcases=("grammar",), tv=0.18)
+def grammar_state_not_rolled_back(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The grammar matcher stays advanced over the rejected drafts (the seed: processor state not rolled back).
 
     Later masks come from a state the committed tokens never reached (a rejected draft the new state does not allow
@@ -110,9 +117,8 @@ class _StopStateNotRolledBack(VectorizedDecoder):
             st.sstate[row] = st.stops.next_state[st.sstate[row], t]
 
 
-@zoo_entry(verdict="invalid", bugs=("seed: stop-matcher state not rolled back",), mechanism="stop state",
-           scenarios=("stop",), tv=0.044)
-def stop_state_not_rolled_back(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="stop-state-not-rolled-back", showcases=("stop",), tv=0.044)
+def stop_state_not_rolled_back(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The stop-string matcher keeps the rejected drafts' text in its buffer (the seed's failure mode).
 
     Verdict: invalid. A stop string completed across a rejected draft and a later token finishes the request as
@@ -126,9 +132,8 @@ class _EosLeaksInRound(DeferredFinish):
     deferred = frozenset({EOS})
 
 
-@zoo_entry(verdict="invalid", bugs=("SGLang #31599", "SGLang #31569"), mechanism="stop", scenarios=("eos_in_block",),
-           tv=0.42)
-def eos_leaks_in_round(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="accepted-eos-does-not-end-round", showcases=("eos_in_block",), tv=0.42)
+def eos_leaks_in_round(target, draft, *, entropy=None) -> VectorizedDecoder:
     """An accepted EOS does not end the round: later accepted drafts and the bonus leak out after it (SGLang #31599).
 
     The request finishes with ``eos`` at the end of the round. (SGLang #31569, the same report's length-before-stop
@@ -148,8 +153,8 @@ class _EosMidBlockContinues(DeferredFinish):
         st.reason[done] = EOS
 
 
-@zoo_entry(verdict="invalid", bugs=("transformers #47912",), mechanism="stop", scenarios=("eos_in_block",), tv=0.42)
-def eos_mid_block_continues(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="mid-block-eos-ignored", showcases=("eos_in_block",), tv=0.42)
+def eos_mid_block_continues(target, draft, *, entropy=None) -> VectorizedDecoder:
     """EOS accepted mid-block does not stop generation; only a round ending in EOS does (transformers #47912).
 
     Verdict: invalid: generation runs on after an EOS, so tokens follow a finishing token (rule 1).
@@ -164,13 +169,13 @@ class _LengthBeforeStop(VectorizedDecoder):
         st.reason[rows[at_cap & np.isin(st.reason[rows], (EOS, STOP))]] = LENGTH  # the cap is checked first
 
 
-@zoo_entry(verdict="invalid", bugs=("SGLang #31569",), mechanism="stop", scenarios=("eos_in_block",), tv=0.12)
-def length_before_stop(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="length-checked-before-stop", showcases=("eos_in_block",), tv=0.12)
+def length_before_stop(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The length cap is checked before EOS and stop strings: EOS as the last allowed token reports ``length``.
 
     SGLang #31569 (with #31599): the finishing checks ran in the wrong order.
 
-    Verdict: invalid: the finish reason does not match the tokens (DESIGN.md order: EOS, then stop, then length),
+    Verdict: invalid: the finish reason does not match the tokens (docs/design.md order: EOS, then stop, then length),
     a protocol violation (rule 1). The token law is exact.
     """
     return _LengthBeforeStop(target, draft, entropy=entropy)
@@ -180,8 +185,8 @@ class _StopStringTokensKept(DeferredFinish):
     deferred = frozenset({STOP})
 
 
-@zoo_entry(verdict="invalid", bugs=("vLLM #47616",), mechanism="stop", scenarios=("stop",), tv=0.45)
-def stop_string_tokens_kept(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="tokens-kept-past-stop-string", showcases=("stop",), tv=0.45)
+def stop_string_tokens_kept(target, draft, *, entropy=None) -> VectorizedDecoder:
     """A stop string completed mid-block finishes the request only at the end of the round (vLLM #47616).
 
     The text is trimmed at the stop string, but the token ids past the completing token are kept.
@@ -201,9 +206,11 @@ class _StreamRepeatsToken(VectorizedDecoder):
         return out
 
 
-@zoo_entry(verdict="invalid", bugs=("seed: token streamed twice",), mechanism="stream", scenarios=("plain",))
-def stream_repeats_token(target, draft, *, entropy=None):
+@zoo_entry(verdict=Verdict.INVALID, mechanism="token-streamed-twice", showcases=("plain",))
+def stream_repeats_token(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Each streamed chunk re-sends the previous round's last token (the token fed first to the next verification).
+
+    The seed's correctness contract: an accepted token is streamed once.
 
     Verdict: invalid: the stream does not concatenate to the tokens (rule 1). Tokens and law are exact.
     """

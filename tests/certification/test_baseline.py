@@ -7,8 +7,9 @@ import pytest
 
 import specverify as sv
 
-BASELINE = json.loads((pathlib.Path(__file__).parents[1] / "data" / "baseline_reference_quick_seed12345.json")
-                      .read_text())
+BASELINE = json.loads(
+    (pathlib.Path(__file__).parents[1] / "data" / "baseline_reference_quick_seed12345.json").read_text()
+)
 SAVED = {s["name"]: s for s in BASELINE["scenarios"]}
 # fast subset: one scenario per code path (fast path, mixed slow path, greedy); the slow test runs them all
 FAST = ["temperature-1", "penalties", "stop-spanning", "mixed-batch", "greedy-grammar"]
@@ -20,8 +21,14 @@ def _compare(cert, names):
     assert checked, "no scenario of the baseline was run"
     for name in checked:
         want, have = SAVED[name], got[name]
-        assert (have.kind, have.passed, have.n, have.planned_n, have.df, have.num_outcomes) == \
-               (want["kind"], want["passed"], want["n"], want["planned_n"], want["df"], want["num_outcomes"]), name
+        assert (have.kind, have.passed, have.n, have.planned_n, have.df, have.num_outcomes) == (
+            want["kind"],
+            want["passed"],
+            want["n"],
+            want["planned_n"],
+            want["df"],
+            want["num_outcomes"],
+        ), name
         if want["kind"] == "collision":  # unseeded: the collision count is random by design
             continue
         for key in ("statistic", "pvalue", "tv_estimate"):
@@ -33,15 +40,22 @@ def _compare(cert, names):
 
 
 def test_same_seed_same_evidence_on_a_subset():
-    cert = sv.certify(BASELINE["factory"], level=BASELINE["level"], seed=BASELINE["seed"], alpha=BASELINE["alpha"],
-                      scenarios=FAST, isolation="none")
+    cert = sv.certify(
+        BASELINE["factory"],
+        level=BASELINE["level"],
+        seed=BASELINE["seed"],
+        alpha=BASELINE["alpha"],
+        scenarios=FAST,
+        isolation="none",
+    )
     checked = _compare(cert, FAST)
     assert len(checked) == 7  # mixed-batch has three members
 
 
 @pytest.mark.slow
 def test_same_seed_same_evidence_on_the_full_matrix():
-    cert = sv.certify(BASELINE["factory"], level=BASELINE["level"], seed=BASELINE["seed"], alpha=BASELINE["alpha"],
-                      isolation="none")
+    cert = sv.certify(
+        BASELINE["factory"], level=BASELINE["level"], seed=BASELINE["seed"], alpha=BASELINE["alpha"], isolation="none"
+    )
     assert cert.verdict == BASELINE["verdict"]
     assert len(_compare(cert, list(SAVED))) == len(SAVED)

@@ -28,12 +28,18 @@ def test_reference_is_exact_with_evidence():
     assert "--scenario temperature-1 --seed 0" in cert.scenarios[0].reproduce
 
 
-@pytest.mark.parametrize("factory, fragment", [
-    (bad_decoders.raises, "engine exploded"), (bad_decoders.wrong_count, "wrong count"),
-    (bad_decoders.out_of_vocab, "outside the vocabulary"), (bad_decoders.tokens_after_eos, "after the finishing"),
-    (bad_decoders.wrong_reason, "does not match"), (bad_decoders.broken_stream, "stream"),
-    (bad_decoders.not_a_completion, "without tokens"),
-])
+@pytest.mark.parametrize(
+    "factory, fragment",
+    [
+        (bad_decoders.raises, "engine exploded"),
+        (bad_decoders.wrong_count, "wrong count"),
+        (bad_decoders.out_of_vocab, "outside the vocabulary"),
+        (bad_decoders.tokens_after_eos, "after the finishing"),
+        (bad_decoders.wrong_reason, "does not match"),
+        (bad_decoders.broken_stream, "stream"),
+        (bad_decoders.not_a_completion, "without tokens"),
+    ],
+)
 def test_protocol_violations_are_invalid_never_a_pass(factory, fragment):
     cert = run(factory, scenarios=["eos-in-block"])
     assert cert.verdict == "invalid"
@@ -100,8 +106,10 @@ def test_first_round_acceptance_law_by_hand():
     draft = draft_near(target, distance=0.8, seed=9)
     params, prompt = SamplingParams(max_tokens=4), (0, 1)
     kw = dict(prompt=prompt, generated=(), eos_token_id=target.vocab.eos_token_id)
-    overlap = np.minimum(next_token_probs(target.logits([prompt])[0], params, **kw).numpy(),
-                         next_token_probs(draft.logits([prompt])[0], params, **kw).numpy()).sum()
+    overlap = np.minimum(
+        next_token_probs(target.logits([prompt])[0], params, **kw).numpy(),
+        next_token_probs(draft.logits([prompt])[0], params, **kw).numpy(),
+    ).sum()
     law = first_round_acceptance_law(target, draft, prompt, params, 1)
     assert law == pytest.approx([1 - overlap, overlap], abs=1e-12)
     assert first_round_acceptance_law(target, draft_copy(target), prompt, params, 3)[0] == pytest.approx(0, abs=1e-12)
@@ -111,6 +119,7 @@ def test_scenarios_stay_small_and_away_from_processor_boundaries():
     """≤ ~300 outcomes keep N small; a margin ≥ 1e-3 keeps float32 engines from failing on rounding (docs/design.md)."""
     from specverify.oracles import exact_law
     from specverify.oracles.law import boundary_margin
+
     for s in SCENARIOS.values():
         if s.kind in ("sampling", "greedy"):
             target = s.models().target

@@ -24,8 +24,7 @@ if not EXTRA > 0:
 def examples(n: int, **overrides) -> settings:
     """Settings running ``2.5 n`` examples under ``ci`` (``25 n`` under ``thorough``), times ``SPECVERIFY_FUZZ_SCALE``,
     on top of the loaded profile."""
-    return settings(settings.get_profile(PROFILE), max_examples=max(1, round(n * SCALE[PROFILE] * EXTRA)),
-                    **overrides)
+    return settings(settings.get_profile(PROFILE), max_examples=max(1, round(n * SCALE[PROFILE] * EXTRA)), **overrides)
 
 
 def search(n: int) -> settings:

@@ -10,19 +10,31 @@ from hypothesis import HealthCheck, settings
 
 from tests.fuzz import _budget
 
-_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-            HealthCheck.large_base_example]
+_SLOW_OK = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+]
 
-settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
-                          suppress_health_check=_SLOW_OK, max_examples=100)
-settings.register_profile("thorough", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK,
-                          max_examples=1000)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=_SLOW_OK,
+    max_examples=100,
+)
+settings.register_profile("thorough", deadline=None, print_blob=True, suppress_health_check=_SLOW_OK, max_examples=1000)
 settings.load_profile(_budget.PROFILE)
 
 
 def pytest_report_header(config):
-    return (f"specverify fuzz: hypothesis profile {_budget.PROFILE!r}, budget scale {_budget.EXTRA:g} "
-            "(SPECVERIFY_HYPOTHESIS_PROFILE=ci|thorough, SPECVERIFY_FUZZ_SCALE)")
+    return (
+        f"specverify fuzz: hypothesis profile {_budget.PROFILE!r}, budget scale {_budget.EXTRA:g} "
+        "(SPECVERIFY_HYPOTHESIS_PROFILE=ci|thorough, SPECVERIFY_FUZZ_SCALE)"
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -5,11 +5,17 @@ catch its mutant."""
 from functools import partial
 
 import pytest
-from hypothesis import find, given, strategies as st
+from hypothesis import find, given
+from hypothesis import strategies as st
 
-from specverify.fuzz import (PropertyFailure, ReferenceWhiteBox, batch_outcomes, check_batch_independence,
-                             check_law, preempt_every_round, requests, sample_outcomes, switch_every_round)
-from specverify.fuzz import mutants
+from specverify.fuzz import PropertyFailure, batch_outcomes, check_batch_independence, check_law, requests
+from specverify.fuzz.whitebox import (
+    ReferenceWhiteBox,
+    mutants,
+    preempt_every_round,
+    sample_outcomes,
+    switch_every_round,
+)
 from specverify.oracles import draft_copy, draft_near, exact_law, make_vocab, random_target
 from specverify.params import SamplingParams
 from specverify.protocol import Request
@@ -45,7 +51,7 @@ def test_draft_version_switched_mid_round_keeps_the_exact_law(white_box):
 @pytest.mark.parametrize("white_box", [ReferenceWhiteBox, mutants.ResumeDropsPenalties])
 def test_preempt_and_recompute_after_every_round_keeps_the_exact_law(white_box):
     request = Request((0, 1), SamplingParams(max_tokens=3, frequency_penalty=2.0, presence_penalty=0.5), 1)
-    counts = outcome_of(white_box, request, 120, preempt_every_round(gamma=1), drafts=DRAFTS[1:])
+    counts = outcome_of(white_box, request, 120, preempt_every_round(num_draft_tokens=1), drafts=DRAFTS[1:])
     law = exact_law(TARGET, request.prompt, request.params)
     if white_box is ReferenceWhiteBox:
         check_law(counts, law, alpha=ALPHA)
@@ -54,14 +60,18 @@ def test_preempt_and_recompute_after_every_round_keeps_the_exact_law(white_box):
             check_law(counts, law, alpha=ALPHA)
 
 
-COMPANIONS = [Request((2, 0, 1), SamplingParams(temperature=0.5, max_tokens=4, stop=("ab",)), 3, seed=5),
-              Request((0, 1), SamplingParams(max_tokens=3, top_k=2), 1),
-              Request((0, 1), SamplingParams(max_tokens=3), 4)]
+COMPANIONS = [
+    Request((2, 0, 1), SamplingParams(temperature=0.5, max_tokens=4, stop=("ab",)), 3, seed=5),
+    Request((0, 1), SamplingParams(max_tokens=3, top_k=2), 1),
+    Request((0, 1), SamplingParams(max_tokens=3), 4),
+]
 
 
-@pytest.mark.parametrize("make", [VectorizedDecoder, TransactionalDecoder,
-                                  lambda t, d: mutants.SharedUnseededStream(VectorizedDecoder(t, d))],
-                         ids=["vectorized", "transactional", "SharedUnseededStream"])
+@pytest.mark.parametrize(
+    "make",
+    [VectorizedDecoder, TransactionalDecoder, lambda t, d: mutants.SharedUnseededStream(VectorizedDecoder(t, d))],
+    ids=["vectorized", "transactional", "SharedUnseededStream"],
+)
 def test_unseeded_request_keeps_the_exact_law_among_other_requests(make):
     request = Request((0, 1), SamplingParams(max_tokens=3), 2)
     counts = batch_outcomes(make(TARGET, DRAFT), request, COMPANIONS, 250)
@@ -80,8 +90,9 @@ BATCHES = st.tuples(requests(VOCAB, seeded=True), st.lists(requests(VOCAB), max_
 @given(BATCHES)
 def test_seeded_output_does_not_depend_on_the_batch(batch):
     request, companions, position = batch
-    check_batch_independence(VectorizedDecoder(TARGET, DRAFT), request, companions,
-                             position=min(position, len(companions)))
+    check_batch_independence(
+        VectorizedDecoder(TARGET, DRAFT), request, companions, position=min(position, len(companions))
+    )
 
 
 def test_batch_independence_catches_seed_by_batch_index():
@@ -94,6 +105,7 @@ def test_batch_independence_catches_seed_by_batch_index():
             return failure.prop == "batch"
         return False
 
-    crowded = st.tuples(requests(VOCAB, seeded=True), st.lists(requests(VOCAB), min_size=1, max_size=3),
-                        st.integers(1, 3))
+    crowded = st.tuples(
+        requests(VOCAB, seeded=True), st.lists(requests(VOCAB), min_size=1, max_size=3), st.integers(1, 3)
+    )
     find(crowded, fails, settings=search(100))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import find
 from hypothesis.errors import NoSuchExample
 
-from specverify.fuzz import PropertyFailure, reference_runs, run_schedule, sampling_params
-from specverify.fuzz import mutants
+from specverify.fuzz import PropertyFailure, sampling_params
+from specverify.fuzz.whitebox import mutants, reference_runs, run_schedule
 from specverify.grammar import ToyGrammar
 from tests.fuzz._budget import search
 
@@ -25,12 +25,14 @@ def with_stops(vocab):
 
 def with_grammar(vocab):
     return sampling_params(vocab, max_tokens=(4, 7), grammars=False).map(
-        lambda p: replace(p, grammar=CYCLE, ignore_eos=False, bad_token_ids=(), min_tokens=0))
+        lambda p: replace(p, grammar=CYCLE, ignore_eos=False, bad_token_ids=(), min_tokens=0)
+    )
 
 
 def sampled(vocab):  # no truncation, no early stop: outputs depend on every draw (greedy ones do not)
     return sampling_params(vocab, max_tokens=(4, 7), grammars=False, stops=False, truncation=False).map(
-        lambda p: replace(p, temperature=1.0, bad_token_ids=(), ignore_eos=True))
+        lambda p: replace(p, temperature=1.0, bad_token_ids=(), ignore_eos=True)
+    )
 
 
 # mutant -> options narrowing reference_runs to where its bug shows
@@ -75,6 +77,6 @@ def test_property_catches_its_mutant(name):
 
 def test_reference_passes_the_hunts_that_catch_the_mutants():
     narrowed = {repr(sorted((k, v) for k, v in o.items() if k != "kinds")): o for o in OPTIONS.values()}
-    for options in narrowed.values():  # one hunt per distinct narrowing of the scenarios (no false alarm there)
+    for options in narrowed.values():  # one hunt per distinct narrowing of the workloads (no false alarm there)
         with pytest.raises(NoSuchExample):
             find(reference_runs(**options), lambda run: caught_by(run) is not None, settings=search(5))

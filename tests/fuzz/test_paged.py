@@ -5,7 +5,7 @@ import pytest
 from hypothesis import event, find, given
 
 from specverify.fuzz import PropertyFailure
-from specverify.fuzz.paged import check_paged_operations, paged_cases
+from specverify.fuzz.whitebox.paged import check_paged_operations, paged_cases
 from specverify.reference.paged import PagedCache
 from tests.fuzz._budget import examples, search
 

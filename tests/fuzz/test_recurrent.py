@@ -3,10 +3,11 @@ inputs never advance it; each broken replay is caught; the recurrent decoder's l
 
 import numpy as np
 import pytest
-from hypothesis import find, given, strategies as st
+from hypothesis import find, given
+from hypothesis import strategies as st
 
 from specverify.fuzz import PropertyFailure, check_law, prompts
-from specverify.fuzz.recurrent import check_recurrent_rounds, recurrent_rounds
+from specverify.fuzz.whitebox.recurrent import check_recurrent_rounds, recurrent_rounds
 from specverify.oracles import exact_law, make_vocab
 from specverify.params import SamplingParams
 from specverify.protocol import Request
@@ -14,8 +15,9 @@ from specverify.reference.recurrent import RecurrentCache, RecurrentDecoder, Toy
 from tests.fuzz._budget import examples, search
 
 VOCAB = make_vocab(5)
-CASES = st.tuples(st.integers(1, 4), st.integers(0, 50), prompts(VOCAB.size, VOCAB.eos_token_id),
-                  recurrent_rounds(VOCAB.size))
+CASES = st.tuples(
+    st.integers(1, 4), st.integers(0, 50), prompts(VOCAB.size, VOCAB.eos_token_id), recurrent_rounds(VOCAB.size)
+)
 
 
 def run_case(cache_class, case):
@@ -31,6 +33,8 @@ def test_replaying_accepted_inputs_equals_recompute_from_scratch(case):
 
 class ReplaysRejected(RecurrentCache):
     """Replays the whole branch, rejected drafts included (llama.cpp #20075)."""
+
+    mechanism = "recurrent-state-not-rolled-back"
 
     def commit(self, accepted, extra=()):
         self.state = self.model.replay(self.state, self._gates[accepted:], self._updates[accepted:])

@@ -4,7 +4,7 @@ from collections import Counter
 
 from hypothesis import event, given, target
 
-from specverify.fuzz import reference_runs, run_schedule
+from specverify.fuzz.whitebox import reference_runs, run_schedule
 from tests.fuzz._budget import PROFILE, examples
 
 # paths every schedule-level strategy must reach in >= 10 % of examples (the "interesting paths")
@@ -15,8 +15,8 @@ REACHED: Counter = Counter()
 @examples(100)
 @given(reference_runs())
 def test_reference_keeps_every_state_property_under_random_schedules(run):
-    scenario, schedule = run
-    trace = run_schedule(scenario, schedule)
+    workload, schedule = run
+    trace = run_schedule(workload, schedule)
     for path in trace.paths:
         event(path)
     target(float(sum(path in trace.paths for path in MUST_REACH)), label="interesting paths reached")

@@ -7,13 +7,24 @@ import sys
 import numpy as np
 import pytest
 import torch
-from hypothesis import event, find, given, strategies as st
+from hypothesis import event, find, given
+from hypothesis import strategies as st
 
 import specverify.fuzz as fuzz
+import specverify.fuzz.whitebox as whitebox
 from specverify.errors import InvalidArgument
-from specverify.fuzz import (PropertyFailure, gamma_sequences, law_pairs, probability_vectors, prompts,
-                             sampling_params, stop_sets, toy_grammars)
-from specverify.fuzz.properties import check_one_position_law, check_stop_matcher
+from specverify.fuzz import (
+    PropertyFailure,
+    check_one_position_law,
+    check_stop_matcher,
+    law_pairs,
+    num_draft_tokens_sequences,
+    probability_vectors,
+    prompts,
+    sampling_params,
+    stop_sets,
+    toy_grammars,
+)
 from specverify.oracles import make_vocab, random_target
 from specverify.sampling import next_token_probs
 from tests.fuzz._budget import examples, search
@@ -103,8 +114,7 @@ def test_stop_property_catches_a_matcher_without_carry_over():
 @examples(200)
 @given(sampling_params(VOCAB))
 def test_sampling_params_are_valid_and_sometimes_mask_everything(params):
-    probs = next_token_probs(TARGET.logits([(0,)]), params, prompt=(0,), generated=(),
-                             eos_token_id=VOCAB.eos_token_id)
+    probs = next_token_probs(TARGET.logits([(0,)]), params, prompt=(0,), generated=(), eos_token_id=VOCAB.eos_token_id)
     event("every token masked" if float(probs.sum()) == 0 else "some token allowed")
     for name in sorted(params.active()):
         event(f"processor {name}")
@@ -124,16 +134,39 @@ def test_toy_grammars_hold_dead_ends_and_immediate_acceptance(grammar):
 
 
 @examples(100)
-@given(gamma_sequences(), prompts(VOCAB.size, VOCAB.eos_token_id))
-def test_gamma_sequences_and_prompts(gammas, prompt):
-    assert gammas and all(g >= 1 for g in gammas)
+@given(num_draft_tokens_sequences(), prompts(VOCAB.size, VOCAB.eos_token_id))
+def test_num_draft_tokens_sequences_and_prompts(draft_counts, prompt):
+    assert draft_counts and all(g >= 1 for g in draft_counts)
     assert prompt and VOCAB.eos_token_id not in prompt
-    if len(set(gammas)) > 1:
-        event("γ changes between rounds")
+    if len(set(draft_counts)) > 1:
+        event("num_draft_tokens changes between rounds")
 
 
-def test_public_api_and_import_hygiene():
-    assert all(hasattr(fuzz, name) for name in fuzz.__all__)
+WHITE_BOX_NAMES = (
+    "WhiteBoxDecoder",
+    "RoundReport",
+    "Workload",
+    "Step",
+    "Add",
+    "Cancel",
+    "Preempt",
+    "Resume",
+    "run_schedule",
+    "PROPERTIES",
+    "ReferenceWhiteBox",
+    "FAULT_KINDS",
+    "sample_outcomes",
+)
+
+
+def test_public_api_holds_the_black_box_part_and_the_white_box_harness_sits_apart():
+    assert all(hasattr(fuzz, name) for name in fuzz.__all__) and len(fuzz.__all__) <= 22
+    assert all(hasattr(whitebox, name) for name in whitebox.__all__)
+    assert set(WHITE_BOX_NAMES) <= set(whitebox.__all__) and not set(whitebox.__all__) & set(fuzz.__all__)
+    assert not [n for n in dir(fuzz) if n in WHITE_BOX_NAMES], "white-box names leak into specverify.fuzz"
+
+
+def test_import_hygiene():
     code = "import sys, specverify; specverify.SamplingParams; print('hypothesis' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -147,8 +180,8 @@ def test_strategies_reject_bad_arguments_with_name_value_and_fix():
     with pytest.raises(InvalidArgument, match=r"max_tokens=\(0, 3\) must be a \(low, high\) pair"):
         sampling_params(VOCAB, max_tokens=(0, 3))
     with pytest.raises(InvalidArgument, match=r"num_slots=0 must be an int >= 1"):
-        fuzz.schedules(0)
-    with pytest.raises(InvalidArgument, match=r"max_gamma=0 must be an int >= 1"):
-        gamma_sequences(max_gamma=0)
+        whitebox.schedules(0)
+    with pytest.raises(InvalidArgument, match=r"max_num_draft_tokens=0 must be an int >= 1"):
+        num_draft_tokens_sequences(max_num_draft_tokens=0)
     with pytest.raises(InvalidArgument, match=r"decoder=3 lacks"):
-        fuzz.check_white_box(3)
+        whitebox.check_white_box(3)

@@ -32,7 +32,9 @@ def test_live_matcher_after_any_accept_reject_history_equals_a_fresh_matcher(cas
 
 
 class NoRollback(SpeculativeMatcher):
-    """Rejected drafts stay accepted in the matcher (SGLang #6441 / TensorRT-LLM #7878 family)."""
+    """Rejected drafts stay accepted in the matcher (the seed: grammar state not rolled back with the branch)."""
+
+    mechanism = "grammar-state-not-rolled-back"
 
     def resolve(self, accepted, extra=()):
         self.pending = self.pending[:accepted]
@@ -102,8 +104,9 @@ JV = json_vocab()
 TJ = random_target(JV, seed=2)
 
 
-@pytest.mark.parametrize("name, target, max_tokens", [("alternation", T6, 4), ("dead_end", T6, 3),
-                                                       ("json_schema", TJ, 7)])
+@pytest.mark.parametrize(
+    "name, target, max_tokens", [("alternation", T6, 4), ("dead_end", T6, 3), ("json_schema", TJ, 7)]
+)
 def test_reference_decoders_keep_the_exact_law_under_an_xgrammar_grammar(name, target, max_tokens):
     grammar = example_grammars()[name]
     draft = draft_near(target, distance=0.7, seed=9)

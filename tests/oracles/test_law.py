@@ -24,11 +24,16 @@ def path_prob(model, prompt, tokens, temperature=1.0):
     return prob
 
 
-@pytest.mark.parametrize("params", [
-    SamplingParams(max_tokens=3), SamplingParams(max_tokens=4, stop=("ab", " b")),
-    SamplingParams(max_tokens=3, top_k=3, top_p=0.9, repetition_penalty=1.3, frequency_penalty=0.4),
-    SamplingParams(max_tokens=4, min_tokens=2), SamplingParams(max_tokens=3, ignore_eos=True),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(max_tokens=3),
+        SamplingParams(max_tokens=4, stop=("ab", " b")),
+        SamplingParams(max_tokens=3, top_k=3, top_p=0.9, repetition_penalty=1.3, frequency_penalty=0.4),
+        SamplingParams(max_tokens=4, min_tokens=2),
+        SamplingParams(max_tokens=3, ignore_eos=True),
+    ],
+)
 def test_law_sums_to_one_and_every_outcome_is_complete(params):
     law = exact_law(TARGET, (0, 1), params)
     assert abs(law.probs.sum() - 1) < 1e-12
@@ -66,8 +71,7 @@ def test_stop_string_spanning_two_tokens_ends_on_the_completing_token():
 
 
 def test_stop_strings_held_back_until_min_tokens_when_asked():
-    held = exact_law(TARGET, (0,), SamplingParams(max_tokens=3, min_tokens=2, stop=("ab",),
-                                                   stop_after_min_tokens=True))
+    held = exact_law(TARGET, (0,), SamplingParams(max_tokens=3, min_tokens=2, stop=("ab",), stop_after_min_tokens=True))
     assert ((2,), "stop") not in held._index and ((2, 0), "length") not in held._index
     assert any(r == "stop" and len(t) >= 2 for t, r in held.outcomes)
     eager = exact_law(TARGET, (0,), SamplingParams(max_tokens=3, min_tokens=2, stop=("ab",)))
@@ -83,8 +87,13 @@ def test_grammar_dead_end_gives_no_token_with_nothing_emitted():
         assert tokens[0] in (0, 1)
         if reason == "eos":
             assert tokens[:-1] and all(t == 1 for t in tokens[:-1])
-    assert abs(law.prob(((0,), "no_token")) - path_prob(TARGET, (0,), (0,)) / (
-        path_prob(TARGET, (0,), (0,)) + path_prob(TARGET, (0,), (1,)))) < 1e-12
+    assert (
+        abs(
+            law.prob(((0,), "no_token"))
+            - path_prob(TARGET, (0,), (0,)) / (path_prob(TARGET, (0,), (0,)) + path_prob(TARGET, (0,), (1,)))
+        )
+        < 1e-12
+    )
 
 
 def test_greedy_outcome_follows_the_argmax():

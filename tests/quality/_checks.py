@@ -1,4 +1,4 @@
-"""Checks shared by the quality tests: DESIGN.md's protocol rules, greedy agreement, a pooled χ² of a law."""
+"""Checks shared by the quality tests: docs/design.md's protocol rules, greedy agreement, a pooled χ² of a law."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.helpers import pooled_pvalue
 
 
 def protocol_violations(vocab, request, completion) -> list:
-    """DESIGN.md rule 1 for one completion (those rules a single completion can break), as messages."""
+    """docs/design.md rule 1 for one completion (those rules a single completion can break), as messages."""
     tokens, reason, params = completion.tokens, completion.finish_reason, request.params
     problems = []
     if any(not (0 <= t < vocab.size) for t in tokens):

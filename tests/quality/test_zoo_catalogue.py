@@ -6,21 +6,23 @@ import re
 
 import pytest
 
+from specverify.enums import Verdict
+from specverify.mechanisms import MECHANISMS
 from specverify.reference.vectorized import VectorizedDecoder
-from specverify.zoo import SCENARIOS, ZOO, ZooEntry, zoo_entries
-from specverify.zoo._registry import VERDICTS
-from specverify.zoo.scenarios import models
+from specverify.zoo import SHOWCASES, ZOO, ZooEntry, zoo_entries
+from specverify.zoo.showcases import models
 
-BUG_ID = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp) #\d+$|^seed: .+")
+BUG_ID = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp) #\d+$|^seed$")
 HOOK_MODULE = "specverify.zoo._hooks"
 
 
 def test_the_zoo_holds_every_verdict_and_enough_mechanisms():
     entries = zoo_entries()
     assert len(entries) >= 15 and entries == list(ZOO.values())
-    assert {e.verdict for e in entries} == set(VERDICTS)
+    assert {e.verdict for e in entries} == set(Verdict.decoder_verdicts())
+    assert all(isinstance(e.verdict, Verdict) for e in entries)
     assert sum(e.verdict == "exact" for e in entries) >= 3
-    assert len({e.mechanism for e in entries}) >= 12
+    assert len({e.mechanism for e in entries}) == len(entries), "one zoo entry per mechanism"
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -31,17 +33,21 @@ def test_entry_is_an_importable_documented_factory(name):
     doc = inspect.getdoc(entry.factory)
     assert entry.summary == doc.splitlines()[0]
     assert f"Verdict: {entry.verdict}" in doc, "the docstring derives the tag"
+    assert entry.mechanism in MECHANISMS and entry.bugs == MECHANISMS[entry.mechanism].bugs
     for bug in entry.bugs:
         assert BUG_ID.match(bug), bug
-        assert bug.startswith("seed:") or bug.split(" ")[-1] in doc, f"{bug} is not named in the docstring"
-    assert all(s in SCENARIOS for s in entry.scenarios)
+        number = bug.split(" ")[-1]
+        assert bug == "seed" or number in doc or number.lstrip("#") in doc, f"{bug} is not named in the docstring"
+    if "seed" in entry.bugs:
+        assert "seed" in doc, "a seed failure mode says so in the docstring"
+    assert entry.showcases and all(s in SHOWCASES for s in entry.showcases)
 
 
 @pytest.mark.parametrize("name", list(ZOO))
 def test_entry_is_a_small_mutation_of_the_reference(name):
     decoder = ZOO[name].factory(*models())
     assert isinstance(decoder, VectorizedDecoder)
-    assert sum(decoder.sample(SCENARIOS["plain"].request(seed=0), 50).outcomes.values()) == 50
+    assert sum(decoder.sample(SHOWCASES["plain"].request(seed=0), 50).outcomes.values()) == 50
     for cls in type(decoder).__mro__:
         if cls.__module__.startswith("specverify.zoo") and cls.__module__ != HOOK_MODULE:
             lines = [ln for ln in inspect.getsource(cls).splitlines() if ln.strip()]

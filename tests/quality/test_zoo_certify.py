@@ -9,13 +9,17 @@ scenario that shows it), which takes seconds.
 
 import pytest
 
-from specverify.certify import CORE, LEVELS, SCENARIOS, certify
+from specverify import Level, certify
+from specverify.certification import CORE, SCENARIOS
 from specverify.zoo import ZOO
 
 SHOWS_IN = {  # the certifier scenario where an invalid entry breaks the protocol
-    "stop_state_not_rolled_back": "stop-spanning", "eos_leaks_in_round": "eos-in-block",
-    "eos_mid_block_continues": "eos-in-block", "length_before_stop": "eos-in-block",
-    "stop_string_tokens_kept": "stop-spanning", "stream_repeats_token": "greedy",
+    "stop_state_not_rolled_back": "stop-spanning",
+    "eos_leaks_in_round": "eos-in-block",
+    "eos_mid_block_continues": "eos-in-block",
+    "length_before_stop": "eos-in-block",
+    "stop_string_tokens_kept": "stop-spanning",
+    "stream_repeats_token": "greedy",
 }
 THOROUGH_EXTRA = ("target-zero", "top-k", "top-p", "min-p", "min-tokens", "greedy-processors")
 
@@ -23,13 +27,12 @@ THOROUGH_EXTRA = ("target-zero", "top-k", "top-p", "min-p", "min-tokens", "greed
 def level_for(entry) -> str:
     if entry.tv is None:
         return "quick"
-    fits = [level for level, eps in sorted(LEVELS.items(), key=lambda kv: -kv[1]) if eps <= entry.tv / 2]
+    fits = [level for level in sorted(Level, key=lambda lv: -lv.epsilon) if level.epsilon <= entry.tv / 2]
     return fits[0] if fits else "thorough"
 
 
 def certified(name, level, scenarios=None):
-    return certify(f"specverify.zoo:{name}", level=level, seed=0, alpha=1e-6, scenarios=scenarios,
-                   isolation="none")
+    return certify(f"specverify.zoo:{name}", level=level, seed=0, alpha=1e-6, scenarios=scenarios, isolation="none")
 
 
 def test_levels_follow_the_entries_tv():
@@ -51,14 +54,23 @@ def test_invalid_entry_is_invalid_on_its_scenario(name):
 
 GREEDY = tuple(name for name, s in SCENARIOS.items() if s.kind == "greedy")
 SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry's law breaks
-    "temperature_not_in_rejection": ("temperature-0.5",), "min_p_bonus_row_only": ("min-p",),
-    "raw_q_processed_draft": ("top-k",), "unseeded_shared_stream": ("unseeded-collision",),
-    "inclusive_accept": ("top-k",), "last_index_fallback": ("top-k",),
+    "temperature_not_in_rejection": ("temperature-0.5",),
+    "min_p_bonus_row_only": ("min-p",),
+    "raw_q_processed_draft": ("top-k",),
+    "unseeded_shared_stream": ("unseeded-collision",),
+    "inclusive_accept": ("top-k",),
+    "last_index_fallback": ("top-k",),
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" else [])
-                                  for n in ZOO if ZOO[n].verdict != "invalid"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" else [])
+        for n in ZOO
+        if ZOO[n].verdict != "invalid"
+    ],
+)
 def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
     """Core + every greedy scenario + where the entry's law breaks: enough to decide exactly its tag."""
     entry = ZOO[name]

@@ -1,6 +1,6 @@
-"""Each zoo entry changes exactly what DESIGN.md's rules look at for its tag (no certifier involved).
+"""Each zoo entry changes exactly what docs/design.md's rules look at for its tag (no certifier involved).
 
-- exact: its law is not rejected (pooled χ², α = 1e-8) on its scenarios and the core ones; no protocol violation.
+- exact: its law is not rejected (pooled χ², α = 1e-8) on its showcases and the core ones; no protocol violation.
 - greedy-only: greedy output equals ``greedy_outcome`` on 100 prompts with disagreeing drafts, no protocol
   violation, and the sampling law is rejected (χ² p < 1e-8, or an outcome of exact probability 0).
 - approximate: some greedy output differs; no protocol violation.
@@ -17,7 +17,7 @@ import torch
 
 from specverify.oracles import draft_near, exact_law
 from specverify.protocol import Request
-from specverify.zoo import SCENARIOS, ZOO
+from specverify.zoo import SHOWCASES, ZOO
 
 from ._checks import first_violation, greedy_mismatches, law_check, prompts
 
@@ -30,16 +30,16 @@ def named(verdict):
     return [name for name, e in ZOO.items() if e.verdict == verdict]
 
 
-def showcase(name):
-    scenario = SCENARIOS[ZOO[name].scenarios[0]]
-    return scenario, *scenario.models()
+def showcase_of(name):
+    showcase = SHOWCASES[ZOO[name].showcases[0]]
+    return showcase, *showcase.models()
 
 
 def greedy_setup(name, *, max_tokens=4):
     """(target, draft disagreeing with its argmax, greedy requests over PROMPTS) for the entry's showcase."""
-    scenario, target, _ = showcase(name)
+    showcase, target, _ = showcase_of(name)
     far = draft_near(target, distance=1.0, seed=21)
-    params = replace(scenario.params, temperature=0.0, max_tokens=max_tokens)
+    params = replace(showcase.params, temperature=0.0, max_tokens=max_tokens)
     return target, far, [Request(p, params, 1 + i % 4, seed=i) for i, p in enumerate(PROMPTS)]
 
 
@@ -51,13 +51,13 @@ def test_greedy_drafts_disagree_with_the_target_argmax_often():
 
 @pytest.mark.parametrize("name", named("exact"))
 def test_exact_entry_law_is_not_rejected(name):
-    for scenario_name in dict.fromkeys(ZOO[name].scenarios + ("eos_in_block", "stop")):
-        scenario = SCENARIOS[scenario_name]
-        target, draft = scenario.models()
+    for showcase_name in dict.fromkeys(ZOO[name].showcases + ("eos_in_block", "stop")):
+        showcase = SHOWCASES[showcase_name]
+        target, draft = showcase.models()
         decoder = ZOO[name].factory(target, draft, entropy=0)
-        assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
-        pvalue, df, impossible = law_check(decoder, target, scenario.request(seed=1234), N)
-        assert impossible == 0 and pvalue > ALPHA, f"{name} on {scenario_name}: p={pvalue:.3g}, {impossible} p=0"
+        assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
+        pvalue, df, impossible = law_check(decoder, target, showcase.request(seed=1234), N)
+        assert impossible == 0 and pvalue > ALPHA, f"{name} on {showcase_name}: p={pvalue:.3g}, {impossible} p=0"
 
 
 @pytest.mark.parametrize("name", named("greedy-only"))
@@ -65,12 +65,12 @@ def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     target, far, requests = greedy_setup(name)
     decoder = ZOO[name].factory(target, far, entropy=0)
     assert not greedy_mismatches(decoder, target, requests)
-    scenario, target, draft = showcase(name)
+    showcase, target, draft = showcase_of(name)
     decoder = ZOO[name].factory(target, draft, entropy=0)
-    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
+    assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
     if name == "unseeded_shared_stream":
         return  # its per-request law is exact: the collision test below is the sampling check that fails
-    pvalue, df, impossible = law_check(decoder, target, scenario.request(seed=1234), N)
+    pvalue, df, impossible = law_check(decoder, target, showcase.request(seed=1234), N)
     assert impossible > 0 or pvalue < ALPHA, f"{name}: p={pvalue:.3g} (df={df}), no outcome of probability 0"
 
 
@@ -81,10 +81,10 @@ def collisions(decoder, request, pairs):
 
 @pytest.mark.parametrize("name", ["reference", "unseeded_shared_stream"])
 def test_collision_test_over_identical_unseeded_pairs(name):
-    scenario = SCENARIOS["plain"]
-    target, draft = scenario.models()
-    rate = float((exact_law(target, scenario.prompt, scenario.params).probs ** 2).sum())
-    hits = collisions(ZOO[name].factory(target, draft, entropy=0), scenario.request(), 400)
+    showcase = SHOWCASES["plain"]
+    target, draft = showcase.models()
+    rate = float((exact_law(target, showcase.prompt, showcase.params).probs ** 2).sum())
+    hits = collisions(ZOO[name].factory(target, draft, entropy=0), showcase.request(), 400)
     pvalue = scipy.stats.binomtest(hits, 400, rate, alternative="greater").pvalue
     assert (pvalue < ALPHA) == (name == "unseeded_shared_stream"), f"{hits}/400 collisions, Σp² = {rate:.4f}"
 
@@ -93,16 +93,22 @@ def test_collision_test_over_identical_unseeded_pairs(name):
 def test_approximate_entry_changes_some_greedy_output(name):
     target, far, requests = greedy_setup(name, max_tokens=6)
     decoder = ZOO[name].factory(target, far, entropy=0)
-    found = next((bad for start in range(0, len(requests), 10)
-                  for bad in greedy_mismatches(decoder, target, requests[start:start + 10])), None)
+    found = next(
+        (
+            bad
+            for start in range(0, len(requests), 10)
+            for bad in greedy_mismatches(decoder, target, requests[start : start + 10])
+        ),
+        None,
+    )
     assert found is not None, f"{name}: greedy output equals greedy_outcome on {len(requests)} prompts"
-    scenario, target, draft = showcase(name)
+    showcase, target, draft = showcase_of(name)
     decoder = ZOO[name].factory(target, draft, entropy=0)
-    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is None
+    assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
 
 
 @pytest.mark.parametrize("name", named("invalid"))
 def test_invalid_entry_breaks_the_protocol(name):
-    scenario, target, draft = showcase(name)
+    showcase, target, draft = showcase_of(name)
     decoder = ZOO[name].factory(target, draft, entropy=0)
-    assert first_violation(decoder, target.vocab, [scenario.request(seed=s) for s in range(300)]) is not None
+    assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is not None

@@ -11,8 +11,47 @@ from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 VOCAB = make_vocab(6)
 TARGET = random_target(VOCAB, seed=11)
 DRAFT = draft_near(TARGET, distance=0.5, seed=12)
-SEQ = [0, 3, 1, 4, 2, 2, 0, 1, 3, 4, 1, 0, 2, 3, 4, 0, 1, 1, 2, 3, 0, 4, 2, 1, 3, 0, 0, 2, 4, 1, 3, 2, 1, 0, 4, 3,
-       2, 2, 1]
+SEQ = [
+    0,
+    3,
+    1,
+    4,
+    2,
+    2,
+    0,
+    1,
+    3,
+    4,
+    1,
+    0,
+    2,
+    3,
+    4,
+    0,
+    1,
+    1,
+    2,
+    3,
+    0,
+    4,
+    2,
+    1,
+    3,
+    0,
+    0,
+    2,
+    4,
+    1,
+    3,
+    2,
+    1,
+    0,
+    4,
+    3,
+    2,
+    2,
+    1,
+]
 BLOCK_SIZES = (1, 2, 3, 16)
 
 
@@ -31,8 +70,15 @@ def assert_same(cache, ref):
 
 def snapshot(cache):
     pool = cache.pool
-    return (cache.entries(), cache.block_table, len(cache), cache.num_committed, pool.num_free,
-            [pool.refcount(b) for b in range(pool.num_blocks)], pool.num_published)
+    return (
+        cache.entries(),
+        cache.block_table,
+        len(cache),
+        cache.num_committed,
+        pool.num_free,
+        [pool.refcount(b) for b in range(pool.num_blocks)],
+        pool.num_published,
+    )
 
 
 @pytest.mark.parametrize("block_size", BLOCK_SIZES)
@@ -43,9 +89,9 @@ def test_forward_across_block_boundaries_at_every_offset(block_size):
             cache = PagedCache(pool, TARGET)
             if start:
                 cache.forward(SEQ[:start])
-            logits = cache.forward(SEQ[start:start + count])
+            logits = cache.forward(SEQ[start : start + count])
             ref = reference(SEQ[:start])
-            assert torch.equal(logits, ref.forward(SEQ[start:start + count]))
+            assert torch.equal(logits, ref.forward(SEQ[start : start + count]))
             assert_same(cache, ref)
             assert pool.num_free == pool.num_blocks - len(cache.block_table)
 
@@ -60,7 +106,7 @@ def test_crop_to_every_length_frees_whole_blocks_and_regrows_correctly(block_siz
         cache.crop(length)
         assert_same(cache, reference(SEQ[:length]))
         assert pool.num_free == pool.num_blocks - -(-length // block_size)
-        regrow = SEQ[total:total + block_size + 1]  # a different continuation: stale slots must not leak
+        regrow = SEQ[total : total + block_size + 1]  # a different continuation: stale slots must not leak
         ref = reference(SEQ[:length])
         assert torch.equal(cache.forward(regrow), ref.forward(regrow))
         assert_same(cache, ref)

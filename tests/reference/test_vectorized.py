@@ -27,15 +27,22 @@ SCENARIOS = {
     "gamma1": (TARGET, DRAFT, SamplingParams(max_tokens=4), 1),
     "gamma4": (TARGET, DRAFT, SamplingParams(max_tokens=4), 4),
     "draft_zero": (TARGET, draft_near(TARGET, distance=0.6, seed=7, zero_rate=0.4), SamplingParams(max_tokens=4), 3),
-    "target_zero": (random_target(VOCAB, seed=4, zero_rate=0.4, eos_bias=-1.0),
-                    draft_near(TARGET, distance=1.0, seed=8), SamplingParams(max_tokens=4), 3),
+    "target_zero": (
+        random_target(VOCAB, seed=4, zero_rate=0.4, eos_bias=-1.0),
+        draft_near(TARGET, distance=1.0, seed=8),
+        SamplingParams(max_tokens=4),
+        3,
+    ),
     "eos_in_block": (random_target(VOCAB, seed=5, eos_bias=0.8), DRAFT, SamplingParams(max_tokens=5), 3),
     "stop_spanning": (TARGET, DRAFT, SamplingParams(max_tokens=5, stop=("ab", " b")), 2),
     "max_tokens_5_gamma_3": (TARGET, DRAFT, SamplingParams(max_tokens=5), 3),
-    "penalties": (TARGET, DRAFT, SamplingParams(max_tokens=4, repetition_penalty=1.6, frequency_penalty=0.5,
-                                                presence_penalty=0.3), 3),
-    "top_k_p_min_p": (TARGET, DRAFT, SamplingParams(max_tokens=4, top_k=3, top_p=0.85, min_p=0.1,
-                                                    temperature=1.3), 2),
+    "penalties": (
+        TARGET,
+        DRAFT,
+        SamplingParams(max_tokens=4, repetition_penalty=1.6, frequency_penalty=0.5, presence_penalty=0.3),
+        3,
+    ),
+    "top_k_p_min_p": (TARGET, DRAFT, SamplingParams(max_tokens=4, top_k=3, top_p=0.85, min_p=0.1, temperature=1.3), 2),
     "min_tokens": (random_target(VOCAB, seed=5, eos_bias=0.8), DRAFT, SamplingParams(max_tokens=4, min_tokens=2), 3),
     "grammar_dead_end": (TARGET, DRAFT, SamplingParams(max_tokens=4, grammar=DEAD_END), 3),
     "bad_tokens_temp": (TARGET, DRAFT, SamplingParams(max_tokens=4, bad_token_ids=(1,), temperature=0.5), 3),
@@ -86,11 +93,14 @@ def test_greedy_outputs_equal_greedy_outcome_on_many_prompts():
     draft = draft_near(TARGET, distance=1.0, seed=21)  # an independent model: disagrees with the target argmax
     rng = np.random.default_rng(0)
     prompts = [tuple(int(t) for t in rng.integers(0, 4, size=int(rng.integers(1, 6)))) for _ in range(120)]
-    disagree = np.mean([int(torch.argmax(TARGET.logits([p])[0]) != torch.argmax(draft.logits([p])[0]))
-                        for p in prompts])
+    disagree = np.mean(
+        [int(torch.argmax(TARGET.logits([p])[0]) != torch.argmax(draft.logits([p])[0])) for p in prompts]
+    )
     assert disagree >= 0.3
-    for params in (SamplingParams(temperature=0, max_tokens=5), SamplingParams(temperature=0, max_tokens=4,
-                                                                               stop=("ab",), repetition_penalty=1.5)):
+    for params in (
+        SamplingParams(temperature=0, max_tokens=5),
+        SamplingParams(temperature=0, max_tokens=4, stop=("ab",), repetition_penalty=1.5),
+    ):
         requests = [Request(p, params, 1 + i % 4) for i, p in enumerate(prompts)]
         got = VectorizedDecoder(TARGET, draft)(requests)
         for req, c in zip(requests, got):
@@ -101,8 +111,13 @@ def test_seeded_requests_do_not_depend_on_their_neighbours():
     params = SamplingParams(max_tokens=5, stop=("ab",))
     dec = make_decoder(TARGET, DRAFT)
     alone = dec([Request((0, 1), params, 3, seed=42)])[0]
-    mixed = dec([Request((2,), replace(params, temperature=0.5), 2, seed=7), Request((0, 1), params, 3, seed=42),
-                 Request((0, 1), params, 3, seed=43)])[1]
+    mixed = dec(
+        [
+            Request((2,), replace(params, temperature=0.5), 2, seed=7),
+            Request((0, 1), params, 3, seed=42),
+            Request((0, 1), params, 3, seed=43),
+        ]
+    )[1]
     assert alone == mixed
 
 

@@ -33,8 +33,15 @@ FUNCTIONS = [
     "collision_probability",
     "family_alpha_per_test",
 ]
-RESULTS = ["GofResult", "TVResult", "OutcomeResidual", "SurprisalResult", "MaxCellResult", "BatteryResult",
-           "CollisionResult"]
+RESULTS = [
+    "GofResult",
+    "TVResult",
+    "OutcomeResidual",
+    "SurprisalResult",
+    "MaxCellResult",
+    "BatteryResult",
+    "CollisionResult",
+]
 
 
 def test_all_lists_exactly_the_public_names():

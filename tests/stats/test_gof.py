@@ -13,7 +13,6 @@ from scipy import stats
 from specverify.errors import InvalidArgument
 from specverify.stats import goodness_of_fit, homogeneity_test, pooled_cells
 
-
 # -- pooled_cells -----------------------------------------------------------------------------------------------------
 
 

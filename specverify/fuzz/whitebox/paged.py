@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from specverify.errors import check
-from specverify.fuzz.harness import PropertyFailure
+from specverify.fuzz.properties import PropertyFailure
 
 __all__ = ["paged_cases", "check_paged_operations"]
 
@@ -22,13 +22,18 @@ OPS = ("forward", "prefill", "crop", "commit", "free", "branch")
 OP_WEIGHTS = (0.3, 0.15, 0.2, 0.15, 0.05, 0.15)
 
 
-def paged_cases(*, block_sizes=(1, 2, 3, 16), max_caches: int = 4, max_ops: int = 40):
+def paged_cases(*, block_sizes=(1, 2, 3, 16), max_caches: int = 4, max_ops: int = 40) -> st.SearchStrategy:
     """``dict(block_size, num_caches, num_ops, seed)`` for ``check_paged_operations``."""
     check(len(block_sizes) > 0, f"block_sizes={block_sizes!r} must be non-empty.")
     check(isinstance(max_caches, int) and max_caches >= 2, f"max_caches={max_caches!r} must be an int >= 2.")
     check(isinstance(max_ops, int) and max_ops >= 1, f"max_ops={max_ops!r} must be an int >= 1.")
-    return st.builds(dict, block_size=st.sampled_from(tuple(block_sizes)), num_caches=st.integers(2, max_caches),
-                     num_ops=st.integers(min(10, max_ops), max_ops), seed=st.integers(0, 2**32 - 1))
+    return st.builds(
+        dict,
+        block_size=st.sampled_from(tuple(block_sizes)),
+        num_caches=st.integers(2, max_caches),
+        num_ops=st.integers(min(10, max_ops), max_ops),
+        seed=st.integers(0, 2**32 - 1),
+    )
 
 
 class _Flat:
@@ -94,7 +99,7 @@ def _apply(op: str, rng, cache, tokens: list, prefixes, vocab_size: int, block_s
         return tokens + new
     if op == "prefill":
         cache.crop(cache.num_committed)
-        tokens = tokens[:len(cache)]
+        tokens = tokens[: len(cache)]
         new = list(prefixes[int(rng.integers(len(prefixes)))]) if not tokens else [int(rng.integers(vocab_size))]
         cache.prefill(new)
         return tokens + new
@@ -111,23 +116,36 @@ def _apply(op: str, rng, cache, tokens: list, prefixes, vocab_size: int, block_s
 
 def _snapshot(cache):
     pool = cache.pool
-    return (cache.entries(), cache.block_table, cache.num_committed, pool.num_free,
-            tuple(pool.refcount(b) for b in range(pool.num_blocks)))
+    return (
+        cache.entries(),
+        cache.block_table,
+        cache.num_committed,
+        pool.num_free,
+        tuple(pool.refcount(b) for b in range(pool.num_blocks)),
+    )
 
 
 def _check_all(i: int, op: str, caches, refs, pool, flat) -> None:
     for j, (cache, tokens) in enumerate(zip(caches, refs)):
         if cache.tokens != tokens or cache.kv.tolist() != flat(cache.model, tokens):
-            raise PropertyFailure("paged", f"op {i} ({op}): cache {j} holds other KV than a flat cache fed "
-                                  f"{tokens!r} (a write into a shared block, or a stale slot)")
+            raise PropertyFailure(
+                "paged",
+                f"op {i} ({op}): cache {j} holds other KV than a flat cache fed "
+                f"{tokens!r} (a write into a shared block, or a stale slot)",
+            )
         if len(cache.block_table) != -(-len(tokens) // pool.block_size):
-            raise PropertyFailure("paged", f"op {i} ({op}): cache {j} holds {len(cache.block_table)} blocks for "
-                                  f"{len(tokens)} entries of block_size {pool.block_size}")
+            raise PropertyFailure(
+                "paged",
+                f"op {i} ({op}): cache {j} holds {len(cache.block_table)} blocks for "
+                f"{len(tokens)} entries of block_size {pool.block_size}",
+            )
     held = sum(len(c.block_table) for c in caches)
-    if sum(pool.refcount(b) for b in range(pool.num_blocks)) != held or \
-            pool.num_free != sum(pool.refcount(b) == 0 for b in range(pool.num_blocks)):
-        raise PropertyFailure("paged", f"op {i} ({op}): refcounts do not match the block tables (a leak or a "
-                              "double release)")
+    if sum(pool.refcount(b) for b in range(pool.num_blocks)) != held or pool.num_free != sum(
+        pool.refcount(b) == 0 for b in range(pool.num_blocks)
+    ):
+        raise PropertyFailure(
+            "paged", f"op {i} ({op}): refcounts do not match the block tables (a leak or a double release)"
+        )
 
 
 def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_size: int = 6) -> dict:
@@ -138,8 +156,10 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
     from specverify.oracles import draft_near, make_vocab, random_target
     from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 
-    check(isinstance(case, dict) and {"block_size", "num_caches", "num_ops", "seed"} <= set(case),
-          f"case={case!r} must be a dict with block_size, num_caches, num_ops and seed (paged_cases).")
+    check(
+        isinstance(case, dict) and {"block_size", "num_caches", "num_ops", "seed"} <= set(case),
+        f"case={case!r} must be a dict with block_size, num_caches, num_ops and seed (paged_cases).",
+    )
     check(case["num_caches"] >= 1 and case["block_size"] >= 1, f"case={case!r} needs num_caches, block_size >= 1.")
     bs, rng = case["block_size"], np.random.default_rng(case["seed"])
     if models is None:
@@ -147,10 +167,10 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
         models = (target, draft_near(target, distance=0.5, seed=12))
     pool = BlockPool(max(3, case["num_caches"] * (-(-24 // bs))), bs)
     count = case["num_caches"]  # from three caches on, the last reads the second model (keys include the model)
-    caches = [(cache_class or PagedCache)(pool, models[-1 if i == count - 1 and count >= 3 else 0])
-              for i in range(count)]
-    refs, flat, counts = [[] for _ in caches], _Flat(), {"branch": 0, "copy-on-write": 0,
-                                                              "out_of_blocks": 0}
+    caches = [
+        (cache_class or PagedCache)(pool, models[-1 if i == count - 1 and count >= 3 else 0]) for i in range(count)
+    ]
+    refs, flat, counts = [[] for _ in caches], _Flat(), {"branch": 0, "copy-on-write": 0, "out_of_blocks": 0}
     prefixes = [rng.integers(0, vocab_size, size=n * bs + extra).tolist() for n, extra in ((1, 0), (2, 0), (2, 1))]
     for i in range(case["num_ops"]):
         j = int(rng.integers(len(caches)))
@@ -176,4 +196,3 @@ def check_paged_operations(case: dict, *, cache_class=None, models=None, vocab_s
     if pool.num_free != pool.num_blocks:
         raise PropertyFailure("paged", f"every cache freed but {pool.num_free} of {pool.num_blocks} blocks are free")
     return counts
-

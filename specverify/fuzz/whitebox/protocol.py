@@ -1,4 +1,5 @@
-"""What a white-box decoder implements so that ``specverify.fuzz`` can drive it round by round and look inside.
+"""What a white-box decoder implements so that ``specverify.fuzz.whitebox`` can drive it round by round and look
+inside.
 
 The seed (状态事务) treats a speculative round as a transaction over the request's state: KV of both models, token
 ids and positions, RNG counters, penalty history, grammar state, stop buffer, stream cursor and finish reason. The
@@ -20,16 +21,39 @@ from typing import Callable, Hashable, Mapping, Optional, Protocol, runtime_chec
 from specverify.errors import SpecverifyError, check
 from specverify.protocol import Request
 
-__all__ = ["WhiteBoxDecoder", "RoundReport", "BlockUse", "Fault", "InjectedFault", "Cancelled", "FAULT_KINDS",
-           "REQUIRED_COMPONENTS", "STANDARD_COMPONENTS", "check_white_box", "is_paged"]
+__all__ = [
+    "WhiteBoxDecoder",
+    "RoundReport",
+    "BlockUse",
+    "Fault",
+    "InjectedFault",
+    "Cancelled",
+    "FAULT_KINDS",
+    "REQUIRED_COMPONENTS",
+    "STANDARD_COMPONENTS",
+    "check_white_box",
+    "is_paged",
+]
 
 #: Fault kinds a decoder may support (``WhiteBoxDecoder.faults``).
 FAULT_KINDS = ("alloc_failure", "draft_error", "draft_switch")
 #: Components every ``state`` mapping holds; the fuzzer reads the committed tokens and finish reason from them.
 REQUIRED_COMPONENTS = ("tokens", "finish_reason")
 #: The names the reference uses (a decoder may hold fewer or more; the fuzzer compares whatever it returns).
-STANDARD_COMPONENTS = ("tokens", "position", "target_kv", "draft_kv", "block_tables", "seen", "counts",
-                       "grammar_state", "stop_state", "rng_position", "stream_cursor", "finish_reason")
+STANDARD_COMPONENTS = (
+    "tokens",
+    "position",
+    "target_kv",
+    "draft_kv",
+    "block_tables",
+    "seen",
+    "counts",
+    "grammar_state",
+    "stop_state",
+    "rng_position",
+    "stream_cursor",
+    "finish_reason",
+)
 
 
 class InjectedFault(SpecverifyError):
@@ -84,13 +108,13 @@ class WhiteBoxDecoder(Protocol):
     open(request, seed, *, committed=()) -> handle
         Start ``request`` with keyed RNG ``seed``. ``committed`` non-empty resumes a preempted request: recompute
         every state component from the prompt and these tokens (they count as already streamed).
-    step(handle, *, gamma, during=None, fault=None) -> RoundReport
-        One round with ``gamma`` drafts. ``during()``, when given, is called once mid-round while provisional state
-        exists (after the target verification, before the commit); it may raise (``Cancelled``). ``fault`` (a kind
-        in ``faults``) is armed for this round only: a failed allocation or a draft exception raises
-        ``InjectedFault`` where it fires; a draft switch changes the draft version for good. If the round raises,
-        the request's state must be as before the round and every block the round allocated must be free again;
-        the exception propagates.
+    step(handle, *, num_draft_tokens, during=None, fault=None) -> RoundReport
+        One round with ``num_draft_tokens`` drafts. ``during()``, when given, is called once mid-round while
+        provisional state exists (after the target verification, before the commit); it may raise
+        (``Cancelled``). ``fault`` (a kind in ``faults``) is armed for this round only: a failed allocation or a
+        draft exception raises ``InjectedFault`` where it fires; a draft switch changes the draft version for good.
+        If the round raises, the request's state must be as before the round and every block the round allocated
+        must be free again; the exception propagates.
     state(handle) -> Mapping[str, Hashable]
         The request's state as named comparable components, holding at least ``REQUIRED_COMPONENTS``. KV is compared
         by contents read through the block table, never by block ids.
@@ -104,15 +128,22 @@ class WhiteBoxDecoder(Protocol):
     BlockUse``, ``num_free_blocks() -> int``, ``published_blocks() -> frozenset`` (blocks a prefix cache can hand out).
     """
 
-    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()): ...
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> Hashable: ...
 
-    def step(self, handle, *, gamma: int, during: Optional[Callable[[], None]] = None,
-             fault: Optional[Fault] = None) -> RoundReport: ...
+    def step(
+        self,
+        handle,
+        *,
+        num_draft_tokens: int,
+        during: Optional[Callable[[], None]] = None,
+        fault: Optional[Fault] = None,
+    ) -> RoundReport: ...
 
     def state(self, handle) -> Mapping[str, Hashable]: ...
 
-    def rebuild(self, request: Request, committed: tuple[int, ...], *,
-                finish_reason: Optional[str]) -> Mapping[str, Hashable]: ...
+    def rebuild(
+        self, request: Request, committed: tuple[int, ...], *, finish_reason: Optional[str]
+    ) -> Mapping[str, Hashable]: ...
 
     def close(self, handle) -> None: ...
 
@@ -120,8 +151,12 @@ class WhiteBoxDecoder(Protocol):
 def check_white_box(decoder) -> frozenset[str]:
     """Validate that ``decoder`` implements ``WhiteBoxDecoder``; return the fault kinds it supports."""
     missing = [m for m in ("open", "step", "state", "rebuild", "close") if not callable(getattr(decoder, m, None))]
-    check(not missing, f"decoder={decoder!r} lacks {missing!r}: it must implement specverify.fuzz.WhiteBoxDecoder "
-          "(open, step, state, rebuild, close). See specverify.fuzz.ReferenceWhiteBox for an example.")
+    check(
+        not missing,
+        f"decoder={decoder!r} lacks {missing!r}: it must implement "
+        "specverify.fuzz.whitebox.WhiteBoxDecoder (open, step, state, rebuild, close). See "
+        "specverify.fuzz.whitebox.ReferenceWhiteBox for an example.",
+    )
     faults = frozenset(getattr(decoder, "faults", frozenset()))
     check(faults <= set(FAULT_KINDS), f"decoder.faults={sorted(faults)!r} holds kinds outside {FAULT_KINDS!r}.")
     return faults

@@ -1,8 +1,10 @@
 """Deliberately broken white-box decoders: one state-transaction bug each, for testing the fuzzer itself.
 
 Each is ``ReferenceWhiteBox`` with one mutation, named after the bug, and ``MUTANTS`` maps its name to the property
-(``harness.PROPERTIES``, or ``"law"`` for the statistical checks of ``specverify.fuzz.laws``) that must catch it. A
-property that never fails on its mutant is not a property (hypothesis ``tests/quality`` style).
+(``whitebox.PROPERTIES``, or ``"law"`` for ``specverify.fuzz.check_law``) that must catch it; ``BATCH_MUTANTS`` does
+the same for wrappers of black-box decoders. A property that never fails on its mutant is not a property
+(hypothesis ``tests/quality`` style). Every mutant names its bug mechanism in ``specverify.mechanisms.MECHANISMS``
+(the ``mechanism`` class attribute): where a zoo entry implements the same mechanism, both point at one id.
 """
 
 from __future__ import annotations
@@ -11,13 +13,32 @@ from dataclasses import replace
 
 import numpy as np
 
-from specverify.fuzz.protocol import RoundReport
-from specverify.fuzz.reference import ProbedDecoder, ReferenceWhiteBox
+from specverify.fuzz.whitebox.protocol import RoundReport
+from specverify.fuzz.whitebox.reference import ProbedDecoder, ReferenceWhiteBox, _Handle
+from specverify.protocol import Request
 
-__all__ = ["MUTANTS", "BATCH_MUTANTS", "SharedUnseededStream", "SeedByBatchIndex", "PenaltyKeepsRejected", "StopNotRolledBack", "GrammarNotRolledBack", "TargetKVNotCropped",
-           "NoAbort", "AbortLeaksBlock", "CloseKeepsDraftCache", "PublishesProvisional", "StreamRepeatsToken",
-           "ResumeReemits", "ResumeDropsPenalties", "BatchDependentRng", "RngAdvancesOnFault", "ResumeReseeds",
-           "StallsOnce", "StaleDraftQ"]
+__all__ = [
+    "MUTANTS",
+    "BATCH_MUTANTS",
+    "PenaltyKeepsRejected",
+    "StopNotRolledBack",
+    "GrammarNotRolledBack",
+    "TargetKVNotCropped",
+    "NoAbort",
+    "AbortLeaksBlock",
+    "CloseKeepsDraftCache",
+    "PublishesProvisional",
+    "StreamRepeatsToken",
+    "ResumeReemits",
+    "ResumeDropsPenalties",
+    "StallsOnce",
+    "BatchDependentRng",
+    "RngAdvancesOnFault",
+    "ResumeReseeds",
+    "StaleDraftQ",
+    "SharedUnseededStream",
+    "SeedByBatchIndex",
+]
 
 
 def _rejected(branch, accepted: int) -> list:
@@ -40,6 +61,7 @@ class _PenaltyDecoder(ProbedDecoder):
 class PenaltyKeepsRejected(ReferenceWhiteBox):
     """Penalty history (counts / seen) keeps the rejected drafts (seed: penalty state not rolled back)."""
 
+    mechanism = "penalty-history-not-rolled-back"
     decoder_class = _PenaltyDecoder
 
 
@@ -58,6 +80,7 @@ class _StopDecoder(ProbedDecoder):
 class StopNotRolledBack(ReferenceWhiteBox):
     """The stop-string matcher is not rolled back after a rejection (seed: stop buffer)."""
 
+    mechanism = "stop-state-not-rolled-back"
     decoder_class = _StopDecoder
 
 
@@ -70,8 +93,10 @@ class _GrammarDecoder(ProbedDecoder):
 
 
 class GrammarNotRolledBack(ReferenceWhiteBox):
-    """The grammar matcher keeps the state after the last draft, rejected or not (SGLang #6441 family)."""
+    """The grammar matcher keeps the state after the last draft, rejected or not (seed: processor state not copied
+    and rolled back with the branch)."""
 
+    mechanism = "grammar-state-not-rolled-back"
     decoder_class = _GrammarDecoder
 
 
@@ -83,12 +108,13 @@ class _KVDecoder(ProbedDecoder):
             cache.crop(min(len(cache), keep + extra))  # target: one rejected entry stays (cropped one short)
             cache.commit()
             if len(cache) < keep:
-                cache.prefill(sequence[len(cache):keep])
+                cache.prefill(sequence[len(cache) : keep])
 
 
 class TargetKVNotCropped(ReferenceWhiteBox):
     """The target cache is cropped one entry short: a rejected draft's KV stays (the seed's central warning)."""
 
+    mechanism = "target-kv-not-cropped"
     decoder_class = _KVDecoder
 
 
@@ -103,6 +129,7 @@ class _NoAbortDecoder(ProbedDecoder):
 class NoAbort(ReferenceWhiteBox):
     """A round that raises is not rolled back: no abort path, neither in the decoder nor around it."""
 
+    mechanism = "failed-round-not-rolled-back"
     decoder_class = _NoAbortDecoder
 
     def _abort(self, state, before):
@@ -122,13 +149,16 @@ class _LeakyAbortDecoder(ProbedDecoder):
 class AbortLeaksBlock(ReferenceWhiteBox):
     """The abort path restores the state but one provisional block is never released (a refcount leak)."""
 
+    mechanism = "failed-round-leaks-block"
     decoder_class = _LeakyAbortDecoder
 
 
 class CloseKeepsDraftCache(ReferenceWhiteBox):
     """Closing a request releases the target cache only; the draft cache's blocks leak."""
 
-    def close(self, handle):
+    mechanism = "close-leaks-draft-blocks"
+
+    def close(self, handle: _Handle) -> None:
         handle.state.draft_cache = type(handle.state.draft_cache)(self.pool, self.draft)  # forgets, never frees
         super().close(handle)
 
@@ -143,6 +173,7 @@ class _PublishDecoder(ProbedDecoder):
 class PublishesProvisional(ReferenceWhiteBox):
     """Draft entries are committed (published to the prefix cache) before verification (seed: contract 6)."""
 
+    mechanism = "provisional-kv-published"
     decoder_class = _PublishDecoder
 
 
@@ -152,7 +183,9 @@ class PublishesProvisional(ReferenceWhiteBox):
 class StreamRepeatsToken(ReferenceWhiteBox):
     """Each round re-emits the previous round's last token (the token fed first to the next verification)."""
 
-    def step(self, handle, **kwargs):
+    mechanism = "token-streamed-twice"
+
+    def step(self, handle: _Handle, **kwargs) -> RoundReport:
         before = handle.state.generated
         report = super().step(handle, **kwargs)
         return replace(report, emitted=before[-1:] + report.emitted) if report.emitted else report
@@ -161,7 +194,9 @@ class StreamRepeatsToken(ReferenceWhiteBox):
 class ResumeReemits(ReferenceWhiteBox):
     """A resumed request's stream cursor restarts at 0: the committed tokens are streamed again."""
 
-    def open(self, request, seed, *, committed=()):
+    mechanism = "resume-restreams-committed"
+
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> _Handle:
         handle = super().open(request, seed, committed=committed)
         handle.state.cursor = 0
         return handle
@@ -170,7 +205,9 @@ class ResumeReemits(ReferenceWhiteBox):
 class ResumeDropsPenalties(ReferenceWhiteBox):
     """A resumed request recomputes its caches but starts its penalty history afresh (counts and seen reset)."""
 
-    def open(self, request, seed, *, committed=()):
+    mechanism = "resume-drops-penalty-history"
+
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> _Handle:
         handle = super().open(request, seed, committed=committed)
         history = handle.state.history
         handle.state.history = replace(history, counts=(0,) * len(history.counts), seen=frozenset(request.prompt))
@@ -180,7 +217,9 @@ class ResumeDropsPenalties(ReferenceWhiteBox):
 class StallsOnce(ReferenceWhiteBox):
     """The first round of every request does nothing (commits nothing, does not finish)."""
 
-    def step(self, handle, **kwargs):
+    mechanism = "round-commits-nothing"
+
+    def step(self, handle: _Handle, **kwargs) -> RoundReport:
         if not getattr(handle, "stalled", False):
             handle.stalled = True
             return RoundReport(emitted=(), drafted=0, accepted=0)
@@ -193,7 +232,9 @@ class StallsOnce(ReferenceWhiteBox):
 class BatchDependentRng(ReferenceWhiteBox):
     """RNG keyed by the batch: the seed is mixed with the number of requests running (vLLM #9441 family)."""
 
-    def open(self, request, seed, *, committed=()):
+    mechanism = "rng-keyed-by-batch"
+
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> _Handle:
         return super().open(request, seed ^ len(self.handles), committed=committed)
 
 
@@ -211,6 +252,7 @@ class _OffsetDecoder(ProbedDecoder):
 class RngAdvancesOnFault(ReferenceWhiteBox):
     """A failed round consumes RNG: the retry draws other uniforms than an uninterrupted run would."""
 
+    mechanism = "rng-consumed-by-failed-round"
     decoder_class = _OffsetDecoder
 
     def __init__(self, *args, **kwargs):
@@ -223,9 +265,11 @@ class RngAdvancesOnFault(ReferenceWhiteBox):
 
 
 class ResumeReseeds(ReferenceWhiteBox):
-    """A resumed request draws with another seed than the one it started with (vLLM #6038 family)."""
+    """A resumed request draws with another seed than the one it started with (seed: fixed-seed replay)."""
 
-    def open(self, request, seed, *, committed=()):
+    mechanism = "seed-changed-on-resume"
+
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> _Handle:
         return super().open(request, seed + 1 if committed else seed, committed=committed)
 
 
@@ -236,15 +280,16 @@ class _StaleQDecoder(ProbedDecoder):
     def accept(self, state, branch, target_probs):
         kv = state.draft_cache.kv
         for k in range(len(branch.drafts)):  # q recomputed with the draft version current *now*
-            logits = self.draft.current.head(kv[state.position + k:state.position + k + 1])
+            logits = self.draft.current.head(kv[state.position + k : state.position + k + 1])
             branch.draft_rows[k] = state.rules.law(logits, branch.before(k))[0]
         return super().accept(state, branch, target_probs)
 
 
 class StaleDraftQ(ReferenceWhiteBox):
-    """Acceptance recomputes q with the draft version current at verification, not the one that drafted
-    (TensorRT-LLM #12588 family: the ratio divides by a law that did not produce the token)."""
+    """Acceptance recomputes q with the draft version current at verification, not the one that drafted (seed:
+    draft version switch; like TensorRT-LLM #12588, the ratio divides by a law that did not produce the token)."""
 
+    mechanism = "draft-q-from-current-version"
     decoder_class = _StaleQDecoder
 
 
@@ -265,7 +310,9 @@ class _BatchRewrite:
 class SharedUnseededStream(_BatchRewrite):
     """Unseeded requests of one call share one RNG stream (TensorRT-LLM #19487): identical ones coincide."""
 
-    def rewrite(self, requests):
+    mechanism = "unseeded-requests-share-rng"
+
+    def rewrite(self, requests: list[Request]) -> list[Request]:
         shared = int(self.rng.integers(0, 2**62))
         return [replace(r, seed=shared) if r.seed is None else r for r in requests]
 
@@ -273,16 +320,29 @@ class SharedUnseededStream(_BatchRewrite):
 class SeedByBatchIndex(_BatchRewrite):
     """A request's seed is mixed with its batch index (vLLM #9441 family): its output depends on its neighbours."""
 
-    def rewrite(self, requests):
+    mechanism = "rng-keyed-by-batch"
+
+    def rewrite(self, requests: list[Request]) -> list[Request]:
         return [r if r.seed is None else replace(r, seed=r.seed ^ i) for i, r in enumerate(requests)]
 
 
 MUTANTS = {
-    "PenaltyKeepsRejected": "round_state", "StopNotRolledBack": "round_state", "GrammarNotRolledBack": "round_state",
-    "TargetKVNotCropped": "round_state", "NoAbort": "failed_round", "AbortLeaksBlock": "blocks",
-    "CloseKeepsDraftCache": "blocks", "PublishesProvisional": "isolation", "StreamRepeatsToken": "stream",
-    "ResumeReemits": "resume", "ResumeDropsPenalties": "resume", "StallsOnce": "progress", "BatchDependentRng": "solo", "RngAdvancesOnFault": "solo",
-    "ResumeReseeds": "solo", "StaleDraftQ": "law",
+    "PenaltyKeepsRejected": "round_state",
+    "StopNotRolledBack": "round_state",
+    "GrammarNotRolledBack": "round_state",
+    "TargetKVNotCropped": "round_state",
+    "NoAbort": "failed_round",
+    "AbortLeaksBlock": "blocks",
+    "CloseKeepsDraftCache": "blocks",
+    "PublishesProvisional": "isolation",
+    "StreamRepeatsToken": "stream",
+    "ResumeReemits": "resume",
+    "ResumeDropsPenalties": "resume",
+    "StallsOnce": "progress",
+    "BatchDependentRng": "solo",
+    "RngAdvancesOnFault": "solo",
+    "ResumeReseeds": "solo",
+    "StaleDraftQ": "law",
 }
 #: black-box wrappers (``Wrapper(decoder)``) and the check that catches each
 BATCH_MUTANTS = {"SharedUnseededStream": "law", "SeedByBatchIndex": "batch"}

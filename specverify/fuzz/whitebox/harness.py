@@ -1,6 +1,6 @@
 """Run a schedule against a white-box decoder and check the state-transaction properties after every event.
 
-Properties (each failure raises ``PropertyFailure`` naming one of ``PROPERTIES``):
+Properties (each failure raises ``specverify.fuzz.PropertyFailure`` naming one of ``PROPERTIES``):
 
 - ``round_state``: after every round, state == the state rebuilt from scratch from the committed tokens.
 - ``failed_round``: a round that raised (injected fault, cancellation) left the state it found, and no provisional
@@ -12,42 +12,42 @@ Properties (each failure raises ``PropertyFailure`` naming one of ``PROPERTIES``
 - ``blocks``: after every event, blocks in use == the union of the blocks live requests hold; when every request is
   closed the free-block count is back to its start value.
 - ``resume``: a preempted request reopened from its committed tokens has the state rebuilt from them.
-- ``solo``: a seeded request's output equals an uninterrupted solo run with the same γ per round, whatever the
-  batch, the faults, the cancellations and the preemptions around it (requests that ran rounds after a draft
-  switch are left out: their drafts came from another law).
+- ``solo``: a seeded request's output equals an uninterrupted solo run with the same ``num_draft_tokens`` per
+  round, whatever the batch, the faults, the cancellations and the preemptions around it (requests that ran rounds
+  after a draft switch are left out: their drafts came from another law).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
-from specverify.errors import SpecverifyError, check
-from specverify.fuzz.protocol import Cancelled, InjectedFault, check_white_box, is_paged
-from specverify.fuzz.schedules import Add, Cancel, Preempt, Resume, Scenario, Step
+from specverify.errors import check
+from specverify.fuzz.properties import PropertyFailure
+from specverify.fuzz.whitebox.protocol import Cancelled, InjectedFault, check_white_box, is_paged
+from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Resume, Step, Workload
+from specverify.protocol import Request
 
-__all__ = ["PropertyFailure", "Trace", "run_schedule", "run_solo", "state_diff", "PROPERTIES"]
+__all__ = ["Trace", "run_schedule", "run_solo", "state_diff", "PROPERTIES"]
 
+#: What ``run_schedule`` checks; a failure raises ``specverify.fuzz.PropertyFailure`` naming one of them.
 PROPERTIES = ("round_state", "failed_round", "stream", "progress", "isolation", "blocks", "resume", "solo")
 
 
-class PropertyFailure(SpecverifyError, AssertionError):
-    """A fuzzed property does not hold; ``prop`` names it (one of ``PROPERTIES``)."""
-
-    def __init__(self, prop: str, message: str):
-        super().__init__(f"[{prop}] {message}")
-        self.prop = prop
-
-
-def state_diff(expected, actual) -> dict:
+def state_diff(expected: Mapping, actual: Mapping) -> dict:
     """Components that differ: name -> (expected, actual); a component missing on one side shows as ``<missing>``."""
-    check(isinstance(expected, Mapping) and isinstance(actual, Mapping),
-          f"expected={type(expected).__name__}, actual={type(actual).__name__}: pass two state mappings "
-          "(WhiteBoxDecoder.state / rebuild).")
+    check(
+        isinstance(expected, Mapping) and isinstance(actual, Mapping),
+        f"expected={type(expected).__name__}, actual={type(actual).__name__}: pass two state mappings "
+        "(WhiteBoxDecoder.state / rebuild).",
+    )
     names = sorted(set(expected) | set(actual))
-    return {n: (expected.get(n, "<missing>"), actual.get(n, "<missing>")) for n in names
-            if expected.get(n, "<missing>") != actual.get(n, "<missing>")}
+    return {
+        n: (expected.get(n, "<missing>"), actual.get(n, "<missing>"))
+        for n in names
+        if expected.get(n, "<missing>") != actual.get(n, "<missing>")
+    }
 
 
 def _show(diff: dict, limit: int = 200) -> str:
@@ -64,7 +64,7 @@ class _Slot:
     handle: object = None
     committed: tuple = ()
     chunks: list = field(default_factory=list)
-    gammas: list = field(default_factory=list)
+    draft_counts: list = field(default_factory=list)  # num_draft_tokens per round run
     finish_reason: Optional[str] = None
     tainted: bool = False
 
@@ -81,13 +81,13 @@ class Trace:
 
 
 class _Run:
-    def __init__(self, scenario: Scenario):
-        self.scenario = scenario
-        self.decoder = scenario.make()
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        self.decoder = workload.make()
         self.faults = check_white_box(self.decoder)
         self.paged = is_paged(self.decoder)
         self.free_at_start = self.decoder.num_free_blocks() if self.paged else None
-        self.slots = [_Slot(request=r) for r in scenario.requests]
+        self.slots = [_Slot(request=r) for r in workload.requests]
         self.paths: Counter = Counter()
         self.rounds = 0
         self.switched = False
@@ -115,8 +115,9 @@ class _Run:
             expected = self.decoder.rebuild(slot.request, committed, finish_reason=None)
             diff = state_diff(expected, self.decoder.state(slot.handle))
             if diff:
-                raise PropertyFailure("resume", f"slot {self.slots.index(slot)} resumed from {committed!r}: "
-                                      f"{_show(diff)}")
+                raise PropertyFailure(
+                    "resume", f"slot {self.slots.index(slot)} resumed from {committed!r}: {_show(diff)}"
+                )
 
     def add(self) -> bool:
         pending = [s for s in self.slots if s.status == "pending"]
@@ -173,14 +174,18 @@ class _Run:
         before = self.decoder.state(slot.handle)
         reached = []
         try:
-            report = self.decoder.step(slot.handle, gamma=event.gamma, fault=fault,
-                                       during=self.during(event.during, reached))
+            report = self.decoder.step(
+                slot.handle,
+                num_draft_tokens=event.num_draft_tokens,
+                fault=fault,
+                during=self.during(event.during, reached),
+            )
         except (InjectedFault, Cancelled) as exc:
             self.failed_round(slot, before, exc)
             return
         if event.during == "cancel" and not reached:  # the decoder never got mid-round: cancel after it
             self.paths["during not reached"] += 1
-        self.after_round(slot, before, report, event.gamma)
+        self.after_round(slot, before, report, event.num_draft_tokens)
         if fault is not None and fault.kind == "draft_switch":
             self.paths["draft switch"] += 1
 
@@ -192,13 +197,17 @@ class _Run:
                 self.paths["add mid-round"] += 1
             if action == "cancel":
                 raise Cancelled("cancelled mid-round by the schedule")
+
         return probe
 
     def failed_round(self, slot: _Slot, before: dict, exc: Exception) -> None:
         diff = state_diff(before, self.decoder.state(slot.handle))
         if diff:
-            raise PropertyFailure("failed_round", f"slot {self.slots.index(slot)}: a round that raised "
-                                  f"{type(exc).__name__} changed the state: {_show(diff)}")
+            raise PropertyFailure(
+                "failed_round",
+                f"slot {self.slots.index(slot)}: a round that raised "
+                f"{type(exc).__name__} changed the state: {_show(diff)}",
+            )
         self.check_blocks(no_provisional=True)
         if isinstance(exc, Cancelled):
             self.decoder.close(slot.handle)
@@ -207,24 +216,28 @@ class _Run:
         else:
             self.paths["rollback after fault"] += 1
 
-    def after_round(self, slot: _Slot, before: dict, report, gamma: int) -> None:
+    def after_round(self, slot: _Slot, before: dict, report, num_draft_tokens: int) -> None:
         self.rounds += 1
         index = self.slots.index(slot)
         after = self.decoder.state(slot.handle)
         old, new, reason = tuple(before["tokens"]), tuple(after["tokens"]), after["finish_reason"]
-        if new[:len(old)] != old or tuple(report.emitted) != new[len(old):]:
-            raise PropertyFailure("stream", f"slot {index}: committed {old!r} -> {new!r} but the round emitted "
-                                  f"{tuple(report.emitted)!r}")
+        if new[: len(old)] != old or tuple(report.emitted) != new[len(old) :]:
+            raise PropertyFailure(
+                "stream", f"slot {index}: committed {old!r} -> {new!r} but the round emitted {tuple(report.emitted)!r}"
+            )
         if len(new) == len(old) and reason is None:
             raise PropertyFailure("progress", f"slot {index}: a round committed nothing and did not finish")
         diff = state_diff(self.decoder.rebuild(slot.request, new, finish_reason=reason), after)
         if diff:
-            raise PropertyFailure("round_state", f"slot {index} after committing {new!r} ({reason!r}): state "
-                                  f"differs from the state rebuilt from scratch: {_show(diff)}")
+            raise PropertyFailure(
+                "round_state",
+                f"slot {index} after committing {new!r} ({reason!r}): state "
+                f"differs from the state rebuilt from scratch: {_show(diff)}",
+            )
         self.check_blocks(no_provisional=True)
         if report.emitted:
             slot.chunks.append(tuple(report.emitted))
-        slot.gammas.append(gamma)
+        slot.draft_counts.append(num_draft_tokens)
         self.paths.update(classify(report, reason))
         if reason is not None:
             self.decoder.close(slot.handle)
@@ -241,11 +254,16 @@ class _Run:
         held = set().union(*(u.held for u in uses)) if uses else set()
         free = self.decoder.num_free_blocks()
         if free + len(held) != self.free_at_start:
-            raise PropertyFailure("blocks", f"{self.free_at_start - free} blocks in use but live requests hold "
-                                  f"{len(held)}: a block leaked (or one is held but counted free)")
+            raise PropertyFailure(
+                "blocks",
+                f"{self.free_at_start - free} blocks in use but live requests hold "
+                f"{len(held)}: a block leaked (or one is held but counted free)",
+            )
         if no_provisional and any(u.provisional for u in uses):
-            raise PropertyFailure("failed_round", "provisional blocks remain between rounds: "
-                                  f"{sorted(set().union(*(u.provisional for u in uses)))}")
+            raise PropertyFailure(
+                "failed_round",
+                f"provisional blocks remain between rounds: {sorted(set().union(*(u.provisional for u in uses)))}",
+            )
 
     def check_isolation(self) -> None:
         if not self.paged:
@@ -257,8 +275,11 @@ class _Run:
             others = set().union(*(u.held for j, u in enumerate(uses) if j != i)) if len(uses) > 1 else set()
             leaked = use.provisional & (published | others)
             if leaked:
-                raise PropertyFailure("isolation", f"slot {self.slots.index(live[i])}: provisional blocks "
-                                      f"{sorted(leaked)} are published or held by another request")
+                raise PropertyFailure(
+                    "isolation",
+                    f"slot {self.slots.index(live[i])}: provisional blocks "
+                    f"{sorted(leaked)} are published or held by another request",
+                )
 
     # ------------------------------------------------------------------------------------------- the end
     def drain(self) -> None:
@@ -271,29 +292,37 @@ class _Run:
             while slot.status == "live":
                 budget -= 1
                 if budget < 0:
-                    raise PropertyFailure("progress", f"slot {self.slots.index(slot)} did not finish within "
-                                          f"max_tokens + 1 rounds")
-                self.step(Step(0, gamma=slot.gammas[-1] if slot.gammas else 2), slot)
+                    raise PropertyFailure(
+                        "progress", f"slot {self.slots.index(slot)} did not finish within max_tokens + 1 rounds"
+                    )
+                self.step(Step(0, num_draft_tokens=slot.draft_counts[-1] if slot.draft_counts else 2), slot)
                 self.check_blocks()
 
     def final_checks(self) -> None:
         if self.paged and self.decoder.num_free_blocks() != self.free_at_start:
-            raise PropertyFailure("blocks", f"every request closed but {self.decoder.num_free_blocks()} blocks are "
-                                  f"free, {self.free_at_start} at the start")
+            raise PropertyFailure(
+                "blocks",
+                f"every request closed but {self.decoder.num_free_blocks()} blocks are "
+                f"free, {self.free_at_start} at the start",
+            )
         for index, slot in enumerate(self.slots):
             if slot.status == "done" and sum(slot.chunks, ()) != slot.committed:
-                raise PropertyFailure("stream", f"slot {index}: chunks {slot.chunks!r} do not concatenate to "
-                                      f"{slot.committed!r}")
+                raise PropertyFailure(
+                    "stream", f"slot {index}: chunks {slot.chunks!r} do not concatenate to {slot.committed!r}"
+                )
         solo_decoder = None
         for index, slot in enumerate(self.slots):
             if slot.status != "done" or slot.tainted:
                 continue
-            solo_decoder = solo_decoder or self.scenario.make()
-            solo = run_solo(solo_decoder, slot.request, slot.gammas)
+            solo_decoder = solo_decoder or self.workload.make()
+            solo = run_solo(solo_decoder, slot.request, slot.draft_counts)
             if solo != (slot.committed, slot.finish_reason):
-                raise PropertyFailure("solo", f"slot {index} (seed {slot.request.seed}) gave "
-                                      f"{(slot.committed, slot.finish_reason)!r} but an uninterrupted solo run with "
-                                      f"γ per round {slot.gammas!r} gives {solo!r}")
+                raise PropertyFailure(
+                    "solo",
+                    f"slot {index} (seed {slot.request.seed}) gave "
+                    f"{(slot.committed, slot.finish_reason)!r} but an uninterrupted solo run with "
+                    f"num_draft_tokens per round {slot.draft_counts!r} gives {solo!r}",
+                )
 
 
 def classify(report, reason: Optional[str]) -> list:
@@ -315,15 +344,18 @@ def classify(report, reason: Optional[str]) -> list:
     return paths
 
 
-def run_schedule(scenario: Scenario, schedule) -> Trace:
-    """Run ``schedule`` on a fresh decoder from ``scenario.make``; check every property; return the ``Trace``.
+def run_schedule(workload: Workload, schedule: Sequence) -> Trace:
+    """Run ``schedule`` on a fresh decoder from ``workload.make``; check every property; return the ``Trace``.
 
     Raises ``PropertyFailure`` on the first property that fails. Requests still running at the end of the
     schedule are run to completion (preempted ones resumed, pending ones started) before the final checks.
     """
-    check(isinstance(scenario, Scenario), f"scenario={scenario!r} must be a specverify.fuzz.Scenario.")
-    run = _Run(scenario)
-    for slot in run.slots[: scenario.initial]:
+    check(
+        isinstance(workload, Workload),
+        f"workload={workload!r} must be a specverify.fuzz.whitebox.Workload (reference_workloads draws them).",
+    )
+    run = _Run(workload)
+    for slot in run.slots[: workload.initial]:
         run.open(slot)
     for event in schedule:
         run.apply(event)
@@ -333,18 +365,20 @@ def run_schedule(scenario: Scenario, schedule) -> Trace:
     return Trace(paths=run.paths, outcomes=outcomes, rounds=run.rounds)
 
 
-def run_solo(decoder, request, gammas) -> tuple:
-    """(tokens, finish_reason) of ``request`` run alone and uninterrupted, round ``i`` with ``gammas[i]`` (the last
-    γ repeats); ``decoder`` is a ``WhiteBoxDecoder``."""
+def run_solo(decoder, request: Request, draft_counts: Sequence[int]) -> tuple:
+    """(tokens, finish_reason) of ``request`` run alone and uninterrupted, round ``i`` with ``draft_counts[i]``
+    drafts (the last count repeats); ``decoder`` is a ``WhiteBoxDecoder``."""
     check_white_box(decoder)
     check(getattr(request, "seed", None) is not None, f"request={request!r} must be a Request with a seed.")
-    check(len(gammas) >= 1 and all(isinstance(g, int) and g >= 1 for g in gammas),
-          f"gammas={gammas!r} must hold at least one γ, each an int >= 1.")
+    check(
+        len(draft_counts) >= 1 and all(isinstance(g, int) and g >= 1 for g in draft_counts),
+        f"draft_counts={draft_counts!r} must hold at least one num_draft_tokens, each an int >= 1.",
+    )
     handle = decoder.open(request, request.seed)
     tokens, reason, i = (), None, 0
     try:
         while reason is None:
-            decoder.step(handle, gamma=gammas[min(i, len(gammas) - 1)])
+            decoder.step(handle, num_draft_tokens=draft_counts[min(i, len(draft_counts) - 1)])
             state = decoder.state(handle)
             tokens, reason, i = tuple(state["tokens"]), state["finish_reason"], i + 1
             check(i <= request.params.max_tokens + 1, "run_solo: the request does not finish (no progress).")

@@ -1,25 +1,31 @@
 """``ReferenceWhiteBox``: the transactional reference decoder behind ``WhiteBoxDecoder``, with fault injection.
 
-A thin wrapper around ``TransactionalDecoder``: it runs one round per ``step`` with that round's γ, makes the
+A thin wrapper around ``TransactionalDecoder``: it runs one round per ``step`` with that round's draft count, makes the
 round abort cleanly (restore the committed history, crop both caches back) when anything inside it raises, and
 injects faults through a pool whose k-th allocation fails and a draft that raises or changes version on its k-th
-call. Keyed draws are taken per round for the round's γ (``keyed_uniforms(seed, position, purpose)``), exactly the
-draws the decoder itself takes, so γ may change from round to round.
+call. Keyed draws are taken per round for the round's draft count (``keyed_uniforms(seed, position, purpose)``),
+exactly the draws the decoder itself takes, so ``num_draft_tokens`` may change from round to round.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
 
 from specverify.errors import InvalidArgument, check
-from specverify.fuzz.protocol import FAULT_KINDS, BlockUse, Fault, InjectedFault, RoundReport
+from specverify.fuzz.whitebox.protocol import FAULT_KINDS, BlockUse, Fault, InjectedFault, RoundReport
 from specverify.protocol import Request
 from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 from specverify.reference.transactional import TransactionalDecoder
 from specverify.sampling import Purpose, keyed_uniforms
+
+if TYPE_CHECKING:
+    import torch
+
+    from specverify.oracles import ToyModel, Vocab
+    from specverify.reference.transactional import RequestState, _Branch
 
 __all__ = ["ReferenceWhiteBox", "VersionedDraft", "FaultyPool", "InjectedOutOfBlocks", "ProbedDecoder"]
 
@@ -40,7 +46,7 @@ class FaultyPool(BlockPool):
             self.fail_at -= 1
             if self.fail_at < 0:
                 self.fail_at = None
-                raise InjectedOutOfBlocks("injected allocation failure (specverify.fuzz Fault 'alloc_failure')")
+                raise InjectedOutOfBlocks("injected allocation failure (whitebox Fault 'alloc_failure')")
         return super().allocate()
 
 
@@ -53,28 +59,32 @@ class VersionedDraft:
 
     def __init__(self, models: Sequence):
         models = tuple(models)
-        check(len(models) >= 1 and all(m.vocab == models[0].vocab for m in models),
-              f"drafts={models!r} must be >= 1 toy models over one vocabulary (the draft versions).")
+        check(
+            len(models) >= 1 and all(m.vocab == models[0].vocab for m in models),
+            f"drafts={models!r} must be >= 1 toy models over one vocabulary (the draft versions).",
+        )
         self.models, self.version = models, 0
         self._fault: Optional[Fault] = None
         self._calls = 0
 
     @property
-    def vocab(self):
+    def vocab(self) -> Vocab:
         return self.models[0].vocab
 
     @property
-    def root_kv(self):
+    def root_kv(self) -> np.uint64:
         return self.models[self.version].root_kv
 
     @property
-    def current(self):
+    def current(self) -> ToyModel:
         return self.models[self.version]
 
     def arm(self, fault: Optional[Fault]) -> None:
         if fault is not None and fault.kind == "draft_switch" and fault.version >= len(self.models):
-            raise InvalidArgument(f"fault.version={fault.version!r} but there are {len(self.models)} draft versions "
-                                  "(0-based). Draw schedules with versions=scenario.versions.")
+            raise InvalidArgument(
+                f"fault.version={fault.version!r} but there are {len(self.models)} draft versions "
+                "(0-based). Draw schedules with versions=scenario.versions."
+            )
         self._fault, self._calls = fault, 0
 
     def disarm(self) -> None:
@@ -83,7 +93,11 @@ class VersionedDraft:
             self.version = self._fault.version
         self._fault = None
 
-    def head(self, kv):  # uint64 [B] -> logits [B, V]
+    def step_kv(self, prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # uint64 [n], int [n] -> uint64 [n]
+        """The cache API's KV step; toy entries depend on the tokens only, so every version agrees."""
+        return self.models[self.version].step_kv(prev, tokens)
+
+    def head(self, kv: np.ndarray) -> torch.Tensor:  # uint64 [B] -> logits [B, V]
         fault = self._fault
         if fault is not None and self._calls == fault.after:
             self._fault = None
@@ -95,26 +109,27 @@ class VersionedDraft:
 
 
 class ProbedDecoder(TransactionalDecoder):
-    """``TransactionalDecoder`` with per-round keyed draws for the round's γ and a hook mid-round (``during``)."""
+    """``TransactionalDecoder`` with per-round keyed draws for the round's draft count and a hook mid-round
+    (``during``)."""
 
     during = None
     opening = None  # the RequestState ``start`` is filling (so a failed open can release its blocks)
 
-    def snapshot(self, state):
+    def snapshot(self, state: RequestState) -> _Branch:
         branch = super().snapshot(state)
-        gamma = state.request.num_draft_tokens
-        positions = np.arange(state.rng_position, state.rng_position + gamma + 1)
+        num_draft_tokens = state.request.num_draft_tokens
+        positions = np.arange(state.rng_position, state.rng_position + num_draft_tokens + 1)
         branch.uniforms = {p: keyed_uniforms(state.seed, positions, p) for p in _PURPOSES}
         return branch
 
-    def verify(self, state, branch):
+    def verify(self, state: RequestState, branch: _Branch) -> list[torch.Tensor]:
         rows = super().verify(state, branch)
         hook, self.during = self.during, None
         if hook is not None:
             hook()  # provisional entries sit in both caches now
         return rows
 
-    def discard(self, state):
+    def discard(self, state: RequestState) -> None:
         self.opening = state
         super().discard(state)
 
@@ -151,7 +166,7 @@ class ReferenceWhiteBox:
     >>> t = random_target(make_vocab(5), seed=3)
     >>> box = ReferenceWhiteBox(t, draft_near(t, distance=0.5, seed=1), block_size=2)
     >>> h = box.open(Request((0, 1), SamplingParams(max_tokens=3)), seed=7)
-    >>> report = box.step(h, gamma=2)
+    >>> report = box.step(h, num_draft_tokens=2)
     >>> box.state(h)["tokens"] == report.emitted
     True
     """
@@ -167,13 +182,16 @@ class ReferenceWhiteBox:
         self.handles: set = set()  # open handles
 
     # ------------------------------------------------------------------------------------------- lifecycle
-    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()):
+    def open(self, request: Request, seed: int, *, committed: tuple[int, ...] = ()) -> _Handle:
         check(isinstance(seed, int) and 0 <= seed < 2**63, f"seed={seed!r} must be an int in [0, 2**63).")
         dec = self.decoder
         dec._validate(request, "request")
         rebuilt = dec.rebuild_state(request, committed) if committed else None
-        check(rebuilt is None or rebuilt.finish_reason is None, f"committed={committed!r} already finished "
-              f"({rebuilt and rebuilt.finish_reason!r}): only an unfinished request can be resumed.")
+        check(
+            rebuilt is None or rebuilt.finish_reason is None,
+            f"committed={committed!r} already finished "
+            f"({rebuilt and rebuilt.finish_reason!r}): only an unfinished request can be resumed.",
+        )
         dec.opening = None
         try:
             state = dec.start(request, seed)
@@ -197,14 +215,21 @@ class ReferenceWhiteBox:
         self.handles.discard(handle)
 
     # ------------------------------------------------------------------------------------------- one round
-    def step(self, handle: _Handle, *, gamma: int, during=None, fault: Optional[Fault] = None) -> RoundReport:
+    def step(
+        self,
+        handle: _Handle,
+        *,
+        num_draft_tokens: int,
+        during: Optional[Callable[[], None]] = None,
+        fault: Optional[Fault] = None,
+    ) -> RoundReport:
         state = self._live(handle)
-        if not (isinstance(gamma, int) and gamma >= 1):  # hot path: no message built unless it fails
-            raise InvalidArgument(f"gamma={gamma!r} must be an int >= 1.")
+        if not (isinstance(num_draft_tokens, int) and num_draft_tokens >= 1):  # hot path: no message unless it fails
+            raise InvalidArgument(f"num_draft_tokens={num_draft_tokens!r} must be an int >= 1.")
         if not (fault is None or isinstance(fault, Fault)):
-            raise InvalidArgument(f"fault={fault!r} must be a specverify.fuzz.Fault or None.")
+            raise InvalidArgument(f"fault={fault!r} must be a specverify.fuzz.whitebox.Fault or None.")
         before = (state.history, len(state.stream), state.cursor, len(state.accepted), len(state.drafted))
-        state.request = replace(handle.request, num_draft_tokens=gamma)
+        state.request = replace(handle.request, num_draft_tokens=num_draft_tokens)
         self._arm(fault)
         self.decoder.during = during
         try:
@@ -260,7 +285,7 @@ class ReferenceWhiteBox:
         position, provisional = handle.state.position, set()
         for cache in caches:
             if len(cache) > position:
-                provisional.update(cache.block_table[position // self.block_size:])
+                provisional.update(cache.block_table[position // self.block_size :])
         return BlockUse(held=sum((c.block_table for c in caches), ()), provisional=frozenset(provisional))
 
     def num_free_blocks(self) -> int:
@@ -271,18 +296,29 @@ class ReferenceWhiteBox:
 
     def _live(self, handle, finished_ok: bool = False):
         if not (isinstance(handle, _Handle) and not handle.closed):
-            raise InvalidArgument(f"handle={handle!r} is not an open handle of this decoder (closed, or from "
-                                  "another decoder).")
+            raise InvalidArgument(
+                f"handle={handle!r} is not an open handle of this decoder (closed, or from another decoder)."
+            )
         if not (finished_ok or handle.state.finish_reason is None):
-            raise InvalidArgument(f"the request already finished ({handle.state.finish_reason!r}): close() it "
-                                  "instead of step().")
+            raise InvalidArgument(
+                f"the request already finished ({handle.state.finish_reason!r}): close() it instead of step()."
+            )
         return handle.state
 
 
 def _components(view, caches) -> dict:
     """A ``StateView`` as named components, plus the block-table shape of each cache (blocks held, committed)."""
-    return {"tokens": view.generated, "position": view.position, "target_kv": view.target_kv,
-            "draft_kv": view.draft_kv, "block_tables": tuple((len(c.block_table), c.num_committed) for c in caches),
-            "seen": view.seen, "counts": view.counts, "grammar_state": view.grammar_state,
-            "stop_state": view.stop_state, "rng_position": view.rng_position, "stream_cursor": view.stream_cursor,
-            "finish_reason": view.finish_reason}
+    return {
+        "tokens": view.generated,
+        "position": view.position,
+        "target_kv": view.target_kv,
+        "draft_kv": view.draft_kv,
+        "block_tables": tuple((len(c.block_table), c.num_committed) for c in caches),
+        "seen": view.seen,
+        "counts": view.counts,
+        "grammar_state": view.grammar_state,
+        "stop_state": view.stop_state,
+        "rng_position": view.rng_position,
+        "stream_cursor": view.stream_cursor,
+        "finish_reason": view.finish_reason,
+    }

@@ -1,0 +1,320 @@
+"""The catalogue of bug mechanisms that the zoo's decoders and the fuzzer's mutants stand for (docs/bugs.md).
+
+A *mechanism* is one way a speculative decoder goes wrong, named by what it does, not by the engine that shipped it:
+several engines' issues can share one mechanism, and one issue can involve two. ``MECHANISMS`` maps a stable
+kebab-case id to a :class:`Mechanism`; every ``specverify.zoo`` entry names one (``ZooEntry.mechanism``) and every
+mutant of ``specverify.fuzz.whitebox.mutants`` names one (its ``mechanism`` class attribute; so do the broken
+components the fuzz tests hunt, e.g. ``tests/fuzz/test_recurrent.py``), so a zoo decoder and a fuzz mutant
+implementing the same bug point at the same id.
+
+This is a data module: it imports nothing from specverify but ``errors``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from specverify.errors import check
+
+__all__ = ["Mechanism", "MECHANISMS", "SEED"]
+
+#: The ``bugs`` tag of a failure mode named by the seed document rather than by an engine's tracker.
+SEED = "seed"
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_BUG = re.compile(r"^[A-Za-z][\w.-]*(/[\w.-]+)? (PR )?#\d+$")
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One bug mechanism.
+
+    Attributes
+    ----------
+    id : str
+        Stable kebab-case id (``penalty-history-not-rolled-back``); zoo entries and mutants refer to it.
+    title : str
+        One line: what goes wrong.
+    state : str
+        The state or processor involved (the last column of docs/bugs.md's sources).
+    bugs : tuple of str
+        Real engine issues, as ``"project #number"`` (``"vLLM PR #41044"`` for a pull request), and ``"seed"``
+        where the seed document names the failure mode; empty for the zoo's controls.
+    """
+
+    id: str
+    title: str
+    state: str
+    bugs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        check(
+            isinstance(self.id, str) and bool(_ID.match(self.id)),
+            f"id={self.id!r} must be a kebab-case id (lower-case words joined by '-').",
+        )
+        bad = [b for b in self.bugs if b != SEED and not _BUG.match(b)]
+        check(
+            isinstance(self.bugs, tuple) and not bad,
+            f"bugs={self.bugs!r} holds {bad!r}: write each as 'project #number' or 'seed'.",
+        )
+
+
+def _catalogue(*mechanisms: Mechanism) -> dict[str, Mechanism]:
+    ids = [m.id for m in mechanisms]
+    check(len(set(ids)) == len(ids), f"mechanism ids={ids!r} must be unique.")
+    return {m.id: m for m in mechanisms}
+
+
+MECHANISMS: dict[str, Mechanism] = _catalogue(
+    # ------------------------------------------------------------------ controls (exact by construction)
+    Mechanism("reference-unchanged", "No mutation: the reference decoder itself (control)", "none"),
+    Mechanism(
+        "speculation-off",
+        "Drafts are computed and thrown away: every round is one plain target draw (control)",
+        "drafts",
+    ),
+    Mechanism(
+        "bonus-dropped",
+        "After full acceptance the round ends without a bonus token (slow, still exact)",
+        "bonus token",
+        (SEED,),
+    ),
+    Mechanism(
+        "draft-kv-missing-bonus-entry",
+        "After full acceptance the draft cache never receives the last accepted draft's entry",
+        "draft KV",
+        ("vLLM #3951",),
+    ),
+    Mechanism(
+        "request-seed-ignored",
+        "Per-request seeds are ignored: every request draws fresh entropy",
+        "RNG (per-request seed)",
+        ("vLLM #6038", "vLLM #6743"),
+    ),
+    # ------------------------------------------------------------------ the single-position rule
+    Mechanism(
+        "uniform-reused-for-residual",
+        "The acceptance test's uniform is reused for the residual draw",
+        "RNG",
+        ("FlashInfer #424",),
+    ),
+    Mechanism(
+        "inclusive-acceptance-test",
+        "Inclusive u <= p/q accepts a zero-probability draft when u == 0",
+        "processor support",
+        ("SGLang #35771",),
+    ),
+    Mechanism(
+        "residual-last-index-fallback",
+        "A coin past the residual's rounded total falls back to the last index, whatever its probability",
+        "residual fallback",
+        ("SGLang #22643",),
+    ),
+    Mechanism(
+        "recovered-from-target",
+        "After a rejection the token is drawn from the target, not the residual",
+        "residual",
+        (SEED,),
+    ),
+    Mechanism(
+        "residual-softmax",
+        "The residual goes through softmax instead of being normalised",
+        "residual",
+        ("transformers #28508",),
+    ),
+    Mechanism(
+        "residual-row-offset-missing",
+        "Residual and bonus read the position-0 rows (no +pos offset)",
+        "residual indexing",
+        ("FlashInfer #425",),
+    ),
+    Mechanism("bonus-from-draft", "The bonus token is sampled from the draft's law", "bonus token", (SEED,)),
+    Mechanism(
+        "greedy-draft-softmax-q",
+        "Drafts are the draft's argmax but the ratio divides by its softmax",
+        "draft distribution",
+        ("transformers #32867",),
+    ),
+    Mechanism(
+        "raw-q-processed-draft",
+        "Drafts come from the processed draft law, the ratio divides by the raw one",
+        "processors (draft)",
+        ("transformers #47932",),
+    ),
+    Mechanism(
+        "draft-probs-misaligned",
+        "Draft k's ratio divides by the law of another draft position",
+        "draft probs",
+        ("TensorRT-LLM #12588",),
+    ),
+    Mechanism(
+        "draft-q-from-current-version",
+        "The ratio divides by the q of the draft version current at verification, not the one that drafted",
+        "draft probs / draft version",
+        (SEED,),
+    ),
+    # ------------------------------------------------------------------ RNG keying
+    Mechanism(
+        "unseeded-requests-share-rng",
+        "Unseeded requests of one call share one RNG stream",
+        "RNG (unseeded)",
+        ("TensorRT-LLM #19487",),
+    ),
+    Mechanism(
+        "rng-keyed-by-batch",
+        "A request's draws depend on its batch (index or size), not only on its seed",
+        "RNG / batch",
+        ("vLLM #9441",),
+    ),
+    Mechanism(
+        "rng-consumed-by-failed-round",
+        "A failed round consumes draws: the retry sees other uniforms",
+        "RNG counter",
+        (SEED,),
+    ),
+    Mechanism(
+        "seed-changed-on-resume", "A preempted request resumes with another seed", "RNG (per-request seed)", (SEED,)
+    ),
+    # ------------------------------------------------------------------ the target law's processors
+    Mechanism(
+        "verify-ignores-temperature",
+        "Verification uses the target's argmax whatever the temperature",
+        "temperature",
+        ("SGLang #31214", "SGLang #39253"),
+    ),
+    Mechanism(
+        "rejection-ignores-sampling-params",
+        "Target probs of the rejection step skip temperature and truncation; the bonus keeps them",
+        "temperature / top-k / top-p",
+        ("vLLM #10198",),
+    ),
+    Mechanism(
+        "min-p-bonus-row-only",
+        "min-p reaches the bonus row only, not the rows that verify drafts",
+        "processors (min-p)",
+        ("vLLM #42744",),
+    ),
+    Mechanism(
+        "penalties-dropped-in-verify",
+        "Repetition, frequency and presence penalties are missing from the verification law",
+        "penalties",
+        ("SGLang #21258", "vLLM #18902", "TensorRT-LLM #17955"),
+    ),
+    Mechanism(
+        "masks-dropped-in-verify",
+        "Bad-token and min-length masks are missing from the verification law",
+        "processors (masks)",
+        ("TensorRT-LLM #17955",),
+    ),
+    Mechanism(
+        "grammar-not-in-verify",
+        "The grammar mask is not applied to the target rows of verification",
+        "grammar",
+        ("SGLang #6441", "SGLang #9187", "SGLang #15373", "TensorRT-LLM #7878", "vLLM #36138", "vLLM #44006"),
+    ),
+    Mechanism(
+        "penalty-history-last-token-only",
+        "Penalty history records only the last token of each round",
+        "penalty state",
+        ("SGLang #33643",),
+    ),
+    Mechanism(
+        "min-tokens-counts-rounds",
+        "min_tokens counts rounds instead of tokens",
+        "min_tokens counter",
+        ("SGLang #33643",),
+    ),
+    # ------------------------------------------------------------------ the round's transaction
+    Mechanism("target-kv-not-cropped", "A rejected draft's entry stays in the target KV cache", "target KV", (SEED,)),
+    Mechanism(
+        "penalty-history-not-rolled-back",
+        "Rejected drafts stay in the penalty history (seen / counts)",
+        "penalty state",
+        (SEED,),
+    ),
+    Mechanism(
+        "grammar-state-not-rolled-back",
+        "The grammar matcher stays advanced over rejected drafts",
+        "grammar state",
+        (SEED,),
+    ),
+    Mechanism(
+        "stop-state-not-rolled-back",
+        "The stop-string matcher keeps the rejected drafts' text",
+        "stop-matcher state",
+        (SEED,),
+    ),
+    Mechanism(
+        "recurrent-state-not-rolled-back",
+        "Rejected drafts' inputs advance the committed recurrent (SSM) state",
+        "recurrent state",
+        ("llama.cpp #20075", SEED),
+    ),
+    Mechanism(
+        "failed-round-not-rolled-back",
+        "A round that raises leaves its provisional state behind",
+        "every state component (abort path)",
+        (SEED,),
+    ),
+    Mechanism(
+        "failed-round-leaks-block",
+        "The abort path restores the state but never releases one block",
+        "paged KV (block refcounts)",
+        (SEED,),
+    ),
+    Mechanism(
+        "close-leaks-draft-blocks",
+        "Closing a request releases the target cache but not the draft cache",
+        "paged KV (draft blocks)",
+        (SEED,),
+    ),
+    Mechanism(
+        "provisional-kv-published",
+        "Draft entries reach the prefix cache before verification",
+        "paged KV (prefix cache)",
+        (SEED,),
+    ),
+    Mechanism(
+        "round-commits-nothing", "A round that does not finish the request commits no token", "progress", (SEED,)
+    ),
+    Mechanism(
+        "resume-drops-penalty-history",
+        "A resumed request starts its penalty history afresh",
+        "penalty state (preemption)",
+        (SEED,),
+    ),
+    # ------------------------------------------------------------------ finishing and streaming
+    Mechanism(
+        "accepted-eos-does-not-end-round",
+        "Accepted drafts and the bonus leak out after an accepted EOS",
+        "finish (EOS)",
+        ("SGLang #31599", "SGLang #31569"),
+    ),
+    Mechanism(
+        "mid-block-eos-ignored",
+        "EOS accepted mid-block does not stop generation",
+        "finish (EOS)",
+        ("transformers #47912",),
+    ),
+    Mechanism(
+        "length-checked-before-stop",
+        "The length cap is checked before EOS and stop strings",
+        "finish (order)",
+        ("SGLang #31569",),
+    ),
+    Mechanism(
+        "tokens-kept-past-stop-string",
+        "Token ids past a stop string completed mid-block are kept",
+        "finish (stop string)",
+        ("vLLM #47616",),
+    ),
+    Mechanism(
+        "token-streamed-twice", "Each streamed chunk repeats the previous round's last token", "stream cursor", (SEED,)
+    ),
+    Mechanism(
+        "resume-restreams-committed",
+        "A resumed request streams its committed tokens again",
+        "stream cursor (preemption)",
+        (SEED,),
+    ),
+)

@@ -1,0 +1,71 @@
+"""The zoo's showcases: small toy models and sampling parameters where each mechanism shows.
+
+A ``ShowcaseScenario`` is one request shape used by the zoo's own tests and ``benchmarks/zoo_tv.py``; the
+certifier's scenario matrix is another thing (``specverify.certify``). Every showcase uses a 5-token vocabulary
+(4 strings and EOS), the target ``random_target(seed=3)`` and the draft ``draft_near(target, distance=0.6,
+seed=7)``, prompt ``(0, 1)`` and ``num_draft_tokens=3`` unless it says otherwise: ``near_draft`` has a closer draft
+(distance 0.25: fewer rejections, so residual bugs are subtler), and showcases with EOS inside blocks raise the
+target's EOS logit (``eos_bias=0.8``) so that EOS is common.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+from specverify.grammar import ToyGrammar
+from specverify.oracles import ToyModel, draft_near, make_vocab, random_target
+from specverify.params import SamplingParams
+from specverify.protocol import Request
+
+__all__ = ["ShowcaseScenario", "SHOWCASES", "VOCAB", "GRAMMAR", "models"]
+
+VOCAB = make_vocab(5)
+# state 0 allows "a", "b", " "; state 1 allows "a", "ab"; state 2 allows "a", "b", "ab" and EOS (accepting)
+GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {0: 0, 2: 2}, {0: 2, 1: 1, 2: 0}), accepting={2})
+
+
+@dataclass(frozen=True)
+class ShowcaseScenario:
+    """One request shape: ``params``, the target's EOS bias, the draft's distance, the drafts per round and the
+    prompt."""
+
+    params: SamplingParams
+    eos_bias: float = -1.0
+    distance: float = 0.6
+    num_draft_tokens: int = 3
+    prompt: tuple = (0, 1)
+
+    def models(self) -> tuple[ToyModel, ToyModel]:
+        """``(target, draft)`` toy models of this showcase."""
+        return models(self.eos_bias, distance=self.distance)
+
+    def request(self, *, seed: Optional[int] = None) -> Request:
+        """The showcase's request, seeded with ``seed`` (None: unseeded)."""
+        return Request(self.prompt, self.params, self.num_draft_tokens, seed=seed)
+
+
+@lru_cache(maxsize=8)
+def models(
+    eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7, distance: float = 0.6
+) -> tuple[ToyModel, ToyModel]:
+    """The zoo's toy ``(target, draft)`` pair (cached: building a model tables 4096 rows)."""
+    target = random_target(VOCAB, seed=target_seed, eos_bias=eos_bias)
+    return target, draft_near(target, distance=distance, seed=draft_seed)
+
+
+SHOWCASES = {
+    "plain": ShowcaseScenario(SamplingParams(max_tokens=4)),
+    "near_draft": ShowcaseScenario(SamplingParams(max_tokens=4), distance=0.25),  # fewer rejections: subtler bugs
+    "temp_topk": ShowcaseScenario(SamplingParams(max_tokens=4, temperature=0.7, top_k=3)),
+    "min_p": ShowcaseScenario(SamplingParams(max_tokens=4, min_p=0.3)),
+    "penalties": ShowcaseScenario(
+        SamplingParams(max_tokens=4, repetition_penalty=1.6, frequency_penalty=0.8, presence_penalty=0.5)
+    ),
+    "masks": ShowcaseScenario(SamplingParams(max_tokens=4, min_tokens=2, bad_token_ids=(1,)), eos_bias=0.8),
+    "min_tokens": ShowcaseScenario(SamplingParams(max_tokens=4, min_tokens=2), eos_bias=0.8),
+    "grammar": ShowcaseScenario(SamplingParams(max_tokens=4, grammar=GRAMMAR)),
+    "eos_in_block": ShowcaseScenario(SamplingParams(max_tokens=5), eos_bias=0.8),
+    "stop": ShowcaseScenario(SamplingParams(max_tokens=5, stop=("ab", " b"))),
+}
