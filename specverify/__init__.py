@@ -12,8 +12,7 @@ hypothesis. The sampling math (``verify_candidate``, ``residual_probs``, ``next_
 
 from __future__ import annotations
 
-import importlib
-
+from specverify._lazy import lazy_exports
 from specverify.enums import Level, Verdict
 from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError
 from specverify.params import SamplingParams
@@ -45,14 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'specverify' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

@@ -16,7 +16,7 @@ Everything is re-exported lazily: importing this package imports neither torch n
 
 from __future__ import annotations
 
-import importlib
+from specverify._lazy import lazy_exports
 
 _LAZY = {
     # token-for-token conformance
@@ -51,14 +51,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'specverify.kernel_checks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)

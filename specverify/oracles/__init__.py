@@ -6,7 +6,7 @@ only when a model or the law is used.
 
 from __future__ import annotations
 
-import importlib
+from specverify._lazy import lazy_exports
 
 _LAZY = {
     "ExactLaw": "specverify.oracles.law",
@@ -35,14 +35,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'specverify.oracles' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, __all__)
