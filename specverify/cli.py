@@ -75,8 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
     c.add_argument("--budget", type=float, default=None, help="wall-clock budget in seconds (default none)")
+    c.add_argument(
+        "--models",
+        choices=("toy", "checkpoint"),
+        default="toy",
+        help="model family: toy tables (default) or tiny Llama checkpoints real engines load (hf extra)",
+    )
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
-    sub.add_parser("scenarios", help="list the certification scenarios")
+    sc = sub.add_parser("scenarios", help="list the certification scenarios")
+    sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
     pl = sub.add_parser("plan", help="sample size to detect a TV of EPSILON on a law of K outcomes")
     pl.add_argument("--outcomes", type=int, required=True, help="number of outcomes K (uniform law: worst case)")
     pl.add_argument("--epsilon", type=float, default=0.02, help="total variation to detect (default 0.02)")
@@ -102,6 +109,7 @@ def _certify(args, out, err) -> int:
             timeout_s=args.timeout,
             budget_s=args.budget,
             progress=progress,
+            models=args.models,
         )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
@@ -128,10 +136,10 @@ def _zoo(out) -> int:
     return ExitCode.MEETS
 
 
-def _scenarios(out) -> int:
-    from specverify.certification import SCENARIOS
+def _scenarios(args, out) -> int:
+    from specverify.certification.scenarios import matrix
 
-    for s in SCENARIOS.values():
+    for s in matrix(args.models).values():
         core = " (core)" if s.core else ""
         out.write(f"{s.name:26s} {s.kind:9s} {s.exercises}{core}\n")
     return ExitCode.MEETS
@@ -174,7 +182,7 @@ def main(argv=None, *, out=None, err=None) -> int:
         if args.command == "zoo":
             return _zoo(out)
         if args.command == "scenarios":
-            return _scenarios(out)
+            return _scenarios(args, out)
         return _plan(args, out, err)
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, with how to report it
         import traceback

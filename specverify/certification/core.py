@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.runner import factory_name, make_runner
-from specverify.certification.scenarios import CORE, SCENARIOS, select_scenarios
+from specverify.certification.scenarios import CORE, matrix, select_scenarios
 from specverify.enums import Level, ScenarioKind, Verdict
 from specverify.errors import ProtocolViolation, check
 
@@ -18,10 +18,10 @@ _SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLI
 _now = time.perf_counter  # the budget's clock (tests replace it)
 
 
-def _num_sampling_tests() -> int:
-    """m of the α budget, over the full matrix (so `--scenario NAME` reproduces the same N and draws)."""
+def _num_sampling_tests(scenarios: dict) -> int:
+    """m of the α budget, over the family's full matrix (so `--scenario NAME` reproduces the same N and draws)."""
     return sum(
-        len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in SCENARIOS.values() if s.kind in _SAMPLING_KINDS
+        len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in scenarios.values() if s.kind in _SAMPLING_KINDS
     )
 
 
@@ -64,6 +64,7 @@ def certify(
     timeout_s: float = 120.0,
     budget_s: float | None = None,
     progress: object = None,
+    models: str = "toy",
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -81,6 +82,9 @@ def certify(
         Run the decoder in a worker process with a per-call ``timeout_s`` (default), or in this process.
     budget_s : float, optional
         Wall-clock budget; scenarios not run in time make the verdict ``inconclusive``.
+    models : {"toy", "checkpoint"}
+        The model family (docs/design.md): toy tables (default) or tiny Llama checkpoints an engine can load
+        (``hf`` extra; toy-only scenarios are not in that matrix).
 
     Returns
     -------
@@ -89,15 +93,16 @@ def certify(
     """
     level = Level.parse(level, "level")
     _validate(seed, alpha, power, budget_s, timeout_s)
-    chosen = select_scenarios(scenarios)
+    chosen = select_scenarios(scenarios, models)
+    family = matrix(models)
     from specverify.certification.checks import Plan
     from specverify.certification.collect import Session
 
     started = _now()
     name = factory_name(factory)
-    base_cmd = f"specverify certify {name} --level {level}"
+    base_cmd = f"specverify certify {name} --level {level}" + (f" --models {models}" if models != "toy" else "")
     plan = Plan(
-        alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(), level=level, seed=seed
+        alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(family), level=level, seed=seed
     )
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
     try:
@@ -154,9 +159,10 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tu
                     note="protocol violation",
                 )
             )
-    if violation is None and "temperature-1" in SCENARIOS:
+    family = matrix(chosen[0].pair.family) if chosen else {}
+    if violation is None and "temperature-1" in family:
         try:
-            repro = check_reproducible(session, SCENARIOS["temperature-1"], plan)
+            repro = check_reproducible(session, family["temperature-1"], plan)
         except ProtocolViolation as exc:
             violation = f"reproducibility check: {exc}"
     return results, violation, repro
@@ -176,8 +182,12 @@ def _run_one(session, scenario, plan, reproduce) -> list:
                 note=f"not covered: the decoder does not declare {missing}",
             )
         ]
+    problem = checks.unfit_for_float32(scenario)
+    if problem:
+        return [ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=problem)]
     if scenario.kind == ScenarioKind.MIXED:
-        members = [SCENARIOS[m] for m in scenario.members]
+        family = matrix(scenario.pair.family)
+        members = [family[m] for m in scenario.members]
         return checks.run_mixed(session, scenario, members, plan, reproduce)
     run = {
         ScenarioKind.SAMPLING: checks.run_sampling,

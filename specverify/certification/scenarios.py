@@ -7,10 +7,20 @@ from dataclasses import dataclass, field, fields
 from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
-from specverify.oracles.pairs import ModelPair, ToyPairSpec
+from specverify.oracles.pairs import ModelPair, PairSpec, ToyPairSpec
 from specverify.params import SamplingParams
 
-__all__ = ["CertificationScenario", "SCENARIOS", "CORE", "scenario_names", "select_scenarios"]
+__all__ = [
+    "CertificationScenario",
+    "SCENARIOS",
+    "CORE",
+    "MODEL_FAMILIES",
+    "matrix",
+    "scenario_names",
+    "select_scenarios",
+]
+
+MODEL_FAMILIES = ("toy", "checkpoint")
 
 # state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
 DEAD_END_GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {}, {1: 2, 0: 0}), accepting={2})
@@ -28,7 +38,7 @@ class CertificationScenario:
     params: SamplingParams = SamplingParams(max_tokens=4)
     num_draft_tokens: int = 3
     prompt: tuple = (0, 1)
-    pair: ToyPairSpec = ToyPairSpec()
+    pair: PairSpec = ToyPairSpec()
     core: bool = False
     members: tuple = field(default=())
 
@@ -43,8 +53,9 @@ class CertificationScenario:
         if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED):
             needed.add("batch")
         if self.kind == ScenarioKind.MIXED:
+            members = matrix(self.pair.family)
             for member in self.members:
-                needed |= SCENARIOS[member].requires()
+                needed |= members[member].requires()
         return frozenset(needed)
 
 
@@ -207,21 +218,48 @@ SCENARIOS = {s.name: s for s in _LIST}
 CORE = tuple(s.name for s in _LIST if s.core)
 
 
-def scenario_names() -> tuple:
-    return tuple(SCENARIOS)
+def matrix(models: str = "toy") -> dict:
+    """The scenarios of one model family by name: ``"toy"`` (default) or ``"checkpoint"`` (needs the ``hf`` extra)."""
+    if models not in MODEL_FAMILIES:
+        import difflib
+
+        close = difflib.get_close_matches(str(models), MODEL_FAMILIES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InvalidArgument(f"models={models!r} must be one of {MODEL_FAMILIES!r}.{hint}")
+    if models == "toy":
+        return SCENARIOS
+    if "checkpoint" not in _CACHE:
+        try:
+            from specverify.certification.matrix_checkpoint import checkpoint_matrix
+        except ImportError as exc:  # pragma: no cover - the hf extra is missing
+            raise InvalidArgument(f"models='checkpoint' needs transformers ({exc}): pip install -e '.[hf]'.") from exc
+        _CACHE["checkpoint"] = checkpoint_matrix(SCENARIOS)
+    return _CACHE["checkpoint"]
 
 
-def select_scenarios(names=None) -> list:
+_CACHE: dict = {}
+
+
+def scenario_names(models: str = "toy") -> tuple:
+    return tuple(matrix(models))
+
+
+def select_scenarios(names: list | None = None, models: str = "toy") -> list:
     """The scenarios named (all when ``names`` is empty); unknown names raise ``InvalidArgument`` with hints."""
+    chosen = matrix(models)
     if not names:
-        return list(_LIST)
+        return list(chosen.values())
     out = []
     for name in names:
-        if name not in SCENARIOS:
+        if name not in chosen:
             import difflib
 
-            close = difflib.get_close_matches(name, SCENARIOS, n=3)
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = ""
+            if models != "toy" and name in SCENARIOS:
+                hint = " It is toy-only (exact zeros or the toy paged pool): run it with --models toy."
+            else:
+                close = difflib.get_close_matches(name, chosen, n=3)
+                hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
             raise InvalidArgument(f"scenario={name!r} is not a scenario.{hint} List them with `specverify scenarios`.")
-        out.append(SCENARIOS[name])
+        out.append(chosen[name])
     return out

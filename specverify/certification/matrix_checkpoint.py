@@ -1,0 +1,78 @@
+"""The scenario matrix on the checkpoint family: the toy matrix's scenarios on at most three checkpoint pairs.
+
+Each toy knob maps onto the checkpoint spec (docs/design.md, model families):
+
+==================  ==========================================================================================
+toy knob            checkpoint
+==================  ==========================================================================================
+``vocab_size``      6 for every pair (5 strings and EOS), so each scenario keeps ≤ 4 new tokens
+``target_scale``    ``init_scale`` (0.2; 0.35 for the sharp pair: near-deterministic rows)
+``draft_distance``  ``draft_sigma`` (0.05 ≈ TV 0.33 per position; 0.005 ≈ TV 0.03; 0.1 ≈ TV 0.53)
+``eos_bias``        ``eos_scale`` (-1 flips the EOS row: EOS ends about half the outputs of 4 tokens)
+``*_zero``          none: a softmax has no exact zeros (``target-zero`` and ``draft-zero`` are toy-only)
+==================  ==========================================================================================
+
+``long-prompt`` is about the toy paged pool and is toy-only too. Engines pay a start-up per pair, so every
+scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and every scenario keeps ≥ 1e-3 between
+its probabilities and the processor cut points (checked by a test and again before the scenario runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specverify.oracles.checkpoint import CheckpointPairSpec, CheckpointSpec
+from specverify.params import SamplingParams
+
+__all__ = ["CHECKPOINT_PAIRS", "TOY_ONLY", "checkpoint_matrix"]
+
+CHECKPOINT_PAIRS = {
+    "main": CheckpointPairSpec(CheckpointSpec(seed=0), draft_sigma=0.05, draft_seed=2),
+    "sharp-close": CheckpointPairSpec(CheckpointSpec(seed=0, init_scale=0.35), draft_sigma=0.005, draft_seed=1),
+    "far-eos": CheckpointPairSpec(CheckpointSpec(seed=0, eos_scale=-1.0), draft_sigma=0.1, draft_seed=2),
+}
+TOY_ONLY = ("target-zero", "draft-zero", "long-prompt")
+
+P = SamplingParams
+# name: (pair, changes to the toy scenario)
+_OVERRIDES = {
+    "temperature-1": ("main", dict(params=P(max_tokens=3))),
+    "temperature-0.5": ("main", dict(params=P(temperature=0.5, max_tokens=3))),
+    "temperature-1.5": ("main", dict(params=P(temperature=1.5, max_tokens=3))),
+    "first-token-rejection": ("far-eos", dict(params=P(max_tokens=3))),
+    "full-acceptance-bonus": ("sharp-close", dict(params=P(max_tokens=3))),
+    "near-deterministic": ("sharp-close", dict(params=P(max_tokens=4))),
+    "top-k": ("main", dict(params=P(top_k=2, max_tokens=4))),
+    "top-p": ("main", dict(params=P(top_p=0.9, max_tokens=3))),
+    "min-p": ("main", dict(params=P(min_p=0.1, max_tokens=3))),
+    "penalties": (
+        "main",
+        dict(params=P(repetition_penalty=1.8, frequency_penalty=0.6, presence_penalty=0.4, max_tokens=3)),
+    ),
+    "bad-tokens": ("main", dict(params=P(bad_token_ids=(0,), max_tokens=3))),
+    "min-tokens": ("far-eos", dict(params=P(min_tokens=2, max_tokens=3))),
+    "eos-in-block": ("far-eos", dict(params=P(max_tokens=4))),
+    "stop-spanning": ("main", dict(params=P(stop=("ab", " b"), max_tokens=4))),
+    "max-tokens-not-multiple": ("main", dict(params=P(max_tokens=4), num_draft_tokens=2)),
+    "grammar-dead-end": ("main", None),  # the toy grammar and max_tokens as they are
+    "gamma-1": ("main", dict(params=P(max_tokens=3))),
+    "gamma-5": ("main", dict(params=P(max_tokens=3))),
+    "mixed-batch": ("main", {}),
+    "unseeded-collision": ("main", {}),
+    "greedy": ("main", {}),
+    "greedy-processors": ("main", {}),
+    "greedy-penalties": ("main", {}),
+    "greedy-masks": ("far-eos", {}),
+    "greedy-grammar": ("main", {}),
+}
+
+
+def checkpoint_matrix(toy: dict) -> dict:
+    """The checkpoint version of every toy scenario that has one (``TOY_ONLY`` have none), in the toy order."""
+    out = {}
+    for name, scenario in toy.items():
+        if name in TOY_ONLY:
+            continue
+        pair, changes = _OVERRIDES[name]
+        out[name] = replace(scenario, pair=CHECKPOINT_PAIRS[pair], **(changes or {}))
+    return out
