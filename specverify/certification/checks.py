@@ -137,7 +137,8 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     handle = session.decoder(scenario)
     law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
     seed = scenario_seed(plan.seed, scenario.name)
-    request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if handle.seeded else None)
+    seeded = handle.seeded and scenario.seeded
+    request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if seeded else None)
     draws = session.draw(handle, request, plan.sample_size(law))
     return _judge(scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started)
 
@@ -236,9 +237,14 @@ def run_collision(session, scenario, plan, reproduce) -> ScenarioResult:
     _, impossible = law.align(outcomes)
     rate = collision_probability(law.probs)
     test = collision_test(pairs, collisions, rate)
-    note = (
-        f"{collisions} collisions in {pairs} pairs; independent requests expect {pairs * rate:.1f} (Σp² = {rate:.4f})"
-    )
+    expected = pairs * rate
+    note = f"{collisions} collisions in {pairs} pairs; independent requests expect {expected:.1f} (Σp² = {rate:.4f})"
+    if test.pvalue < plan.alpha_scenario:
+        note += (
+            ": too many — identical unseeded requests share or replay randomness"
+            if collisions > expected
+            else ": too few — the law of unseeded requests is wrong (repeats rarer than the exact law gives)"
+        )
     return ScenarioResult(
         name=scenario.name,
         kind=ScenarioKind.COLLISION,

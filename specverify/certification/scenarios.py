@@ -41,6 +41,7 @@ class CertificationScenario:
     pair: PairSpec = ToyPairSpec()
     core: bool = False
     members: tuple = field(default=())
+    seeded: bool = True  # False: requests carry no seed even when the decoder declares ``seed``
 
     def models(self) -> ModelPair:
         """The built (target, draft) pair (cached per spec)."""
@@ -159,6 +160,12 @@ _LIST = [
         "mixed",
         "different params and γ in one call; no cross-request leakage",
         members=("temperature-1", "penalties", "stop-spanning"),
+    ),
+    _s(
+        "unseeded-law",
+        "sampling",
+        "the law of unseeded requests (engines often route them through another sampling path)",
+        seeded=False,
     ),
     _s(
         "unseeded-collision",

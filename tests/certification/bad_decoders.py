@@ -86,3 +86,18 @@ def make(cls):
 raises, wrong_count, out_of_vocab = make(Raises), make(WrongCount), make(OutOfVocab)
 tokens_after_eos, wrong_reason, broken_stream = make(TokensAfterEos), make(WrongReason), make(BrokenStream)
 hangs, not_a_completion = make(Hangs), make(NotACompletion)
+
+
+class UnseededHotter(VectorizedDecoder):
+    """Seeded requests are exact; unseeded ones sample at 1.5× the temperature (another code path, BUGS-style)."""
+
+    def _hotter(self, request):
+        if request.seed is not None or request.params.temperature == 0:
+            return request
+        return replace(request, params=replace(request.params, temperature=request.params.temperature * 1.5))
+
+    def __call__(self, requests):
+        return super().__call__([self._hotter(r) for r in requests])
+
+    def sample(self, request, n):
+        return super().sample(self._hotter(request), n)

@@ -125,3 +125,10 @@ def test_scenarios_stay_small_and_away_from_processor_boundaries():
             target = s.models().target
             assert len(exact_law(target, s.prompt, s.params)) <= 400, s.name
             assert boundary_margin(target, s.prompt, s.params) >= 1e-3, s.name
+
+
+def test_a_wrong_law_on_the_unseeded_path_alone_is_refused_exact():
+    cert = run(bad_decoders.UnseededHotter, scenarios=FAST + ["unseeded-law"])
+    assert cert.verdict == "greedy-only" and "unseeded-law" in cert.reason, cert.reason
+    assert {s.name for s in cert.failures} == {"unseeded-law"}
+    assert run(make_decoder, scenarios=["unseeded-law"]).scenarios[0].passed is True
