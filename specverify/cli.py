@@ -81,6 +81,19 @@ def _parser() -> argparse.ArgumentParser:
         default="toy",
         help="model family: toy tables (default) or tiny Llama checkpoints real engines load (hf extra)",
     )
+    c.add_argument(
+        "--shard", metavar="I/N", help="run only shard I of N (scenarios split by position; merge the parts)"
+    )
+    c.add_argument("--counts-out", metavar="PATH", help="with --shard: write this shard's counts file to PATH")
+    m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
+    m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")
+    m.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
+    m.add_argument(
+        "--require",
+        choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
+        default=Verdict.EXACT.value,
+        help="verdict needed for exit code 0 (default exact)",
+    )
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
     sc = sub.add_parser("scenarios", help="list the certification scenarios")
     sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
@@ -95,9 +108,11 @@ def _parser() -> argparse.ArgumentParser:
 def _certify(args, out, err) -> int:
     from specverify.certification import certify
     from specverify.errors import InvalidArgument
-    from specverify.report import render_json, render_text
 
     progress = (lambda msg: print(msg, file=err, flush=True)) if err.isatty() else None
+    if args.counts_out and not args.shard:
+        print("specverify: error: --counts-out needs --shard I/N (a whole run's certificate is --json).", file=err)
+        return ExitCode.USAGE
     try:
         cert = certify(
             args.factory,
@@ -110,10 +125,35 @@ def _certify(args, out, err) -> int:
             budget_s=args.budget,
             progress=progress,
             models=args.models,
+            shard=args.shard,
         )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
+    if cert.shard_info is not None and args.counts_out:
+        import json
+
+        with open(args.counts_out, "w") as fh:
+            json.dump(cert.shard_info, fh, indent=1)
+    return _emit(cert, args, out, require_reproducible=args.require_reproducible)
+
+
+def _merge(args, out, err) -> int:
+    from specverify.certification.shards import merge_shards
+    from specverify.errors import InvalidArgument
+
+    try:
+        cert = merge_shards(args.parts)
+    except (OSError, ValueError) as exc:  # InvalidArgument is a ValueError; json errors too
+        reason = exc if isinstance(exc, InvalidArgument) else f"cannot read the parts ({exc})"
+        print(f"specverify: error: {reason}", file=err)
+        return ExitCode.USAGE
+    return _emit(cert, args, out, require_reproducible=False)
+
+
+def _emit(cert, args, out, *, require_reproducible: bool) -> int:
+    from specverify.report import render_json, render_text
+
     if args.json == "-":
         out.write(render_json(cert))
     else:
@@ -121,7 +161,7 @@ def _certify(args, out, err) -> int:
         if args.json:
             with open(args.json, "w") as fh:
                 fh.write(render_json(cert))
-    ok = cert.meets(args.require, require_reproducible=args.require_reproducible)
+    ok = cert.meets(args.require, require_reproducible=require_reproducible)
     return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
 
 
@@ -179,6 +219,8 @@ def main(argv=None, *, out=None, err=None) -> int:
     try:
         if args.command == "certify":
             return _certify(args, out, err)
+        if args.command == "merge":
+            return _merge(args, out, err)
         if args.command == "zoo":
             return _zoo(out)
         if args.command == "scenarios":

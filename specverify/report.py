@@ -95,6 +95,7 @@ def _extras(cert) -> list:
 
 def json_document(cert) -> dict:
     doc = cert.to_dict()
+    doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
     doc["scenarios"] = [dict(s, passed=s["passed"]) for s in doc["scenarios"]]
     return _clean(doc)
 

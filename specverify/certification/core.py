@@ -9,6 +9,7 @@ from dataclasses import replace
 from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.runner import factory_name, make_runner
 from specverify.certification.scenarios import CORE, matrix, select_scenarios
+from specverify.certification.shards import parse_shard, shard_of
 from specverify.enums import Level, ScenarioKind, Verdict
 from specverify.errors import ProtocolViolation, check
 
@@ -65,6 +66,7 @@ def certify(
     budget_s: float | None = None,
     progress: object = None,
     models: str = "toy",
+    shard: tuple[int, int] | str | None = None,
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -85,6 +87,10 @@ def certify(
     models : {"toy", "checkpoint"}
         The model family (docs/design.md): toy tables (default) or tiny Llama checkpoints an engine can load
         (``hf`` extra; toy-only scenarios are not in that matrix).
+    shard : (I, N) or "I/N", optional
+        Run only shard I of N (scenario k of the matrix runs on shard k % N + 1; shard 1 also runs the
+        reproducibility check). The result is ``inconclusive`` by itself; its ``shard_info`` is the counts file
+        ``specverify.certification.shards.merge_shards`` turns into one certificate.
 
     Returns
     -------
@@ -95,6 +101,10 @@ def certify(
     _validate(seed, alpha, power, budget_s, timeout_s)
     chosen = select_scenarios(scenarios, models)
     family = matrix(models)
+    shard = _as_shard(shard)
+    if shard is not None:
+        position = {name: k for k, name in enumerate(family)}
+        chosen = [sc for sc in chosen if shard_of(position[sc.name], shard[1]) == shard[0]]
     from specverify.certification.checks import Plan
     from specverify.certification.collect import Session
 
@@ -106,12 +116,66 @@ def certify(
     )
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
     try:
-        results, violation, repro = _run_all(Session(runner), chosen, plan, started, budget_s, base_cmd, progress)
+        check_repro = shard is None or shard[0] == 1
+        results, violation, repro = _run_all(
+            Session(runner), chosen, plan, started, budget_s, base_cmd, progress, check_repro
+        )
     finally:
         runner.close()
+    command = f"{base_cmd} --seed {seed}"
+    cert = finish_certificate(
+        results,
+        violation,
+        repro,
+        level=level,
+        seed=seed,
+        alpha=alpha,
+        factory=name,
+        command=command,
+        elapsed_s=_now() - started,
+    )
+    if shard is None:
+        return cert
+    meta = dict(
+        factory=name,
+        level=str(level),
+        seed=seed,
+        alpha=alpha,
+        power=power,
+        models=models,
+        num_shards=shard[1],
+        scenarios_requested=list(scenarios) if scenarios else None,
+        matrix_order=list(family),
+        command=command,
+    )
+    from specverify.certification.shards import shard_document
+
+    info = shard_document(cert, shard=shard, violation=violation, meta=meta)
+    reason = f"shard {shard[0]}/{shard[1]} only: merge every shard's --counts-out with `specverify merge`"
+    return replace(
+        cert,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=reason,
+        shard_info=info,
+        command=f"{command} --shard {shard[0]}/{shard[1]}",
+    )
+
+
+def _as_shard(shard: object) -> tuple[int, int] | None:
+    if shard is None:
+        return None
+    if isinstance(shard, str):
+        return parse_shard(shard)
+    check(isinstance(shard, tuple) and len(shard) == 2, f"shard={shard!r} must be (I, N) or 'I/N', e.g. (1, 4).")
+    return parse_shard(f"{shard[0]}/{shard[1]}")
+
+
+def finish_certificate(results, violation, repro, *, level, seed, alpha, factory, command, elapsed_s) -> Certificate:
+    """Holm over the sampling scenarios, the verdict rules, the certificate (shared by certify and the merge)."""
     results = _apply_holm(results, alpha)
     verdict, reason = _verdict(results, violation)
     spec = [r.accepted_observed for r in results if r.accepted_observed]
+    versions = _versions()
     return Certificate(
         verdict=verdict,
         reason=reason,
@@ -119,19 +183,19 @@ def certify(
         seed=seed,
         alpha=alpha,
         epsilon=level.epsilon,
-        elapsed_s=_now() - started,
-        version=_versions()["specverify"],
-        factory=name,
+        elapsed_s=elapsed_s,
+        version=versions["specverify"],
+        factory=factory,
         scenarios=tuple(results),
         reproducible=repro[0],
         reproducibility_note=repro[1],
         speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
-        versions=_versions(),
-        command=f"{base_cmd} --seed {seed}",
+        versions=versions,
+        command=command,
     )
 
 
-def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tuple:
+def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro=True) -> tuple:
     from specverify.certification.checks import check_reproducible
 
     results, violation, repro = [], None, (None, "not checked")
@@ -160,7 +224,7 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress) -> tu
                 )
             )
     family = matrix(chosen[0].pair.family) if chosen else {}
-    if violation is None and "temperature-1" in family:
+    if violation is None and check_repro and "temperature-1" in family:
         try:
             repro = check_reproducible(session, family["temperature-1"], plan)
         except ProtocolViolation as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 from specverify.enums import Level, ScenarioKind, Verdict
@@ -51,6 +51,22 @@ class ScenarioResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ScenarioResult:
+        """The inverse of :meth:`to_dict` after a JSON round trip (lists back to tuples, count keys to ints)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidArgument(f"scenario result keys {unknown!r} are unknown: written by another version?")
+        out = dict(data)
+        out["kind"] = ScenarioKind(out["kind"])
+        for key in ("tests", "worst", "impossible", "mismatches", "tv_interval", "accepted_expected"):
+            if out.get(key) is not None:
+                out[key] = tuple(tuple(x) if isinstance(x, list) else x for x in out[key])
+        if out.get("accepted_observed") is not None:
+            out["accepted_observed"] = {int(k): int(v) for k, v in out["accepted_observed"].items()}
+        return cls(**out)
+
 
 @dataclass(frozen=True)
 class Certificate:
@@ -71,6 +87,7 @@ class Certificate:
     speculation_observed: Optional[bool] = None
     versions: dict = field(default_factory=dict)
     command: str = ""
+    shard_info: Optional[dict] = None  # a shard's counts file (certify(..., shard=...)); None for a whole run
 
     def meets(self, require: Verdict | str = Verdict.EXACT, *, require_reproducible: bool = False) -> bool:
         """Whether the verdict is at least ``require`` (exact > greedy-only > approximate > invalid); inconclusive
