@@ -12,6 +12,7 @@ from specverify.stats.battery import BatteryResult, battery, holm
 from specverify.stats.collision import CollisionResult, collision_probability, collision_test
 from specverify.stats.gof import GofResult, goodness_of_fit, homogeneity_test, pooled_cells
 from specverify.stats.power import detectable_tv, family_alpha_per_test, noncentrality_needed, plan_sample_size
+from specverify.stats.sequential import SequentialDecision, SequentialPlan, plan_sequential, sequential_decision
 from specverify.stats.targeted import (
     MaxCellResult,
     OutcomeResidual,
@@ -28,6 +29,8 @@ __all__ = [
     "GofResult",
     "MaxCellResult",
     "OutcomeResidual",
+    "SequentialDecision",
+    "SequentialPlan",
     "SurprisalResult",
     "TVResult",
     "battery",
@@ -41,7 +44,9 @@ __all__ = [
     "max_cell_test",
     "noncentrality_needed",
     "plan_sample_size",
+    "plan_sequential",
     "pooled_cells",
+    "sequential_decision",
     "surprisal_test",
     "tv_estimate",
     "worst_outcomes",

@@ -32,6 +32,8 @@ FUNCTIONS = [
     "collision_test",
     "collision_probability",
     "family_alpha_per_test",
+    "plan_sequential",
+    "sequential_decision",
 ]
 RESULTS = [
     "GofResult",
@@ -41,6 +43,8 @@ RESULTS = [
     "MaxCellResult",
     "BatteryResult",
     "CollisionResult",
+    "SequentialPlan",
+    "SequentialDecision",
 ]
 
 
