@@ -71,10 +71,26 @@ def _parser() -> argparse.ArgumentParser:
         "--isolation",
         choices=("process", "none"),
         default="process",
-        help="run the decoder in a worker process with a per-call timeout (default) or in-process",
+        help="run the decoder in a worker process with a per-call timeout (default) or in-process (none: a call "
+        "cannot be interrupted, so --timeout does not apply and --budget is checked between calls only)",
     )
     c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
-    c.add_argument("--budget", type=float, default=None, help="wall-clock budget in seconds (default none)")
+    c.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock budget: a pilot measures throughput, samples are allocated (core first); short scenarios "
+        "make the verdict inconclusive with the TV they could detect (default none)",
+    )
+    c.add_argument(
+        "--max-samples", type=int, default=None, metavar="N", help="total outcomes to allocate (default none)"
+    )
+    c.add_argument(
+        "--sequential",
+        action="store_true",
+        help="stop each sampling scenario at its first decisive look (early reject / early pass at the planned power)",
+    )
     c.add_argument(
         "--models",
         choices=("toy", "checkpoint"),
@@ -126,6 +142,8 @@ def _certify(args, out, err) -> int:
             progress=progress,
             models=args.models,
             shard=args.shard,
+            max_samples=args.max_samples,
+            sequential=args.sequential,
         )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)

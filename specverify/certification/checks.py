@@ -32,16 +32,27 @@ COLLISION_CHUNK = 2048  # requests per call: pairs never straddle two calls
 
 
 class Plan:
-    """The α budget: each of ``num_tests`` sampling tests gets α/num_tests, split over the battery."""
+    """The α budget: each of ``num_tests`` sampling tests gets α/num_tests, split over the battery.
 
-    def __init__(self, *, alpha, epsilon, power, num_tests, level, seed):
+    ``shares`` (set by a budget) gives each scenario a fraction of its plan; ``sequential`` stops sampling
+    scenarios early at group-sequential looks (``specverify.stats.plan_sequential``)."""
+
+    def __init__(self, *, alpha, epsilon, power, num_tests, level, seed, sequential=False):
         self.alpha, self.epsilon, self.power, self.level, self.seed = alpha, epsilon, power, level, seed
         self.num_tests = max(1, num_tests)
         self.alpha_scenario = alpha / self.num_tests
         self.alpha_test = self.alpha_scenario / BATTERY_SIZE
+        self.sequential = sequential
+        self.shares: dict | None = None
 
     def sample_size(self, law) -> int:
         return int(plan_sample_size(law.probs, self.epsilon, alpha=self.alpha_test, power=self.power))
+
+    def allotted(self, name: str, planned: int) -> int:
+        """What the budget lets scenario ``name`` draw of its ``planned`` N (all of it without a budget)."""
+        from specverify.certification.budget import allotted
+
+        return planned if self.shares is None else allotted(planned, self.shares.get(name.split("/")[0], 1.0))
 
 
 MIN_MARGIN = 1e-3  # probability between any reachable row and a processor cut point (docs/design.md)
@@ -71,8 +82,11 @@ def _decode(law, outcome) -> str:
     return f"{law.text(outcome)!r} {list(tokens)} {reason}"
 
 
-def _judge(scenario, law, draws, plan, *, seed, reproduce, started) -> ScenarioResult:
-    """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance)."""
+def _judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None, decision=None) -> ScenarioResult:
+    """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
+
+    ``planned``: the scenario's planned N (default ``draws.n``); ``decision``: the sequential decision it stopped
+    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only)."""
     vec, impossible = law.align(draws.outcomes)
     result = dict(
         name=scenario.name,
@@ -80,7 +94,7 @@ def _judge(scenario, law, draws, plan, *, seed, reproduce, started) -> ScenarioR
         exercises=scenario.exercises,
         covered=True,
         n=draws.n,
-        planned_n=draws.n,
+        planned_n=draws.n if planned is None else planned,
         num_outcomes=len(law),
         reproduce=reproduce,
         detectable_tv=float(detectable_tv(law.probs, max(draws.n, 1), alpha=plan.alpha_test, power=plan.power)),
@@ -108,6 +122,13 @@ def _judge(scenario, law, draws, plan, *, seed, reproduce, started) -> ScenarioR
             tv_interval=tuple(map(float, bat.tv.interval)),
             tv_null_quantile=float(bat.tv.null_quantile),
         )
+        if decision is not None:
+            pvalue = min(1.0, BATTERY_SIZE * float(decision.pvalue))
+            fixed = plan.sample_size(law)
+            result.update(
+                note=f"sequential: {decision.status} at look {decision.look + 1}, N = {decision.n} "
+                f"({decision.n / fixed:.2f}× the fixed plan's {fixed})"
+            )
         if not impossible:
             result.update(pvalue=pvalue)
     if draws.accepted:
@@ -139,8 +160,52 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     seed = scenario_seed(plan.seed, scenario.name)
     seeded = handle.seeded and scenario.seeded
     request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if seeded else None)
-    draws = session.draw(handle, request, plan.sample_size(law))
-    return _judge(scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started)
+    planned = plan.sample_size(law)
+    n = plan.allotted(scenario.name, planned)
+    if n == 0:
+        return _budget_spent(scenario, planned)
+    decision = None
+    if plan.sequential and n == planned:
+        draws, decision = _draw_sequential(session, handle, request, law, plan)
+        planned = draws.n  # the design ran to its decision (it never continues past its last look)
+    else:
+        draws = session.draw(handle, request, n)
+    return _judge(
+        scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned, decision=decision
+    )
+
+
+def _budget_spent(scenario, planned: int) -> ScenarioResult:
+    return ScenarioResult(
+        scenario.name,
+        scenario.kind,
+        scenario.exercises,
+        covered=False,
+        planned_n=planned,
+        note="not run: budget exhausted (the share left would detect nothing)",
+    )
+
+
+def _draw_sequential(session, handle, request, law, plan) -> tuple:
+    """Draw look by look until the group-sequential design rejects or passes; chunk c of a seeded request uses
+    its own derived seed, so no draw repeats (no protocol change)."""
+    from specverify.stats import plan_sequential, sequential_decision
+
+    design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
+    outcomes, accepted, decision, done = Counter(), Counter(), None, 0
+    for look, target_n in enumerate(design.schedule):
+        seed = None if request.seed is None else (request.seed + 7919 * look) % 2**63
+        chunk = session.draw(handle, replace(request, seed=seed), target_n - done)
+        outcomes.update(chunk.outcomes)
+        accepted.update(chunk.accepted or {})
+        done = target_n
+        vec, impossible = law.align(outcomes)
+        if impossible:
+            break
+        decision = sequential_decision(design, vec, look, previous=decision)
+        if decision.status != "continue":
+            break
+    return Draws(outcomes, accepted or None, done), decision
 
 
 def run_mixed(session, scenario, members, plan, reproduce) -> list:
@@ -148,7 +213,13 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
     started = time.perf_counter()
     handle = session.decoder(scenario)
     laws = [exact_law(handle.pair.target, m.prompt, m.params) for m in members]
-    sizes = [plan.sample_size(law) for law in laws]
+    planned = [plan.sample_size(law) for law in laws]
+    sizes = [plan.allotted(scenario.name, n) for n in planned]
+    if min(sizes) == 0:
+        return [
+            _budget_spent(replace(m, name=f"{scenario.name}/{m.name}", kind=ScenarioKind.MIXED), n)
+            for m, n in zip(members, planned)
+        ]
     base = scenario_seed(plan.seed, scenario.name)
     order = [i for i in range(len(members)) for _ in range(sizes[i])]
     np.random.default_rng(base % 2**32).shuffle(order)
@@ -172,7 +243,9 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
     for i, member in enumerate(members):
         named = replace(member, name=f"{scenario.name}/{member.name}", kind=ScenarioKind.MIXED, pair=scenario.pair)
         draws = Draws(counts[i], accepted[i] or None, sizes[i])
-        out.append(_judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started))
+        out.append(
+            _judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started, planned=planned[i])
+        )
     return out
 
 

@@ -67,6 +67,8 @@ def certify(
     progress: object = None,
     models: str = "toy",
     shard: tuple[int, int] | str | None = None,
+    max_samples: int | None = None,
+    sequential: bool = False,
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -83,7 +85,16 @@ def certify(
     isolation : {"process", "none"}
         Run the decoder in a worker process with a per-call ``timeout_s`` (default), or in this process.
     budget_s : float, optional
-        Wall-clock budget; scenarios not run in time make the verdict ``inconclusive``.
+        Wall-clock budget in seconds. A pilot measures the decoder's throughput and the budget is allocated as
+        samples (core scenarios first); scenarios that get less than their plan, or that the clock stops, make the
+        verdict ``inconclusive`` with the TV each could detect. Checked between calls: an in-process call
+        (``isolation="none"``) cannot be interrupted.
+    max_samples : int, optional
+        Total outcomes to allocate across the scenarios instead of (or as well as) a time budget.
+    sequential : bool
+        Stop each sampling scenario at the first decisive look of a group-sequential design (early rejection,
+        early pass at the planned power): mean N on exact decoders ≈ 0.3× the fixed plan
+        (``benchmarks/sequential_decisions.py``).
     models : {"toy", "checkpoint"}
         The model family (docs/design.md): toy tables (default) or tiny Llama checkpoints an engine can load
         (``hf`` extra; toy-only scenarios are not in that matrix).
@@ -99,6 +110,10 @@ def certify(
     """
     level = Level.parse(level, "level")
     _validate(seed, alpha, power, budget_s, timeout_s)
+    check(
+        max_samples is None or (isinstance(max_samples, int) and not isinstance(max_samples, bool) and max_samples > 0),
+        f"max_samples={max_samples!r} must be None or an int > 0 (--max-samples).",
+    )
     chosen = select_scenarios(scenarios, models)
     family = matrix(models)
     shard = _as_shard(shard)
@@ -110,16 +125,27 @@ def certify(
 
     started = _now()
     name = factory_name(factory)
-    base_cmd = f"specverify certify {name} --level {level}" + (f" --models {models}" if models != "toy" else "")
+    flags = [f"--models {models}"] if models != "toy" else []
+    flags += ["--sequential"] if sequential else []
+    flags += [f"--max-samples {max_samples}"] if max_samples is not None else []
+    flags += [f"--budget {budget_s:g}"] if budget_s is not None else []
+    base_cmd = " ".join([f"specverify certify {name} --level {level}", *flags])
     plan = Plan(
-        alpha=alpha, epsilon=level.epsilon, power=power, num_tests=_num_sampling_tests(family), level=level, seed=seed
+        alpha=alpha,
+        epsilon=level.epsilon,
+        power=power,
+        num_tests=_num_sampling_tests(family),
+        level=level,
+        seed=seed,
+        sequential=bool(sequential),
     )
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
     try:
         check_repro = shard is None or shard[0] == 1
-        results, violation, repro = _run_all(
-            Session(runner), chosen, plan, started, budget_s, base_cmd, progress, check_repro
-        )
+        session = Session(runner)
+        if budget_s is not None or max_samples is not None:
+            _allocate(session, chosen, plan, family, budget_s, max_samples, started)
+        results, violation, repro = _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro)
     finally:
         runner.close()
     command = f"{base_cmd} --seed {seed}"
@@ -159,6 +185,24 @@ def certify(
         shard_info=info,
         command=f"{command} --shard {shard[0]}/{shard[1]}",
     )
+
+
+def _allocate(session, chosen, plan, family, budget_s, max_samples, started) -> None:
+    """Turn a time and/or sample budget into each scenario's share of its plan (``plan.shares``)."""
+    from specverify.certification import budget
+
+    sizes = budget.planned_sizes(chosen, plan, family)
+    total = max_samples if max_samples is not None else sum(sizes.values())
+    first = next((sc for sc in chosen if sc.kind == ScenarioKind.SAMPLING), None)
+    if budget_s is not None and first is not None:
+        try:
+            if first.requires() <= session.decoder(first).capabilities:
+                rate = budget.pilot_rate(session, first, plan)
+                left = max(0.0, budget_s - (_now() - started))
+                total = min(total, int(rate * left * budget.SAFETY))
+        except ProtocolViolation:
+            pass  # the run itself finds and reports it, with the scenario that shows it
+    plan.shares = budget.allocate(sizes, set(CORE), total)
 
 
 def _as_shard(shard: object) -> tuple[int, int] | None:
@@ -302,7 +346,13 @@ def _verdict(results, violation) -> tuple:
             f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
             "them: `specverify scenarios` lists them)"
         )
-    if any("budget" in r.note for r in results if not r.covered):
-        return Verdict.INCONCLUSIVE, "the budget ran out before every scenario reached its planned N"
+    short = [r for r in results if r.covered and r.kind in _SAMPLING_KINDS and r.n < r.planned_n]
+    if short or any("budget" in r.note for r in results if not r.covered):
+        detail = "; ".join(
+            f"{r.name}: N = {r.n} of {r.planned_n}, detects TV ≥ {r.detectable_tv:.3f}" for r in short[:4]
+        )
+        return Verdict.INCONCLUSIVE, (
+            "the budget ran out before every scenario reached its planned N" + (f" ({detail})" if detail else "")
+        )
     coverage = f" (not covered: {not_run})" if not_run else ""
     return Verdict.EXACT, f"every covered scenario reached its planned N and passed{coverage}"

@@ -181,7 +181,10 @@ class ProcessRunner:
     def _receive(self, timeout, what):
         if not self._conn.poll(timeout):
             self.close()
-            raise DecoderFailure(f"hang: no answer within {timeout:g} s while {what}")
+            raise DecoderFailure(
+                f"hang: no answer within {timeout:g} s while {what} (a slow decoder needs a longer --timeout; "
+                "a hung one is invalid)"
+            )
         try:
             status, payload = self._conn.recv()
         except EOFError:
@@ -196,7 +199,13 @@ class ProcessRunner:
         if not self._proc.is_alive():
             raise DecoderFailure("the worker process is gone (an earlier call hung or crashed)")
         self._conn.send((op, args))
-        return self._receive(self.timeout_s, f"running decoder.{op if op != 'call' else '__call__'}")
+        if op == "call":
+            what = f"running decoder.__call__ on {len(args[1])} requests"
+        elif op == "sample":
+            what = f"running decoder.sample(request, n={args[2]})"
+        else:
+            what = f"running decoder.{op}"
+        return self._receive(self.timeout_s, what)
 
     def close(self) -> None:
         if self._proc.is_alive():

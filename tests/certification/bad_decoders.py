@@ -101,3 +101,13 @@ class UnseededHotter(VectorizedDecoder):
 
     def sample(self, request, n):
         return super().sample(self._hotter(request), n)
+
+
+class Slow(VectorizedDecoder):
+    """Exact, but costs ``SECONDS_PER_OUTCOME`` per outcome (a slow engine for the budget tests)."""
+
+    SECONDS_PER_OUTCOME = 2e-4
+
+    def sample(self, request, n):
+        time.sleep(n * self.SECONDS_PER_OUTCOME)
+        return super().sample(request, n)

@@ -74,7 +74,7 @@ def test_budget_exhaustion_is_inconclusive(monkeypatch):
     ticks = iter(range(10**6))
     monkeypatch.setattr(core, "_now", lambda: next(ticks))  # one second per look at the clock
     chosen = list(CORE) + ["penalties", "top-k"]
-    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 0.5)
+    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5)  # ticks: start, allocation, each scenario
     assert cert.verdict == "inconclusive"
     assert "budget" in cert.reason and "core" not in cert.reason, cert.reason
     covered = {s.name for s in cert.scenarios if s.covered}

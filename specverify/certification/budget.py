@@ -1,0 +1,79 @@
+"""Budgets that allocate: a wall-clock budget or a total number of samples, shared out before the run.
+
+``--max-samples N`` (or ``--budget SECONDS``, turned into samples by a pilot that measures the decoder's
+throughput) is allocated across the chosen scenarios in matrix order: the core scenarios get their planned N first,
+the rest share what is left in proportion to their plans. A scenario that gets less than its plan still runs (its
+result states the TV it could detect at the N it got); one that gets less than ``MIN_USEFUL`` is not run. The
+verdict is ``exact`` only if every covered scenario reached its plan; otherwise ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from specverify.enums import ScenarioKind
+
+__all__ = ["MIN_USEFUL", "PILOT_DRAWS", "planned_sizes", "allocate", "allotted", "pilot_rate"]
+
+MIN_USEFUL = 200  # fewer outcomes than this detect nothing a certificate should claim
+PILOT_DRAWS = 512
+SAFETY = 0.8  # share of the measured throughput the allocation counts on (calls vary; overhead is not free)
+
+
+def planned_sizes(chosen: list, plan: object, matrix: dict) -> dict:
+    """Outcomes each scenario draws at its plan: sampling N, mixed Σ members' N, greedy prompts, collision 2·pairs."""
+    from specverify.certification.checks import COLLISION_PAIRS, GREEDY_PROMPTS
+    from specverify.oracles.law import exact_law
+
+    sizes = {}
+    for scenario in chosen:
+        if scenario.kind == ScenarioKind.SAMPLING:
+            target = scenario.models().target
+            sizes[scenario.name] = plan.sample_size(exact_law(target, scenario.prompt, scenario.params))
+        elif scenario.kind == ScenarioKind.MIXED:
+            target = scenario.models().target
+            members = [matrix[m] for m in scenario.members]
+            sizes[scenario.name] = sum(plan.sample_size(exact_law(target, m.prompt, m.params)) for m in members)
+        elif scenario.kind == ScenarioKind.GREEDY:
+            sizes[scenario.name] = GREEDY_PROMPTS
+        else:
+            sizes[scenario.name] = 2 * COLLISION_PAIRS.get(plan.level, 2000)
+    return sizes
+
+
+def allocate(sizes: dict, core: set, total: int) -> dict:
+    """Share ``total`` outcomes out over ``sizes`` (in order): core scenarios first, the rest pro rata.
+
+    Returns the share of each scenario as a fraction of its plan in [0, 1]."""
+    share = {name: 0.0 for name in sizes}
+    left = float(total)
+    for group in ([n for n in sizes if n in core], [n for n in sizes if n not in core]):
+        need = sum(sizes[n] for n in group)
+        if need == 0:
+            continue
+        fraction = min(1.0, left / need)
+        for name in group:
+            share[name] = fraction
+        left -= fraction * need
+    return share
+
+
+def pilot_rate(session: object, scenario: object, plan: object) -> float:
+    """Outcomes per second of the decoder on ``scenario`` (a pilot of ``PILOT_DRAWS`` draws with their own seed,
+    not used as evidence)."""
+    from specverify.certification.collect import scenario_seed
+    from specverify.protocol import Request
+
+    handle = session.decoder(scenario)
+    seed = scenario_seed(plan.seed, scenario.name, salt=1) if handle.seeded else None
+    request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed)
+    started = time.perf_counter()
+    session.draw(handle, request, PILOT_DRAWS)
+    return PILOT_DRAWS / max(time.perf_counter() - started, 1e-6)
+
+
+def allotted(planned: int, fraction: float) -> int:
+    """Outcomes a scenario draws at ``fraction`` of its plan (0 when below ``MIN_USEFUL``)."""
+    n = planned if fraction >= 1.0 else int(math.floor(planned * fraction))
+    return n if n >= min(MIN_USEFUL, planned) else 0
