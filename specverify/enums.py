@@ -75,9 +75,11 @@ _EPSILON = {Level.QUICK: 0.05, Level.STANDARD: 0.02, Level.THOROUGH: 0.01}
 
 class ScenarioKind(_StrEnum):
     """``sampling``: law vs exact law; ``greedy``: exact comparison on many prompts; ``collision``: disjoint pairs of
-    identical unseeded requests; ``mixed``: several sampling configurations interleaved in one call."""
+    identical unseeded requests; ``mixed``: several sampling configurations interleaved in one call;
+    ``composition``: one request shape alone, in pairs and in large batches, each law against the exact law."""
 
     SAMPLING = "sampling"
     GREEDY = "greedy"
     COLLISION = "collision"
     MIXED = "mixed"
+    COMPOSITION = "composition"

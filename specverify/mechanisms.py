@@ -22,7 +22,7 @@ __all__ = ["Mechanism", "MECHANISMS", "SEED"]
 #: The ``bugs`` tag of a failure mode named by the seed document rather than by an engine's tracker.
 SEED = "seed"
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_BUG = re.compile(r"^[A-Za-z][\w.-]*(/[\w.-]+)? (PR )?#\d+$")
+_BUG = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)? (PR )?#\d+$")
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,19 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "rng-keyed-by-batch",
         "A request's draws depend on its batch (index or size), not only on its seed",
         "RNG / batch",
-        ("vLLM #9441",),
+        ("vLLM #9441", "vLLM PR #35398"),
+    ),
+    Mechanism(
+        "batch-size-numerics",
+        "A multi-request call (or a k+1-row verify) takes another numeric path than one request: greedy diverges",
+        "kernels / greedy",
+        ("llama.cpp #25618", "vLLM #41758"),
+    ),
+    Mechanism(
+        "draft-probs-misaligned-beyond-two-sequences",
+        "With more than two sequences in a call, sampled rows divide by another row's draft probabilities",
+        "draft probs / batch",
+        ("1Cat-vLLM #656",),
     ),
     Mechanism(
         "rng-consumed-by-failed-round",

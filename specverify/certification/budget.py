@@ -35,6 +35,10 @@ def planned_sizes(chosen: list, plan: object, matrix: dict) -> dict:
             target = scenario.models().target
             members = [matrix[m] for m in scenario.members]
             sizes[scenario.name] = sum(plan.sample_size(exact_law(target, m.prompt, m.params)) for m in members)
+        elif scenario.kind == ScenarioKind.COMPOSITION:
+            from specverify.certification.composition import composition_sizes
+
+            sizes[scenario.name] = composition_sizes(scenario, plan)
         elif scenario.kind == ScenarioKind.GREEDY:
             sizes[scenario.name] = GREEDY_PROMPTS
         else:

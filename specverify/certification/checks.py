@@ -263,18 +263,23 @@ def run_greedy(session, scenario, plan, reproduce) -> ScenarioResult:
         prompts = [p for p in prompts if boundary_margin(target, p, scenario.params) >= MIN_MARGIN]
     requests = [Request(p, scenario.params, 1 + i % 4) for i, p in enumerate(prompts)]
     mismatches, histories = [], []
-    for req, comp in session.call_in_chunks(handle, requests, handle.requests_per_call(len(requests))):
+    answers = [("", pair) for pair in session.call_in_chunks(handle, requests, handle.requests_per_call(len(requests)))]
+    if "batch" in handle.capabilities:  # some prompts alone too: batch-size code paths must agree (bugs.md)
+        answers += [(" (alone)", (r, session.call(handle, [r])[0])) for r in requests[: scenario.alone_prompts]]
+    for how, (req, comp) in answers:
         want = greedy_outcome(target, req.prompt, req.params)
-        histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
+        if not how:
+            histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
         if (comp.tokens, comp.finish_reason) != want:
             mismatches.append(
-                f"prompt {list(req.prompt)} γ={req.num_draft_tokens}: got {list(comp.tokens)} "
+                f"prompt {list(req.prompt)} γ={req.num_draft_tokens}{how}: got {list(comp.tokens)} "
                 f"{comp.finish_reason}, greedy target gives {list(want[0])} {want[1]}"
             )
     agree = target.logits(histories).argmax(-1) == draft.logits(histories).argmax(-1)
     disagree, positions = int((~agree).sum()), len(histories)
     note = (
-        f"{len(requests)} prompts; draft argmax disagrees with the target at {disagree / max(positions, 1):.0%} "
+        f"{len(requests)} prompts{' (batched and alone)' if len(answers) > len(requests) else ''}; draft argmax "
+        f"disagrees with the target at {disagree / max(positions, 1):.0%} "
         "of positions"
     )
     return ScenarioResult(

@@ -15,15 +15,21 @@ from specverify.errors import ProtocolViolation, check
 
 __all__ = ["certify"]
 
-_SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION)
+_SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION, ScenarioKind.COMPOSITION)
 _now = time.perf_counter  # the budget's clock (tests replace it)
 
 
 def _num_sampling_tests(scenarios: dict) -> int:
     """m of the α budget, over the family's full matrix (so `--scenario NAME` reproduces the same N and draws)."""
-    return sum(
-        len(s.members) if s.kind == ScenarioKind.MIXED else 1 for s in scenarios.values() if s.kind in _SAMPLING_KINDS
-    )
+    return sum(_tests_in(s) for s in scenarios.values() if s.kind in _SAMPLING_KINDS)
+
+
+def _tests_in(scenario) -> int:
+    from specverify.certification.composition import COMPOSITIONS
+
+    if scenario.kind == ScenarioKind.MIXED:
+        return len(scenario.members)
+    return len(COMPOSITIONS) if scenario.kind == ScenarioKind.COMPOSITION else 1
 
 
 def _versions() -> dict:
@@ -297,6 +303,10 @@ def _run_one(session, scenario, plan, reproduce) -> list:
         family = matrix(scenario.pair.family)
         members = [family[m] for m in scenario.members]
         return checks.run_mixed(session, scenario, members, plan, reproduce)
+    if scenario.kind == ScenarioKind.COMPOSITION:
+        from specverify.certification.composition import run_composition
+
+        return run_composition(session, scenario, plan, reproduce)
     run = {
         ScenarioKind.SAMPLING: checks.run_sampling,
         ScenarioKind.GREEDY: checks.run_greedy,

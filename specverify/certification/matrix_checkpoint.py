@@ -58,6 +58,7 @@ _OVERRIDES = {
     "gamma-1": ("main", dict(params=P(max_tokens=3))),
     "gamma-5": ("main", dict(params=P(max_tokens=3))),
     "mixed-batch": ("main", {}),
+    "batch-composition": ("main", dict(params=P(max_tokens=3))),
     "unseeded-law": ("main", dict(params=P(max_tokens=3))),
     "unseeded-collision": ("main", {}),
     "greedy": ("main", {}),

@@ -42,6 +42,7 @@ class CertificationScenario:
     core: bool = False
     members: tuple = field(default=())
     seeded: bool = True  # False: requests carry no seed even when the decoder declares ``seed``
+    alone_prompts: int = 0  # greedy: how many prompts are also sent one per call (batch decoders)
 
     def models(self) -> ModelPair:
         """The built (target, draft) pair (cached per spec)."""
@@ -51,7 +52,7 @@ class CertificationScenario:
         """Capabilities the decoder must declare for this scenario to run."""
         needed = {"temperature", "max_tokens"} | set(self.params.active())
         needed.discard("stop_after_min_tokens")
-        if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED):
+        if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED, ScenarioKind.COMPOSITION):
             needed.add("batch")
         if self.kind == ScenarioKind.MIXED:
             members = matrix(self.pair.family)
@@ -162,6 +163,12 @@ _LIST = [
         members=("temperature-1", "penalties", "stop-spanning"),
     ),
     _s(
+        "batch-composition",
+        "composition",
+        "a request's law alone, beside one neighbour, and in large batches of other requests (batch-size paths, "
+        "RNG keyed by batch position)",
+    ),
+    _s(
         "unseeded-law",
         "sampling",
         "the law of unseeded requests (engines often route them through another sampling path)",
@@ -178,6 +185,7 @@ _LIST = [
         "greedy",
         "temperature 0: output must equal the target's greedy output",
         core=True,
+        alone_prompts=40,
         params=P(temperature=0.0, max_tokens=5),
         draft_distance=1.0,
         draft_seed=21,

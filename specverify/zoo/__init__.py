@@ -64,6 +64,8 @@ on the plain showcase most processor bugs are exactly 0 and residual bugs shrink
 from __future__ import annotations
 
 from specverify.zoo._registry import ZooEntry, registered
+from specverify.zoo.batch import *  # noqa: E402,F401,F403 -- registered last: catalogue order
+from specverify.zoo.batch import __all__ as _batch  # noqa: E402
 from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importable as specverify.zoo:NAME
 from specverify.zoo.controls import __all__ as _controls
 from specverify.zoo.processors import *  # noqa: F401,F403
@@ -76,9 +78,20 @@ from specverify.zoo.state import __all__ as _state
 
 ZOO: dict = registered()
 
-__all__ = ["ZOO", "ZooEntry", "SHOWCASES", "ShowcaseScenario", "zoo_entries", *_controls, *_processors, *_rule, *_state]
+__all__ = [
+    "ZOO",
+    "ZooEntry",
+    "SHOWCASES",
+    "ShowcaseScenario",
+    "zoo_entries",
+    *_controls,
+    *_processors,
+    *_rule,
+    *_state,
+    *_batch,
+]
 
 
 def zoo_entries() -> list:
-    """Every zoo entry, in catalogue order (controls, processors, rule, state)."""
+    """Every zoo entry, in catalogue order (controls, processors, rule, state, batch)."""
     return list(ZOO.values())

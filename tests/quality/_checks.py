@@ -62,3 +62,16 @@ def prompts(count, *, seed=0, vocab_size=5):
     """``count`` random prompts of 1..5 non-EOS tokens."""
     rng = np.random.default_rng(seed)
     return [tuple(int(t) for t in rng.integers(0, vocab_size - 1, size=int(rng.integers(1, 6)))) for _ in range(count)]
+
+
+def law_check_calls(decoder, target, request, n, per_call):
+    """``law_check`` through ``decoder(requests)`` in calls of ``per_call`` seeded copies (seeds request.seed + i)."""
+    from collections import Counter
+    from dataclasses import replace
+
+    law = exact_law(target, request.prompt, request.params)
+    counts = Counter()
+    for start in range(0, n, per_call):
+        call = [replace(request, seed=request.seed + i) for i in range(start, min(n, start + per_call))]
+        counts.update((c.tokens, c.finish_reason) for c in decoder(call))
+    return pooled_pvalue(counts, law)

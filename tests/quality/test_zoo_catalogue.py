@@ -12,7 +12,7 @@ from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo import SHOWCASES, ZOO, ZooEntry, zoo_entries
 from specverify.zoo.showcases import models
 
-BUG_ID = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp) #\d+$|^seed$")
+BUG_ID = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM) (PR )?#\d+$|^seed$")
 HOOK_MODULE = "specverify.zoo._hooks"
 
 

@@ -60,6 +60,8 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "unseeded_shared_stream": ("unseeded-collision",),
     "inclusive_accept": ("top-k",),
     "last_index_fallback": ("top-k",),
+    "rng_keyed_by_batch_position": ("batch-composition",),
+    "corrupts_beyond_two_sequences": ("batch-composition",),
 }
 
 

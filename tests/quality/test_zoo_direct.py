@@ -19,11 +19,13 @@ from specverify.oracles import draft_near, exact_law
 from specverify.protocol import Request
 from specverify.zoo import SHOWCASES, ZOO
 
-from ._checks import first_violation, greedy_mismatches, law_check, prompts
+from ._checks import first_violation, greedy_mismatches, law_check, law_check_calls, prompts
 
 ALPHA = 1e-8
 N = 20_000
 PROMPTS = prompts(100, seed=0)
+# entries whose bug lives on the batch path: their law is checked through calls of this size (sample() is exact)
+THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 600), "corrupts_beyond_two_sequences": (512, N)}
 
 
 def named(verdict):
@@ -70,7 +72,11 @@ def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
     if name == "unseeded_shared_stream":
         return  # its per-request law is exact: the collision test below is the sampling check that fails
-    pvalue, df, impossible = law_check(decoder, target, showcase.request(seed=1234), N)
+    if name in THROUGH_CALLS:
+        per_call, n = THROUGH_CALLS[name]
+        pvalue, df, impossible = law_check_calls(decoder, target, showcase.request(seed=1234), n, per_call)
+    else:
+        pvalue, df, impossible = law_check(decoder, target, showcase.request(seed=1234), N)
     assert impossible > 0 or pvalue < ALPHA, f"{name}: p={pvalue:.3g} (df={df}), no outcome of probability 0"
 
 

@@ -1,0 +1,90 @@
+"""Zoo entries whose bug depends on the batch: the call's size or a request's place in it (docs/bugs.md).
+
+``decoder.sample`` (one request shape) stays exact in each: the bugs live on the ``__call__`` path engines take for
+real batches, which the certifier reaches through the mixed-batch, batch-composition and greedy scenarios.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from specverify.enums import Verdict
+from specverify.oracles.models import draft_near
+from specverify.reference.vectorized import VectorizedDecoder
+from specverify.zoo._registry import zoo_entry
+
+__all__ = ["batch_path_numerics", "rng_keyed_by_batch_position", "corrupts_beyond_two_sequences"]
+
+
+class _BatchPathNumerics(VectorizedDecoder):
+    def __init__(self, target, draft, *, entropy=None):
+        super().__init__(target, draft, entropy=entropy)
+        self.exact_target = target
+        self.batched_target = draft_near(target, distance=0.5, seed=991)  # "another kernel": a nearby law
+
+    def __call__(self, requests):
+        requests = list(requests)
+        self.target = self.batched_target if len(requests) > 1 else self.exact_target
+        try:
+            return super().__call__(requests)
+        finally:
+            self.target = self.exact_target
+
+
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="batch-size-numerics", showcases=("plain",))
+def batch_path_numerics(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Calls of more than one request verify through another numeric path (a nearby target law).
+
+    Verdict: approximate. The same greedy prompt gives the target's greedy output alone and another one in a batch
+    (the greedy scenarios send each prompt both ways); ``sample()`` and single calls are exact. Stands for
+    llama.cpp #25618 and vLLM #41758 (verify with k+1 rows and decode with one row on different kernel paths).
+    """
+    return _BatchPathNumerics(target, draft, entropy=entropy)
+
+
+class _RngByPosition(VectorizedDecoder):
+    def __call__(self, requests):
+        return super().__call__([replace(r, seed=i) for i, r in enumerate(requests)])  # the batch index, not the seed
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="rng-keyed-by-batch", showcases=("plain",))
+def rng_keyed_by_batch_position(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Each request's draws are keyed by its index in the call instead of its own seed.
+
+    Verdict: greedy-only. Greedy is unaffected; with temperature, the k-th request of every call replays the same
+    draws, so requests alone (every one index 0) all give one outcome and batches repeat across calls: the
+    batch-composition and mixed-batch laws are rejected. ``sample()`` keys by seed and stays exact. Stands for
+    vLLM #9441 and vLLM PR #35398 (per-token instead of per-request index for RNG seeds).
+    """
+    return _RngByPosition(target, draft, entropy=entropy)
+
+
+class _BeyondTwo(VectorizedDecoder):
+    corrupt = False
+
+    def __call__(self, requests):
+        requests = list(requests)
+        self.corrupt = len(requests) > 2
+        try:
+            return super().__call__(requests)
+        finally:
+            self.corrupt = False
+
+    def draft_laws(self, st, logits, prov, num_generated):
+        sample_from, draft_probs = super().draft_laws(st, logits, prov, num_generated)
+        if self.corrupt and st.params.temperature > 0 and draft_probs.shape[0] > 1:
+            draft_probs = torch.roll(draft_probs, 1, dims=0)  # the ratio reads the neighbour's row
+        return sample_from, draft_probs
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="draft-probs-misaligned-beyond-two-sequences", showcases=("plain",))
+def corrupts_beyond_two_sequences(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """With more than two requests in a call and temperature > 0, the ratio uses another row's draft probabilities.
+
+    Verdict: greedy-only. Alone and in pairs the law is exact and greedy never reads the ratio; calls of many
+    requests (mixed-batch, batch-composition/large) sample a wrong law. Stands for 1Cat-vLLM #656 (probabilistic
+    MTP drafting corrupted output only with max_num_seqs > 2 and T > 0, while acceptance looked normal).
+    """
+    return _BeyondTwo(target, draft, entropy=entropy)
