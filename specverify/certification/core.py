@@ -75,6 +75,7 @@ def certify(
     shard: tuple[int, int] | str | None = None,
     max_samples: int | None = None,
     sequential: bool = False,
+    against: str | None = None,
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -97,6 +98,9 @@ def certify(
         (``isolation="none"``) cannot be interrupted.
     max_samples : int, optional
         Total outcomes to allocate across the scenarios instead of (or as well as) a time budget.
+    against : str, optional
+        Two-sample mode: compare each sampling scenario with this factory's decoder (``"plain"``: the ``plain``
+        attribute of the factory's module, or ``"module:attr"``) instead of the exact law.
     sequential : bool
         Stop each sampling scenario at the first decisive look of a group-sequential design (early rejection,
         early pass at the planned power): mean N on exact decoders ≈ 0.3× the fixed plan
@@ -135,6 +139,7 @@ def certify(
     flags += ["--sequential"] if sequential else []
     flags += [f"--max-samples {max_samples}"] if max_samples is not None else []
     flags += [f"--budget {budget_s:g}"] if budget_s is not None else []
+    flags += [f"--against {against}"] if against else []
     base_cmd = " ".join([f"specverify certify {name} --level {level}", *flags])
     plan = Plan(
         alpha=alpha,
@@ -146,7 +151,14 @@ def certify(
         sequential=bool(sequential),
     )
     runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
+    other_runner = None
     try:
+        if against:
+            from specverify.certification.twosample import against_spec
+
+            plan.against = against_spec(name, against)
+            other_runner = make_runner(plan.against, isolation=isolation, timeout_s=timeout_s)
+            plan.other = Session(other_runner)
         check_repro = shard is None or shard[0] == 1
         session = Session(runner)
         if budget_s is not None or max_samples is not None:
@@ -154,6 +166,8 @@ def certify(
         results, violation, repro = _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro)
     finally:
         runner.close()
+        if other_runner is not None:
+            other_runner.close()
     command = f"{base_cmd} --seed {seed}"
     cert = finish_certificate(
         results,
@@ -303,6 +317,10 @@ def _run_one(session, scenario, plan, reproduce) -> list:
         family = matrix(scenario.pair.family)
         members = [family[m] for m in scenario.members]
         return checks.run_mixed(session, scenario, members, plan, reproduce)
+    if scenario.kind == ScenarioKind.SAMPLING and getattr(plan, "other", None) is not None:
+        from specverify.certification.twosample import run_two_sample
+
+        return [run_two_sample(session, plan.other, scenario, plan, reproduce, against=plan.against)]
     if scenario.kind == ScenarioKind.COMPOSITION:
         from specverify.certification.composition import run_composition
 

@@ -5,7 +5,7 @@ follows the protocol of docs/adapters.md and the model cache API of docs/design.
 """
 
 from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
-from specverify.reference.plain import decode_plain, sample_plain
+from specverify.reference.plain import PlainDecoder, decode_plain, sample_plain
 from specverify.reference.transactional import TransactionalDecoder
 from specverify.reference.vectorized import VectorizedDecoder
 
@@ -24,3 +24,8 @@ __all__ = [
 def make_decoder(target: object, draft: object) -> VectorizedDecoder:
     """The reference decoder: exact chain speculative sampling, vectorized (docs/design.md, canonical semantics)."""
     return VectorizedDecoder(target, draft)
+
+
+def plain(target: object, draft: object) -> PlainDecoder:
+    """Plain target sampling, speculation off: the control for ``specverify certify ... --against plain``."""
+    return PlainDecoder(target, draft)

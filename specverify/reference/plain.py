@@ -11,13 +11,14 @@ import numpy as np
 import torch
 
 from specverify.errors import check
+from specverify.params import PROCESSOR_FIELDS
 from specverify.protocol import Completion, Request, SampleCounts
 from specverify.reference.finish import NO_TOKEN, REASONS, finish_codes, stop_step
 from specverify.reference.outcomes import GroupResult, count_outcomes
 from specverify.reference.stops import stop_tables
 from specverify.sampling import Purpose, grammar_mask, keyed_uniforms, process_logits, sample_from_uniforms
 
-__all__ = ["decode_plain", "sample_plain"]
+__all__ = ["decode_plain", "sample_plain", "PlainDecoder"]
 
 
 def _plain_group(target, prompt, params, seeds) -> GroupResult:
@@ -100,3 +101,21 @@ def sample_plain(target, request: Request, n: int, *, entropy=None) -> SampleCou
         seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
     res = _plain_group(target, request.prompt, request.params, seeds)
     return SampleCounts(outcomes=count_outcomes(res, target.vocab.size))
+
+
+class PlainDecoder:
+    """Plain target sampling behind the decoder protocol (speculation off): the control of two-sample mode.
+
+    ``draft`` is ignored. Unseeded requests get fresh seeds from this decoder's generator (``entropy``)."""
+
+    capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream"}
+
+    def __init__(self, target: object, draft: object = None, *, entropy: object = None):
+        self.target = target
+        self._rng = np.random.default_rng(entropy)
+
+    def __call__(self, requests: list) -> list[Completion]:
+        return decode_plain(self.target, requests, entropy=self._rng)
+
+    def sample(self, request: Request, n: int) -> SampleCounts:
+        return sample_plain(self.target, request, n, entropy=self._rng)

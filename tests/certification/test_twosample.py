@@ -1,0 +1,30 @@
+"""Two-sample mode: a decoder against the same engine's plain path instead of the exact law."""
+
+import pytest
+
+import specverify as sv
+from specverify.certification.twosample import against_spec
+
+
+def run(factory, scenarios, against):
+    return sv.certify(factory, level="quick", scenarios=scenarios, isolation="none", against=against)
+
+
+def test_the_reference_against_its_plain_path_passes_and_says_how_it_was_tested():
+    cert = run("specverify.reference:make_decoder", ["temperature-1", "penalties"], "plain")
+    assert all(s.passed for s in cert.scenarios), cert.reason
+    s = cert.scenarios[0]
+    assert "two-sample against specverify.reference:plain" in s.note and s.n == s.planned_n > 20_000
+    assert "--against plain" in cert.command
+
+
+def test_a_wrong_law_is_rejected_against_the_plain_path():
+    cert = run("specverify.zoo:temperature_not_in_rejection", ["temperature-0.5"], "specverify.reference:plain")
+    assert cert.scenarios[0].passed is False and cert.verdict == "greedy-only", cert.reason
+
+
+def test_against_names_resolve_beside_the_factory_or_fail_clearly():
+    assert against_spec("pkg.mod:make", "plain") == "pkg.mod:plain"
+    assert against_spec("pkg.mod:make", "other.mod:ctrl") == "other.mod:ctrl"
+    with pytest.raises(sv.InvalidArgument, match="has no attribute 'plain'"):
+        run("specverify.zoo:reference", ["temperature-1"], "plain")
