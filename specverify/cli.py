@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         "--shard", metavar="I/N", help="run only shard I of N (scenarios split by position; merge the parts)"
     )
     c.add_argument("--counts-out", metavar="PATH", help="with --shard: write this shard's counts file to PATH")
+    _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
     m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")
     m.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
@@ -110,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
         default=Verdict.EXACT.value,
         help="verdict needed for exit code 0 (default exact)",
     )
+    _visual_flags(m)
+    r = sub.add_parser("report", help="re-render a certificate saved with --json: text, and --html / --plots")
+    r.add_argument("certificate", metavar="CERT.json", help="a certificate written by certify or merge --json")
+    r.add_argument("--html", metavar="PATH.html", help="write the self-contained HTML report (report extra)")
+    r.add_argument("--plots", metavar="DIR", help="write the report's plots as PNG files into DIR (report extra)")
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
     sc = sub.add_parser("scenarios", help="list the certification scenarios")
     sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
@@ -119,6 +125,50 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--alpha", type=float, default=1e-6, help="false-alarm rate of this one test (default 1e-6)")
     pl.add_argument("--power", type=float, default=0.9, help="power (default 0.9)")
     return p
+
+
+def _visual_flags(p) -> None:
+    p.add_argument(
+        "--report",
+        metavar="PATH.html",
+        help="also write a self-contained HTML report with embedded plots (needs the report extra: matplotlib)",
+    )
+    p.add_argument("--plots", metavar="DIR", help="also write the report's plots as PNG files into DIR (report extra)")
+
+
+def _write_visuals(cert, html_path, plots_dir, err) -> int | None:
+    """Write the HTML report and/or the PNG plots; an exit code when they cannot be written, else None."""
+    if not html_path and not plots_dir:
+        return None
+    from specverify.report import certificate_plots, write_html, write_plots
+
+    try:
+        plots = certificate_plots(cert)
+        if html_path:
+            write_html(cert, html_path, plots=plots)
+        if plots_dir:
+            write_plots(cert, plots_dir)
+    except ImportError as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    except OSError as exc:
+        print(f"specverify: error: cannot write the report ({exc})", file=err)
+        return ExitCode.USAGE
+    return None
+
+
+def _report(args, out, err) -> int:
+    from specverify.errors import InvalidArgument
+    from specverify.report import load_certificate, render_text
+
+    try:
+        cert = load_certificate(args.certificate)
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    out.write(render_text(cert))
+    failed = _write_visuals(cert, args.html, args.plots, err)
+    return ExitCode.MEETS if failed is None else failed
 
 
 def _certify(args, out, err) -> int:
@@ -153,7 +203,7 @@ def _certify(args, out, err) -> int:
 
         with open(args.counts_out, "w") as fh:
             json.dump(cert.shard_info, fh, indent=1)
-    return _emit(cert, args, out, require_reproducible=args.require_reproducible)
+    return _emit(cert, args, out, err, require_reproducible=args.require_reproducible)
 
 
 def _merge(args, out, err) -> int:
@@ -166,10 +216,10 @@ def _merge(args, out, err) -> int:
         reason = exc if isinstance(exc, InvalidArgument) else f"cannot read the parts ({exc})"
         print(f"specverify: error: {reason}", file=err)
         return ExitCode.USAGE
-    return _emit(cert, args, out, require_reproducible=False)
+    return _emit(cert, args, out, err, require_reproducible=False)
 
 
-def _emit(cert, args, out, *, require_reproducible: bool) -> int:
+def _emit(cert, args, out, err, *, require_reproducible: bool) -> int:
     from specverify.report import render_json, render_text
 
     if args.json == "-":
@@ -179,6 +229,9 @@ def _emit(cert, args, out, *, require_reproducible: bool) -> int:
         if args.json:
             with open(args.json, "w") as fh:
                 fh.write(render_json(cert))
+    failed = _write_visuals(cert, args.report, args.plots, err)
+    if failed is not None:
+        return failed
     ok = cert.meets(args.require, require_reproducible=require_reproducible)
     return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
 
@@ -239,6 +292,8 @@ def main(argv=None, *, out=None, err=None) -> int:
             return _certify(args, out, err)
         if args.command == "merge":
             return _merge(args, out, err)
+        if args.command == "report":
+            return _report(args, out, err)
         if args.command == "zoo":
             return _zoo(out)
         if args.command == "scenarios":

@@ -1,11 +1,10 @@
-"""Render a Certificate as text or JSON (library code never prints; the CLI writes what this returns)."""
+"""The certificate as a plain-text table (library code never prints; the CLI writes what this returns)."""
 
 from __future__ import annotations
 
-import json
 import math
 
-__all__ = ["render_text", "render_json", "json_document"]
+__all__ = ["render_text"]
 
 
 def _fmt(x, spec=".3g") -> str:
@@ -17,10 +16,10 @@ def _fmt(x, spec=".3g") -> str:
 
 
 def _status(s) -> str:
-    if not s.covered:
-        return "not run" if "not run" in s.note else "skipped"
     if s.violation:
         return "INVALID"
+    if not s.covered:
+        return "not run" if "not run" in s.note else "skipped"
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 
@@ -91,24 +90,3 @@ def _extras(cert) -> list:
                 f"p = {_fmt(first.accepted_pvalue)} (evidence only: a draft may use another law)"
             )
     return out
-
-
-def json_document(cert) -> dict:
-    doc = cert.to_dict()
-    doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
-    doc["scenarios"] = [dict(s, passed=s["passed"]) for s in doc["scenarios"]]
-    return _clean(doc)
-
-
-def _clean(x):
-    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
-def render_json(cert) -> str:
-    return json.dumps(json_document(cert), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,157 @@
+"""The certificate as a JSON document (schema version 1) and back.
+
+``json_document`` labels what the certificate holds as tuples: a ``worst`` entry becomes ``{"text", "tokens",
+"finish_reason", "observed", "expected", "residual"}`` and an ``impossible`` one ``{"text", "tokens",
+"finish_reason", "count"}``. A scenario whose decoder broke the protocol gathered no evidence, so it reads
+``covered: false`` (with ``passed: false`` and its ``violation``). ``certificate_from_document`` inverts all of it.
+
+>>> split_outcome("'ab' [0, 1] eos")
+{'text': 'ab', 'tokens': [0, 1], 'finish_reason': 'eos'}
+>>> join_outcome({'text': 'ab', 'tokens': [0, 1], 'finish_reason': 'eos'})
+"'ab' [0, 1] eos"
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import json
+import math
+import re
+from typing import TYPE_CHECKING
+
+from specverify.errors import InvalidArgument
+from specverify.report.schema import SCHEMA_VERSION, validate_document
+
+if TYPE_CHECKING:
+    from specverify.certification.evidence import Certificate
+
+__all__ = [
+    "json_document",
+    "render_json",
+    "certificate_from_document",
+    "load_certificate",
+    "split_outcome",
+    "join_outcome",
+]
+
+_OUTCOME = re.compile(r"(?P<text>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") \[(?P<tokens>[0-9, ]*)\] (?P<reason>\w+)")
+_REAL_KEYS = ("statistic", "pvalue", "detectable_tv", "tv_estimate", "tv_null_quantile", "accepted_pvalue")
+
+
+def split_outcome(label: str) -> dict:
+    """An outcome label of a scenario result (``repr(text) [tokens] finish_reason``) as labelled parts; a label of
+    any other form is kept whole as ``{"text": label}``."""
+    match = _OUTCOME.fullmatch(label)
+    if match:
+        try:
+            text = ast.literal_eval(match["text"])
+        except (ValueError, SyntaxError):
+            text = None
+        tokens = [int(t) for t in match["tokens"].split(",") if t.strip()]
+        parts = {"text": text, "tokens": tokens, "finish_reason": match["reason"]}
+        if isinstance(text, str) and join_outcome(parts) == label:
+            return parts
+    return {"text": label}
+
+
+def join_outcome(parts: dict) -> str:
+    """The inverse of :func:`split_outcome`."""
+    if "tokens" not in parts:
+        return parts["text"]
+    return f"{parts['text']!r} {list(parts['tokens'])} {parts['finish_reason']}"
+
+
+def _scenario(s: dict) -> dict:
+    out = dict(s)
+    out["worst"] = [
+        {**split_outcome(label), "observed": obs, "expected": exp, "residual": res}
+        for label, obs, exp, res in s["worst"]
+    ]
+    out["impossible"] = [{**split_outcome(label), "count": count} for label, count in s["impossible"]]
+    if s["violation"] is not None:
+        out.update(covered=False, passed=False)  # no evidence was gathered (the schema requires this)
+    return out
+
+
+def json_document(cert) -> dict:
+    """The certificate as a JSON-ready dict of ``schema_version`` 1, ``kind`` ``"specverify-certificate"``."""
+    doc = cert.to_dict()
+    doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
+    doc = {"schema_version": SCHEMA_VERSION, "kind": "specverify-certificate", **doc}
+    doc["scenarios"] = [_scenario(s) for s in doc["scenarios"]]
+    return _clean(doc)
+
+
+def _clean(x):
+    if isinstance(x, enum.Enum):
+        return x.value
+    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def render_json(cert) -> str:
+    """:func:`json_document` as indented JSON text."""
+    return json.dumps(json_document(cert), indent=2, sort_keys=True) + "\n"
+
+
+def _real(x):
+    return float(x) if x in ("inf", "-inf") else x
+
+
+def _result(s: dict):
+    from specverify.certification.evidence import ScenarioResult
+
+    data = {k: _real(v) if k in _REAL_KEYS else v for k, v in s.items()}
+    data["elapsed_s"] = _real(s["elapsed_s"])
+    if s["tv_interval"] is not None:
+        data["tv_interval"] = [_real(v) for v in s["tv_interval"]]
+    data["worst"] = [(join_outcome(w), w["observed"], w["expected"], _real(w["residual"])) for w in s["worst"]]
+    data["impossible"] = [(join_outcome(w), w["count"]) for w in s["impossible"]]
+    if s["violation"] is not None:
+        data["covered"] = True  # in memory the certifier marks a violating scenario covered (see json_document)
+    return ScenarioResult.from_dict(data)
+
+
+def certificate_from_document(doc: dict) -> Certificate:
+    """The :class:`~specverify.certification.evidence.Certificate` a :func:`json_document` came from.
+
+    The document is validated first (``InvalidArgument`` with the JSON path of the first error)."""
+    from specverify.certification.evidence import Certificate
+    from specverify.enums import Level, Verdict
+
+    kind = validate_document(doc)
+    if kind != "specverify-certificate":
+        raise InvalidArgument(
+            f"$.kind={kind!r} is a shard's counts file, not a certificate: merge every shard first "
+            "(specverify merge PART1.json PART2.json ... --json CERT.json)."
+        )
+    fields = {k: v for k, v in doc.items() if k not in ("schema_version", "kind", "scenarios")}
+    fields.update(
+        verdict=Verdict(doc["verdict"]),
+        level=Level(doc["level"]),
+        elapsed_s=_real(doc["elapsed_s"]),
+        scenarios=tuple(_result(s) for s in doc["scenarios"]),
+    )
+    return Certificate(**fields)
+
+
+def load_certificate(path: str) -> Certificate:
+    """The certificate saved at ``path`` (``specverify certify ... --json PATH``)."""
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"path={str(path)!r} cannot be read ({exc.strerror}): give a certificate's path."
+        ) from None
+    except ValueError as exc:
+        raise InvalidArgument(
+            f"path={str(path)!r} is not JSON ({exc}): give the file `specverify certify ... --json PATH` wrote."
+        ) from None
+    return certificate_from_document(doc)
