@@ -87,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
         "--max-samples", type=int, default=None, metavar="N", help="total outcomes to allocate (default none)"
     )
     c.add_argument(
+        "--against",
+        metavar="plain|MODULE:ATTR",
+        help="two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
+        "FACTORY, speculation off) instead of the exact law",
+    )
+    c.add_argument(
         "--sequential",
         action="store_true",
         help="stop each sampling scenario at its first decisive look (early reject / early pass at the planned power)",
@@ -119,6 +125,22 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
     sc = sub.add_parser("scenarios", help="list the certification scenarios")
     sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
+    sp = sub.add_parser("speedup", help="the speed model: E[K], speed-up and best γ from acceptance and costs")
+    acc = sp.add_mutually_exclusive_group(required=True)
+    acc.add_argument("--acceptance", type=float, metavar="A", help="constant per-position acceptance rate in [0, 1]")
+    acc.add_argument("--acceptance-per-position", metavar="A1,A2,...", help="acceptance rate of draft 1, 2, ...")
+    sp.add_argument("--gamma", type=int, default=4, help="drafts per round γ (default 4)")
+    sp.add_argument("--t-target", type=float, default=1.0, help="ms per target call (default 1)")
+    sp.add_argument("--t-draft", type=float, default=0.1, help="ms per draft call (default 0.1)")
+    sp.add_argument(
+        "--t-verify", metavar="MS[,MS...]", help="ms per verify call, or one per γ = 1, 2, ... (default: --t-target)"
+    )
+    sp.add_argument("--t-state", type=float, default=0.0, help="ms of state work per round (default 0)")
+    sp.add_argument("--batch", type=int, default=1, help="sequences the target serves at once (default 1)")
+    sp.add_argument("--output-len", type=int, default=None, help="tokens per output, for the short-output warning")
+    sp.add_argument("--draft-params", type=float, default=None, help="draft parameters, for the memory warning")
+    sp.add_argument("--target-params", type=float, default=None, help="target parameters, for the memory warning")
+    sp.add_argument("--json", action="store_true", help="print JSON")
     pl = sub.add_parser("plan", help="sample size to detect a TV of EPSILON on a law of K outcomes")
     pl.add_argument("--outcomes", type=int, required=True, help="number of outcomes K (uniform law: worst case)")
     pl.add_argument("--epsilon", type=float, default=0.02, help="total variation to detect (default 0.02)")
@@ -194,6 +216,7 @@ def _certify(args, out, err) -> int:
             shard=args.shard,
             max_samples=args.max_samples,
             sequential=args.sequential,
+            against=args.against,
         )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
@@ -256,6 +279,54 @@ def _scenarios(args, out) -> int:
     return ExitCode.MEETS
 
 
+def _floats(text: str, flag: str) -> list:
+    from specverify.errors import InvalidArgument
+
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InvalidArgument(f"{flag}={text!r} must be numbers separated by commas, e.g. {flag} 0.9,0.8") from None
+
+
+def _speedup(args, out, err) -> int:
+    import json
+
+    from specverify.errors import InvalidArgument
+    from specverify.metrics import speed_model
+
+    try:
+        acceptance = args.acceptance
+        if acceptance is None:
+            acceptance = _floats(args.acceptance_per_position, "--acceptance-per-position")
+        t_verify = None if args.t_verify is None else _floats(args.t_verify, "--t-verify")
+        model = speed_model(
+            acceptance,
+            args.gamma,
+            t_target=args.t_target,
+            t_draft=args.t_draft,
+            t_verify=t_verify,
+            t_state=args.t_state,
+            batch=args.batch,
+            output_len=args.output_len,
+            draft_params=args.draft_params,
+            target_params=args.target_params,
+        )
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    if args.json:
+        out.write(json.dumps(model.to_dict(), indent=2) + "\n")
+        return ExitCode.MEETS
+    out.write(f"E[K] = {model.expected_tokens:.4f} tokens per target call at γ = {model.num_draft_tokens}\n")
+    out.write(
+        f"speed-up S ≈ {model.speedup:.3f} (best γ in 1..16: {model.best_num_draft_tokens}, "
+        f"S ≈ {model.best_speedup:.3f})\n"
+    )
+    for w in model.warnings:
+        out.write(f"warning: {w.name}: {w.value:.3g} vs threshold {w.threshold:.3g} — {w.message}\n")
+    return ExitCode.MEETS
+
+
 def _plan(args, out, err) -> int:
     import numpy as np
 
@@ -294,6 +365,8 @@ def main(argv=None, *, out=None, err=None) -> int:
             return _merge(args, out, err)
         if args.command == "report":
             return _report(args, out, err)
+        if args.command == "speedup":
+            return _speedup(args, out, err)
         if args.command == "zoo":
             return _zoo(out)
         if args.command == "scenarios":

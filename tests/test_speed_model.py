@@ -47,3 +47,20 @@ def test_warnings_name_their_thresholds():
 def test_bad_arguments_use_the_cli_names(kwargs, match):
     with pytest.raises(InvalidArgument, match=match):
         speed_model(kwargs.pop("acceptance"), kwargs.pop("num_draft_tokens"), **kwargs)
+
+
+def test_speedup_cli_prints_the_hand_computed_value_and_json():
+    import io
+    import json
+
+    from specverify.cli import ExitCode, main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["speedup", "--acceptance", "0.8", "--gamma", "4"], out=out, err=err) == ExitCode.MEETS
+    assert "E[K] = 3.3616" in out.getvalue()
+    out = io.StringIO()
+    assert main(["speedup", "--acceptance-per-position", "0.9,0.5", "--gamma", "2", "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["expected_tokens_per_target_call"] == pytest.approx(2.35)
+    err = io.StringIO()
+    assert main(["speedup", "--acceptance-per-position", "0.9,x"], out=io.StringIO(), err=err) == ExitCode.USAGE
+    assert "--acceptance-per-position='0.9,x'" in err.getvalue()

@@ -41,7 +41,7 @@ def render_text(cert) -> str:
             f"{_fmt(s.tv_estimate, '.4f'):>7s} {_fmt(s.tv_null_quantile, '.4f'):>7s} "
             f"{_fmt(s.detectable_tv, '.4f'):>7s}"
         )
-        if not s.covered or (s.kind in ("greedy", "collision") and s.note):
+        if s.note:
             lines.append(f"{'':36s}{s.note}")
     lines += [""] + _failures(cert) + _extras(cert)
     lines += ["", f"VERDICT: {cert.verdict.upper()} — {cert.reason}", f"elapsed {cert.elapsed_s:.1f} s"]

@@ -28,3 +28,24 @@ def test_against_names_resolve_beside_the_factory_or_fail_clearly():
     assert against_spec("pkg.mod:make", "other.mod:ctrl") == "other.mod:ctrl"
     with pytest.raises(sv.InvalidArgument, match="has no attribute 'plain'"):
         run("specverify.zoo:reference", ["temperature-1"], "plain")
+
+
+def test_cli_against_flag(capsys):
+    from specverify.cli import ExitCode, main
+
+    code = main(
+        [
+            "certify",
+            "specverify.reference:make_decoder",
+            "--level",
+            "quick",
+            "--isolation",
+            "none",
+            "--scenario",
+            "temperature-1",
+            "--against",
+            "plain",
+        ]
+    )
+    assert code == ExitCode.FALLS_SHORT  # one scenario: inconclusive (the core is not covered)
+    assert "two-sample against specverify.reference:plain" in capsys.readouterr().out
