@@ -3,9 +3,10 @@
 One request shape R (seeded draws ``base + i``) is sent three ways, and each way's outcomes are tested against the
 exact law on their own: ``alone`` (one request per call), ``pairs`` (R beside one different neighbour) and
 ``large`` (R every other request in calls of up to 512, among neighbours with other prompts, temperatures and
-γ). Calls of one or two requests cost a decoder call each, so ``alone`` and ``pairs`` are planned to detect a TV
-of ``SMALL_CALL_EPSILON`` (a batch-size code path that changes the law usually changes it a lot); ``large`` is
-planned at the level's ε. Neighbours are validated like every completion but not tested.
+γ). Each is planned to detect a TV of ``SMALL_CALL_EPSILON`` (or the level's ε if larger): calls of one or two
+requests cost a decoder call each, and a batch-size code path that changes the law usually changes it a lot;
+large batches are also tested at the level's ε by ``mixed-batch``. Neighbours are validated like every completion
+but not tested.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ LARGE_CALL = 512
 def _planned(law, plan, composition: str) -> int:
     from specverify.stats import plan_sample_size
 
-    if composition == "large":
-        return plan.sample_size(law)
     epsilon = max(plan.epsilon, SMALL_CALL_EPSILON)
     return int(plan_sample_size(law.probs, epsilon, alpha=plan.alpha_test, power=plan.power))
 
