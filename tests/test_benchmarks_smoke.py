@@ -1,0 +1,36 @@
+"""The benchmarks' mains run end to end on tiny arguments and print their tables (figures themselves not checked)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_efficiency_vs_alternatives_prints_every_method(capsys):
+    bench = load("efficiency_vs_alternatives")
+    bench.main(["--reps", "2", "--min-n", "500", "--max-n", "1000", "--entries", "argmax_verify"])
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("entry") and "showcase" in line)
+    assert header.split() == ["entry", "showcase", "TV", *bench.METHODS]
+    row = next(line for line in out.splitlines() if line.startswith("argmax_verify"))
+    assert len(row.split()) == 3 + len(bench.METHODS)
+    assert "ratio method n / specverify n" in out and "false alarms on the exact law" in out
+
+
+def test_budget_slow_decoder_prints_scenarios(capsys):
+    bench = load("budget_slow_decoder")
+    bench.main(["--seconds-per-outcome", "1e-6", "--budget", "0.5", "--modes", "sequential"])
+    out = capsys.readouterr().out
+    assert "sequential: wall" in out and "verdict" in out
+    header = next(line for line in out.splitlines() if "scenario" in line and "planned N" in line)
+    assert header.split() == ["scenario", "kind", "N", "planned", "N", "detect", "TV", "note"]
+    assert "temperature-1" in out
