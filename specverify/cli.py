@@ -2,160 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-import enum
 import os
 import sys
 
-from specverify.enums import Level, Verdict
+from specverify.cli_args import ExitCode, check_number_flags, check_outputs, extra_flags
+from specverify.cli_args import parser as _parser
+from specverify.enums import Verdict
 
 __all__ = ["main", "ExitCode"]
-
-
-class ExitCode(enum.IntEnum):
-    """Process exit codes."""
-
-    MEETS = 0  # the decoder meets --require
-    FALLS_SHORT = 1  # it does not (including invalid and inconclusive)
-    USAGE = 2  # bad arguments, or the factory cannot be imported
-    INTERNAL = 3  # a bug in specverify itself
-
-
-EPILOG = (
-    "exit codes: "
-    + ", ".join(f"{c.value} {c.name.lower().replace('_', ' ')}" for c in ExitCode)
-    + " (meets = the verdict is at least --require; invalid and inconclusive never meet it)"
-)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specverify", description="Is your speculative decoder exact?", epilog=EPILOG)
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser(
-        "certify",
-        help="certify a decoder factory MODULE:ATTR",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    c.add_argument(
-        "factory", help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. specverify.reference:make_decoder"
-    )
-    c.add_argument(
-        "--level",
-        choices=[level.value for level in Level],
-        default=Level.STANDARD.value,
-        help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)",
-    )
-    c.add_argument("--seed", type=int, default=0, help="seed of every request; reproduces the run (default 0)")
-    c.add_argument("--alpha", type=float, default=1e-6, help="family false-alarm rate (default 1e-6)")
-    c.add_argument(
-        "--scenario",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="run only this scenario (repeatable); `specverify scenarios` lists them",
-    )
-    c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    c.add_argument(
-        "--require",
-        choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
-        default=Verdict.EXACT.value,
-        help="verdict needed for exit code 0 (default exact)",
-    )
-    c.add_argument(
-        "--require-reproducible",
-        action="store_true",
-        help="also require same seed -> same output (alone, batched, repeated)",
-    )
-    c.add_argument(
-        "--isolation",
-        choices=("process", "none"),
-        default="process",
-        help="run the decoder in a worker process with a per-call timeout (default) or in-process (none: a call "
-        "cannot be interrupted, so --timeout does not apply and --budget is checked between calls only)",
-    )
-    c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
-    c.add_argument(
-        "--budget",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="wall-clock budget: a pilot measures throughput, samples are allocated (core first); short scenarios "
-        "make the verdict inconclusive with the TV they could detect (default none)",
-    )
-    c.add_argument(
-        "--max-samples", type=int, default=None, metavar="N", help="total outcomes to allocate (default none)"
-    )
-    c.add_argument(
-        "--against",
-        metavar="plain|MODULE:ATTR",
-        help="two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
-        "FACTORY, speculation off) instead of the exact law",
-    )
-    c.add_argument(
-        "--sequential",
-        action="store_true",
-        help="stop each sampling scenario at its first decisive look (early reject / early pass at the planned power)",
-    )
-    c.add_argument(
-        "--models",
-        choices=("toy", "checkpoint"),
-        default="toy",
-        help="model family: toy tables (default) or tiny Llama checkpoints real engines load (hf extra)",
-    )
-    c.add_argument(
-        "--shard", metavar="I/N", help="run only shard I of N (scenarios split by position; merge the parts)"
-    )
-    c.add_argument("--counts-out", metavar="PATH", help="with --shard: write this shard's counts file to PATH")
-    _visual_flags(c)
-    m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
-    m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")
-    m.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    m.add_argument(
-        "--require",
-        choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
-        default=Verdict.EXACT.value,
-        help="verdict needed for exit code 0 (default exact)",
-    )
-    _visual_flags(m)
-    r = sub.add_parser("report", help="re-render a certificate saved with --json: text, and --html / --plots")
-    r.add_argument("certificate", metavar="CERT.json", help="a certificate written by certify or merge --json")
-    r.add_argument("--html", metavar="PATH.html", help="write the self-contained HTML report (report extra)")
-    r.add_argument("--plots", metavar="DIR", help="write the report's plots as PNG files into DIR (report extra)")
-    sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
-    sc = sub.add_parser("scenarios", help="list the certification scenarios")
-    sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
-    sp = sub.add_parser("speedup", help="the speed model: E[K], speed-up and best γ from acceptance and costs")
-    acc = sp.add_mutually_exclusive_group(required=True)
-    acc.add_argument("--acceptance", type=float, metavar="A", help="constant per-position acceptance rate in [0, 1]")
-    acc.add_argument("--acceptance-per-position", metavar="A1,A2,...", help="acceptance rate of draft 1, 2, ...")
-    sp.add_argument("--gamma", type=int, default=4, help="drafts per round γ (default 4)")
-    sp.add_argument("--t-target", type=float, default=1.0, help="ms per target call (default 1)")
-    sp.add_argument("--t-draft", type=float, default=0.1, help="ms per draft call (default 0.1)")
-    sp.add_argument(
-        "--t-verify", metavar="MS[,MS...]", help="ms per verify call, or one per γ = 1, 2, ... (default: --t-target)"
-    )
-    sp.add_argument("--t-state", type=float, default=0.0, help="ms of state work per round (default 0)")
-    sp.add_argument("--batch", type=int, default=1, help="sequences the target serves at once (default 1)")
-    sp.add_argument("--output-len", type=int, default=None, help="tokens per output, for the short-output warning")
-    sp.add_argument("--draft-params", type=float, default=None, help="draft parameters, for the memory warning")
-    sp.add_argument("--target-params", type=float, default=None, help="target parameters, for the memory warning")
-    sp.add_argument("--json", action="store_true", help="print JSON")
-    pl = sub.add_parser("plan", help="sample size to detect a TV of EPSILON on a law of K outcomes")
-    pl.add_argument("--outcomes", type=int, required=True, help="number of outcomes K (uniform law: worst case)")
-    pl.add_argument("--epsilon", type=float, default=0.02, help="total variation to detect (default 0.02)")
-    pl.add_argument("--alpha", type=float, default=1e-6, help="false-alarm rate of this one test (default 1e-6)")
-    pl.add_argument("--power", type=float, default=0.9, help="power (default 0.9)")
-    return p
-
-
-def _visual_flags(p) -> None:
-    p.add_argument(
-        "--report",
-        metavar="PATH.html",
-        help="also write a self-contained HTML report with embedded plots (needs the report extra: matplotlib)",
-    )
-    p.add_argument("--plots", metavar="DIR", help="also write the report's plots as PNG files into DIR (report extra)")
 
 
 def _write_visuals(cert, html_path, plots_dir, err) -> int | None:
@@ -183,6 +37,10 @@ def _report(args, out, err) -> int:
     from specverify.errors import InvalidArgument
     from specverify.report import load_certificate, render_text
 
+    problem = check_outputs(args)
+    if problem:
+        print(f"specverify: error: {problem}", file=err)
+        return ExitCode.USAGE
     try:
         cert = load_certificate(args.certificate)
     except InvalidArgument as exc:
@@ -193,13 +51,20 @@ def _report(args, out, err) -> int:
     return ExitCode.MEETS if failed is None else failed
 
 
+def _progress(err):
+    return lambda msg: print(msg, file=err, flush=True)
+
+
 def _certify(args, out, err) -> int:
     from specverify.certification import certify
     from specverify.errors import InvalidArgument
 
-    progress = (lambda msg: print(msg, file=err, flush=True)) if err.isatty() else None
     if args.counts_out and not args.shard:
         print("specverify: error: --counts-out needs --shard I/N (a whole run's certificate is --json).", file=err)
+        return ExitCode.USAGE
+    problem = check_number_flags(args) or check_outputs(args)
+    if problem:
+        print(f"specverify: error: {problem}", file=err)
         return ExitCode.USAGE
     try:
         cert = certify(
@@ -211,12 +76,14 @@ def _certify(args, out, err) -> int:
             isolation=args.isolation,
             timeout_s=args.timeout,
             budget_s=args.budget,
-            progress=progress,
+            progress=_progress(err),
             models=args.models,
             shard=args.shard,
             max_samples=args.max_samples,
             sequential=args.sequential,
             against=args.against,
+            threads=args.threads,
+            extra_flags=tuple(extra_flags(args)),
         )
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
@@ -226,13 +93,24 @@ def _certify(args, out, err) -> int:
 
         with open(args.counts_out, "w") as fh:
             json.dump(cert.shard_info, fh, indent=1)
-    return _emit(cert, args, out, err, require_reproducible=args.require_reproducible)
+    return _emit(
+        cert,
+        args,
+        out,
+        err,
+        require_reproducible=args.require_reproducible,
+        require_speculation=args.require_speculation,
+    )
 
 
 def _merge(args, out, err) -> int:
     from specverify.certification.shards import merge_shards
     from specverify.errors import InvalidArgument
 
+    problem = check_outputs(args)
+    if problem:
+        print(f"specverify: error: {problem}", file=err)
+        return ExitCode.USAGE
     try:
         cert = merge_shards(args.parts)
     except (OSError, ValueError) as exc:  # InvalidArgument is a ValueError; json errors too
@@ -242,7 +120,7 @@ def _merge(args, out, err) -> int:
     return _emit(cert, args, out, err, require_reproducible=False)
 
 
-def _emit(cert, args, out, err, *, require_reproducible: bool) -> int:
+def _emit(cert, args, out, err, *, require_reproducible: bool, require_speculation: bool = False) -> int:
     from specverify.report import render_json, render_text
 
     if args.json == "-":
@@ -255,7 +133,11 @@ def _emit(cert, args, out, err, *, require_reproducible: bool) -> int:
     failed = _write_visuals(cert, args.report, args.plots, err)
     if failed is not None:
         return failed
+    if cert.verdict == Verdict.ERROR:
+        return ExitCode.ERROR
     ok = cert.meets(args.require, require_reproducible=require_reproducible)
+    if require_speculation and cert.speculation_observed is not True:
+        ok = False
     return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
 
 
@@ -272,10 +154,12 @@ def _zoo(out) -> int:
 
 def _scenarios(args, out) -> int:
     from specverify.certification.scenarios import matrix
+    from specverify.protocol import MINIMUM_CAPABILITIES
 
+    out.write(f"{'scenario':26s} {'kind':11s} {'core':4s} {'needs (beyond temperature, max_tokens)':40s} exercises\n")
     for s in matrix(args.models).values():
-        core = " (core)" if s.core else ""
-        out.write(f"{s.name:26s} {s.kind:9s} {s.exercises}{core}\n")
+        needs = ", ".join(sorted(s.requires() - MINIMUM_CAPABILITIES)) or "-"
+        out.write(f"{s.name:26s} {s.kind:11s} {'yes' if s.core else 'no':4s} {needs:40s} {s.exercises}\n")
     return ExitCode.MEETS
 
 
@@ -333,8 +217,11 @@ def _plan(args, out, err) -> int:
     from specverify.errors import InvalidArgument
     from specverify.stats import plan_sample_size
 
-    if args.outcomes < 1:
-        print(f"specverify: error: --outcomes={args.outcomes!r} must be >= 1", file=err)
+    if args.outcomes < 2:
+        print(
+            f"specverify: error: --outcomes {args.outcomes} must be >= 2 (a law of one outcome has nothing to test)",
+            file=err,
+        )
         return ExitCode.USAGE
     try:
         n = plan_sample_size(
@@ -358,6 +245,8 @@ def main(argv=None, *, out=None, err=None) -> int:
     except SystemExit as exc:
         return ExitCode.USAGE if exc.code else ExitCode.MEETS
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny tensors: threads cost more than they give
+    if os.getcwd() not in sys.path:  # MODULE:ATTR from the current directory, as `python -m` does
+        sys.path.insert(0, os.getcwd())
     try:
         if args.command == "certify":
             return _certify(args, out, err)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional, Protocol, Sequence, runtime_checkable
 
-from specverify.errors import InvalidArgument, check
+from specverify.errors import InvalidArgument
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 
 __all__ = [
@@ -86,10 +86,20 @@ def capabilities_of(decoder) -> frozenset[str]:
     if caps is None:
         return MINIMUM_CAPABILITIES
     known = set(PROCESSOR_FIELDS) | set(EXTRA_CAPABILITIES)
+    if isinstance(caps, str):
+        caps = {caps}
     unknown = sorted(set(caps) - known)
-    check(
-        not unknown,
-        f"capabilities={sorted(caps)!r} holds unknown names {unknown!r}; expected SamplingParams "
-        f"field names or {EXTRA_CAPABILITIES!r}.",
-    )
+    if unknown:
+        import difflib
+
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name.replace("-", "_"), sorted(known), n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{name!r}: did you mean `{close[0]}`?")
+        raise InvalidArgument(
+            f"capabilities={sorted(caps)!r} holds unknown names {unknown!r}"
+            + (f" ({'; '.join(hints)})" if hints else "")
+            + f"; expected SamplingParams field names or {EXTRA_CAPABILITIES!r}."
+        )
     return frozenset(caps) | MINIMUM_CAPABILITIES

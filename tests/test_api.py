@@ -123,7 +123,11 @@ def test_cli_plan_and_scenarios():
     code, out, _ = cli("plan", "--outcomes", "256", "--epsilon", "0.02")
     assert code == ExitCode.MEETS and int(out.split()[0]) > 10_000
     code, out, _ = cli("scenarios")
-    assert code == ExitCode.MEETS and "greedy" in out and "(core)" in out
+    assert code == ExitCode.MEETS and "greedy" in out and "(core)" not in out
+    head, *rows = out.splitlines()
+    assert head.split()[:3] == ["scenario", "kind", "core"] and "needs" in head
+    row = {line.split()[0]: line.split() for line in rows}
+    assert row["temperature-1"][2] == "yes" and row["top-k"][2] == "no" and row["top-k"][3].startswith("top_k")
 
 
 def test_help_documents_exit_codes(capsys):

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import replace
 
 from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.runner import factory_name, make_runner
+from specverify.certification.runner import SetupFailure, factory_name, make_runner
 from specverify.certification.scenarios import CORE, matrix, select_scenarios
 from specverify.certification.shards import parse_shard, shard_of
+from specverify.certification.verdict import SAMPLING_KINDS as _SAMPLING_KINDS
+from specverify.certification.verdict import error_certificate, finish_certificate, slow_note
 from specverify.enums import Level, ScenarioKind, Verdict
 from specverify.errors import ProtocolViolation, check
 
-__all__ = ["certify"]
+__all__ = ["certify", "finish_certificate"]
 
-_SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION, ScenarioKind.COMPOSITION)
 _now = time.perf_counter  # the budget's clock (tests replace it)
+SEED_LIMIT = 2**62  # certification seeds (request seeds derived from them are 63-bit: protocol.Request)
 
 
 def _num_sampling_tests(scenarios: dict) -> int:
@@ -32,26 +33,10 @@ def _tests_in(scenario) -> int:
     return len(COMPOSITIONS) if scenario.kind == ScenarioKind.COMPOSITION else 1
 
 
-def _versions() -> dict:
-    import numpy as np
-    import scipy
-    import torch
-
-    from specverify import __version__
-
-    return {
-        "specverify": __version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "torch": torch.__version__,
-    }
-
-
 def _validate(seed, alpha, power, budget_s, timeout_s) -> None:
     check(
-        isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**62,
-        f"seed={seed!r} must be an int in [0, 2**62).",
+        isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < SEED_LIMIT,
+        f"seed={seed!r} must be an int in [0, 2**62) (--seed).",
     )
     check(isinstance(alpha, float) and 0 < alpha < 0.5, f"alpha={alpha!r} must be a float in (0, 0.5), e.g. 1e-6.")
     check(0.5 <= power < 1, f"power={power!r} must lie in [0.5, 1).")
@@ -76,6 +61,8 @@ def certify(
     max_samples: int | None = None,
     sequential: bool = False,
     against: str | None = None,
+    threads: int | None = None,
+    extra_flags: tuple = (),
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -112,6 +99,17 @@ def certify(
         Run only shard I of N (scenario k of the matrix runs on shard k % N + 1; shard 1 also runs the
         reproducibility check). The result is ``inconclusive`` by itself; its ``shard_info`` is the counts file
         ``specverify.certification.shards.merge_shards`` turns into one certificate.
+    threads : int, optional
+        Threads of the worker process (torch and ``OMP_NUM_THREADS``; default 1: tiny tensors, more threads cost
+        more). In-process (``isolation="none"``) the caller's setting stays unless ``threads`` is given.
+    progress : callable, optional
+        Called with one line per scenario (its position, name, elapsed time and an ETA).
+    extra_flags : tuple of str
+        The caller's command-line flags that do not change the draws (``--require``, ``--counts-out``), kept in
+        ``command`` so that it reproduces the whole invocation.
+
+    A set-up failure (the factory raises, its module raises on import, unknown ``capabilities``) gives the verdict
+    ``error``: it says nothing about the decoder.
 
     Returns
     -------
@@ -131,16 +129,13 @@ def certify(
         position = {name: k for k, name in enumerate(family)}
         chosen = [sc for sc in chosen if shard_of(position[sc.name], shard[1]) == shard[0]]
     from specverify.certification.checks import Plan
-    from specverify.certification.collect import Session
 
     started = _now()
     name = factory_name(factory)
-    flags = [f"--models {models}"] if models != "toy" else []
-    flags += ["--sequential"] if sequential else []
-    flags += [f"--max-samples {max_samples}"] if max_samples is not None else []
-    flags += [f"--budget {budget_s:g}"] if budget_s is not None else []
-    flags += [f"--against {against}"] if against else []
-    base_cmd = " ".join([f"specverify certify {name} --level {level}", *flags])
+    run_flags = _run_flags(models, sequential, max_samples, budget_s, against, alpha, timeout_s, isolation, threads)
+    base_cmd = " ".join([f"specverify certify {name} --level {level}", *run_flags])
+    run_command = " ".join([base_cmd, *(f"--scenario {n}" for n in scenarios or ()), f"--seed {seed}"])
+    command = " ".join([run_command, *map(str, extra_flags)])
     plan = Plan(
         alpha=alpha,
         epsilon=level.epsilon,
@@ -150,36 +145,29 @@ def certify(
         seed=seed,
         sequential=bool(sequential),
     )
-    runner = make_runner(factory, isolation=isolation, timeout_s=timeout_s)
-    other_runner = None
+    meta = dict(level=level, seed=seed, alpha=alpha, factory=name, command=command)
     try:
-        if against:
-            from specverify.certification.twosample import against_spec
-
-            plan.against = against_spec(name, against)
-            other_runner = make_runner(plan.against, isolation=isolation, timeout_s=timeout_s)
-            plan.other = Session(other_runner)
-        check_repro = shard is None or shard[0] == 1
-        session = Session(runner)
-        if budget_s is not None or max_samples is not None:
-            _allocate(session, chosen, plan, family, budget_s, max_samples, started)
-        results, violation, repro = _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro)
-    finally:
-        runner.close()
-        if other_runner is not None:
-            other_runner.close()
-    command = f"{base_cmd} --seed {seed}"
-    cert = finish_certificate(
-        results,
-        violation,
-        repro,
-        level=level,
-        seed=seed,
-        alpha=alpha,
-        factory=name,
-        command=command,
-        elapsed_s=_now() - started,
-    )
+        results, violation, repro = _run_guarded(
+            factory,
+            against,
+            name,
+            plan,
+            chosen,
+            family,
+            shard,
+            budget_s,
+            max_samples,
+            base_cmd,
+            progress,
+            dict(isolation=isolation, timeout_s=timeout_s, threads=threads),
+            started,
+        )
+    except SetupFailure as exc:
+        return error_certificate(exc.reason, elapsed_s=_now() - started, **meta)
+    cert = finish_certificate(results, violation, repro, elapsed_s=_now() - started, **meta)
+    note = slow_note(results)
+    if note and cert.verdict not in (Verdict.INVALID, Verdict.ERROR):
+        cert = replace(cert, reason=f"{cert.reason}\n{note}")
     if shard is None:
         return cert
     meta = dict(
@@ -192,7 +180,7 @@ def certify(
         num_shards=shard[1],
         scenarios_requested=list(scenarios) if scenarios else None,
         matrix_order=list(family),
-        command=command,
+        command=run_command,
     )
     from specverify.certification.shards import shard_document
 
@@ -203,8 +191,68 @@ def certify(
         verdict=Verdict.INCONCLUSIVE,
         reason=reason,
         shard_info=info,
-        command=f"{command} --shard {shard[0]}/{shard[1]}",
+        command=" ".join([run_command, f"--shard {shard[0]}/{shard[1]}", *map(str, extra_flags)]),
     )
+
+
+def _run_flags(models, sequential, max_samples, budget_s, against, alpha, timeout_s, isolation, threads) -> list:
+    """Every flag that changes the run, as the CLI spells it (defaults left out)."""
+    flags = [f"--models {models}"] if models != "toy" else []
+    flags += ["--sequential"] if sequential else []
+    flags += [f"--max-samples {max_samples}"] if max_samples is not None else []
+    flags += [f"--budget {budget_s:g}"] if budget_s is not None else []
+    flags += [f"--against {against}"] if against else []
+    flags += [f"--alpha {alpha:g}"] if alpha != 1e-6 else []
+    flags += [f"--isolation {isolation}"] if isolation != "process" else []
+    flags += [f"--timeout {timeout_s:g}"] if timeout_s != 120.0 else []
+    flags += [f"--threads {threads}"] if threads is not None else []
+    return flags
+
+
+class _Deadline:
+    """The runner, refusing new calls once the budget's wall clock is spent (an in-process call cannot be
+    interrupted: the budget is enforced between calls)."""
+
+    def __init__(self, runner, budget_s):
+        self._runner, self._end = runner, None if budget_s is None else time.perf_counter() + budget_s
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+    def request(self, op: str, *args: object) -> object:
+        if self._end is not None and op in ("call", "sample") and time.perf_counter() > self._end:
+            raise _BudgetSpent()
+        return self._runner.request(op, *args)
+
+
+class _BudgetSpent(Exception):
+    """The budget ran out between two calls of a scenario."""
+
+
+def _run_guarded(
+    factory, against, name, plan, chosen, family, shard, budget_s, max_samples, base_cmd, progress, runner_kw, started
+) -> tuple:
+    """Build the runners, run every chosen scenario, close the runners (set-up failures propagate)."""
+    from specverify.certification.collect import Session
+
+    runner = make_runner(factory, **runner_kw)
+    other_runner = None
+    try:
+        if against:
+            from specverify.certification.twosample import against_spec
+
+            plan.against = against_spec(name, against)
+            other_runner = make_runner(plan.against, **runner_kw)
+            plan.other = Session(_Deadline(other_runner, budget_s))
+        check_repro = shard is None or shard[0] == 1
+        session = Session(_Deadline(runner, budget_s))
+        if budget_s is not None or max_samples is not None:
+            _allocate(session, chosen, plan, family, budget_s, max_samples, started)
+        return _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro)
+    finally:
+        runner.close()
+        if other_runner is not None:
+            other_runner.close()
 
 
 def _allocate(session, chosen, plan, family, budget_s, max_samples, started) -> None:
@@ -222,6 +270,8 @@ def _allocate(session, chosen, plan, family, budget_s, max_samples, started) -> 
                 total = min(total, int(rate * left * budget.SAFETY))
         except ProtocolViolation:
             pass  # the run itself finds and reports it, with the scenario that shows it
+        except _BudgetSpent:
+            total = 0  # the pilot alone spent the budget
     plan.shares = budget.allocate(sizes, set(CORE), total)
 
 
@@ -234,45 +284,30 @@ def _as_shard(shard: object) -> tuple[int, int] | None:
     return parse_shard(f"{shard[0]}/{shard[1]}")
 
 
-def finish_certificate(results, violation, repro, *, level, seed, alpha, factory, command, elapsed_s) -> Certificate:
-    """Holm over the sampling scenarios, the verdict rules, the certificate (shared by certify and the merge)."""
-    results = _apply_holm(results, alpha)
-    verdict, reason = _verdict(results, violation)
-    spec = [r.accepted_observed for r in results if r.accepted_observed]
-    versions = _versions()
-    return Certificate(
-        verdict=verdict,
-        reason=reason,
-        level=level,
-        seed=seed,
-        alpha=alpha,
-        epsilon=level.epsilon,
-        elapsed_s=elapsed_s,
-        version=versions["specverify"],
-        factory=factory,
-        scenarios=tuple(results),
-        reproducible=repro[0],
-        reproducibility_note=repro[1],
-        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
-        versions=versions,
-        command=command,
-    )
+def _progress_line(i, total, name, elapsed) -> str:
+    eta = f", ETA {elapsed / i * (total - i):.0f} s" if i else ""
+    return f"specverify: [{i + 1}/{total}] {name} (elapsed {elapsed:.0f} s{eta})"
+
+
+def _not_run(scenario, why) -> ScenarioResult:
+    return ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=why)
 
 
 def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check_repro=True) -> tuple:
-    from specverify.certification.checks import check_reproducible
-
-    results, violation, repro = [], None, (None, "not checked")
+    results, violation = [], None
+    clock = time.perf_counter()
     for i, scenario in enumerate(chosen):
         reproduce = f"{base_cmd} --scenario {scenario.name} --seed {plan.seed}"
         if violation is not None or (budget_s is not None and _now() - started > budget_s):
             why = "not run: the decoder already broke the protocol" if violation else "not run: budget exhausted"
-            results.append(ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=why))
+            results.append(_not_run(scenario, why))
             continue
         if progress:
-            progress(f"[{i + 1}/{len(chosen)}] {scenario.name}")
+            progress(_progress_line(i, len(chosen), scenario.name, time.perf_counter() - clock))
         try:
             results.extend(_run_one(session, scenario, plan, reproduce))
+        except _BudgetSpent:
+            results.append(_not_run(scenario, "not run: budget exhausted during the scenario"))
         except ProtocolViolation as exc:
             violation = f"{scenario.name}: {exc}\nReproduce: {reproduce}"
             results.append(
@@ -287,13 +322,24 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check
                     note="protocol violation",
                 )
             )
+    if violation is not None:
+        return results, violation, (None, "not run: the decoder broke the protocol")
+    return results, violation, _reproducibility(session, chosen, plan, check_repro)
+
+
+def _reproducibility(session, chosen, plan, check_repro) -> tuple:
+    """The separate reproducibility check: its failure, even a protocol violation, is ``reproducible=False``."""
+    from specverify.certification.checks import check_reproducible
+
     family = matrix(chosen[0].pair.family) if chosen else {}
-    if violation is None and check_repro and "temperature-1" in family:
-        try:
-            repro = check_reproducible(session, family["temperature-1"], plan)
-        except ProtocolViolation as exc:
-            violation = f"reproducibility check: {exc}"
-    return results, violation, repro
+    if not check_repro or "temperature-1" not in family:
+        return None, "not run in this shard" if not check_repro else "not run"
+    try:
+        return check_reproducible(session, family["temperature-1"], plan)
+    except _BudgetSpent:
+        return None, "not run: budget exhausted"
+    except ProtocolViolation as exc:
+        return False, f"the check's calls broke the protocol: {exc}"
 
 
 def _run_one(session, scenario, plan, reproduce) -> list:
@@ -331,56 +377,3 @@ def _run_one(session, scenario, plan, reproduce) -> list:
         ScenarioKind.COLLISION: checks.run_collision,
     }[scenario.kind]
     return [run(session, scenario, plan, reproduce)]
-
-
-def _apply_holm(results, alpha) -> list:
-    """Sampling-type scenarios pass or fail by Holm at the family α; impossible outcomes fail outright."""
-    import numpy as np
-
-    from specverify.stats import holm
-
-    idx = [
-        i
-        for i, r in enumerate(results)
-        if r.kind in _SAMPLING_KINDS and r.covered and r.violation is None and r.pvalue is not None
-    ]
-    if not idx:
-        return results
-    passed = holm(np.array([results[i].pvalue for i in idx]), alpha)
-    out = list(results)
-    for i, ok in zip(idx, passed):
-        out[i] = replace(out[i], passed=bool(ok) and not out[i].impossible)
-    return out
-
-
-def _verdict(results, violation) -> tuple:
-    if violation is not None:
-        return Verdict.INVALID, violation
-    greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
-    if greedy_fail:
-        r = greedy_fail[0]
-        return Verdict.APPROXIMATE, (
-            f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. Reproduce: {r.reproduce}"
-        )
-    sampling_fail = [r for r in results if r.passed is False]
-    if sampling_fail:
-        r = sampling_fail[0]
-        why = r.note or f"law rejected (p = {r.pvalue:.3g})"
-        return Verdict.GREEDY_ONLY, f"{r.name}: {why}. Reproduce: {r.reproduce}"
-    not_run = [r.name for r in results if not r.covered]
-    core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
-    if core_missing:
-        return Verdict.INCONCLUSIVE, (
-            f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
-            "them: `specverify scenarios` lists them)"
-        )
-    short = [r for r in results if r.covered and r.kind in _SAMPLING_KINDS and r.n < r.planned_n]
-    if short or any("budget" in r.note for r in results if not r.covered):
-        detail = "; ".join(
-            f"{r.name}: N = {r.n} of {r.planned_n}, detects TV ≥ {r.detectable_tv:.3f}" for r in short[:4]
-        )
-        return Verdict.INCONCLUSIVE, (
-            "the budget ran out before every scenario reached its planned N" + (f" ({detail})" if detail else "")
-        )
-    coverage = f" (not covered: {not_run})" if not_run else ""
-    return Verdict.EXACT, f"every covered scenario reached its planned N and passed{coverage}"

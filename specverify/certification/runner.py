@@ -7,14 +7,25 @@ the certifier turns it into an ``invalid`` verdict and never crashes or passes b
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import multiprocessing
+import os
+import sys
 import traceback
 from typing import Callable, Union
 
-from specverify.errors import InvalidArgument, ProtocolViolation, check
+from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError, check
 from specverify.protocol import Completion, SampleCounts, capabilities_of
 
-__all__ = ["DecoderFailure", "resolve_factory", "factory_name", "InProcessRunner", "ProcessRunner", "make_runner"]
+__all__ = [
+    "DecoderFailure",
+    "SetupFailure",
+    "resolve_factory",
+    "factory_name",
+    "InProcessRunner",
+    "ProcessRunner",
+    "make_runner",
+]
 
 
 class DecoderFailure(ProtocolViolation):
@@ -23,6 +34,26 @@ class DecoderFailure(ProtocolViolation):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class SetupFailure(SpecverifyError):
+    """The factory or adapter could not be set up (its module raises on import, the factory raises, its
+    ``capabilities`` are unknown names): verdict ``error`` (docs/design.md rule 1), nothing said of the decoder."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The exception once, with the frames of the user's code only (none of specverify's runner)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN_DIR)]
+    where = "".join(traceback.format_list(frames[-3:])).rstrip()
+    head = f"{type(exc).__name__}: {exc}"
+    return f"{head}\n{where}" if where else head
+
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def resolve_factory(spec: Union[str, Callable]) -> Callable:
@@ -37,9 +68,14 @@ def resolve_factory(spec: Union[str, Callable]) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if not _is_missing(exc, module_name):
+            raise SetupFailure(f"importing {module_name!r} raised {_user_traceback(exc)}") from None
         raise InvalidArgument(
-            f"factory={spec!r}: cannot import module {module_name!r} ({exc}). Is it installed and on PYTHONPATH?"
+            f"factory={spec!r}: cannot import module {module_name!r} ({exc}). Is it installed, on PYTHONPATH, "
+            "or in the current directory?"
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed: a set-up failure
+        raise SetupFailure(f"importing {module_name!r} raised {_user_traceback(exc)}") from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -54,6 +90,13 @@ def resolve_factory(spec: Union[str, Callable]) -> Callable:
     return obj
 
 
+def _is_missing(exc: ImportError, module_name: str) -> bool:
+    """Whether the module named on the command line (or a package above it) does not exist (a typo: usage)."""
+    missing = getattr(exc, "name", None)
+    parts = module_name.split(".")
+    return isinstance(exc, ModuleNotFoundError) and missing in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+
+
 def factory_name(spec) -> str:
     """The ``module:attr`` that names ``spec`` on the command line (best effort for callables)."""
     if isinstance(spec, str):
@@ -65,6 +108,20 @@ def _summary(exc: BaseException) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     tail = "".join(lines[-4:]).strip()
     return f"{type(exc).__name__}: {exc}\n{tail}"
+
+
+def _as_int(x: object) -> object:
+    """An integer type (``np.int64`` from argmax, a 0-d tensor) as ``int``; anything else (bools too) unchanged."""
+    if type(x) is int or isinstance(x, bool) or type(x).__name__ == "bool_":
+        return x
+    try:
+        return int(x.__index__())
+    except (AttributeError, TypeError):
+        return x
+
+
+def _ints(seq) -> tuple:
+    return tuple(_as_int(t) for t in seq)
 
 
 def _as_completions(result, count: int) -> list:
@@ -83,10 +140,10 @@ def _as_completions(result, count: int) -> list:
         try:
             out.append(
                 Completion(
-                    tokens=tuple(c.tokens),
+                    tokens=_ints(c.tokens),
                     finish_reason=c.finish_reason,
-                    stream=None if stream is None else tuple(tuple(s) for s in stream),
-                    accepted=None if accepted is None else tuple(accepted),
+                    stream=None if stream is None else tuple(_ints(s) for s in stream),
+                    accepted=None if accepted is None else _ints(accepted),
                 )
             )
         except TypeError as exc:
@@ -99,9 +156,11 @@ def _as_counts(result) -> SampleCounts:
     if not hasattr(outcomes, "items"):
         raise DecoderFailure(f"decoder.sample returned {type(result).__name__}, expected SampleCounts(outcomes=...)")
     try:
-        clean = {(tuple(tokens), reason): int(n) for (tokens, reason), n in outcomes.items()}
+        clean = {(_ints(tokens), reason): _as_int(n) for (tokens, reason), n in outcomes.items()}
+        if not all(type(n) is int for n in clean.values()):
+            raise TypeError(f"counts {sorted(set(map(repr, clean.values())))[:3]} must be integers")
         accepted = getattr(result, "accepted", None)
-        accepted = None if accepted is None else {int(k): int(v) for k, v in accepted.items()}
+        accepted = None if accepted is None else {_as_int(k): _as_int(v) for k, v in accepted.items()}
     except (TypeError, ValueError) as exc:
         raise DecoderFailure(f"decoder.sample returned malformed counts: {exc}") from None
     return SampleCounts(outcomes=clean, accepted=accepted)
@@ -115,8 +174,16 @@ class _Host:
         self.decoders = {}
 
     def make(self, key, target, draft):
-        self.decoders[key] = decoder = self.factory(target, draft)
-        return sorted(capabilities_of(decoder)), callable(getattr(decoder, "sample", None))
+        try:
+            decoder = self.factory(target, draft)
+        except Exception as exc:  # noqa: BLE001 - the factory's own failure: a set-up failure, shown once
+            raise SetupFailure(f"the factory raised {_user_traceback(exc)}") from None
+        try:
+            caps = capabilities_of(decoder)
+        except InvalidArgument as exc:
+            raise SetupFailure(str(exc)) from None
+        self.decoders[key] = decoder
+        return sorted(caps), callable(getattr(decoder, "sample", None))
 
     def call(self, key, requests):
         return _as_completions(self.decoders[key](list(requests)), len(requests))
@@ -134,7 +201,7 @@ class InProcessRunner:
     def request(self, op: str, *args: object) -> object:
         try:
             return getattr(self._host, op)(*args)
-        except DecoderFailure:
+        except (DecoderFailure, SetupFailure):
             raise
         except Exception as exc:  # the decoder's own failure: report it, never crash
             raise DecoderFailure(_summary(exc)) from None
@@ -143,11 +210,26 @@ class InProcessRunner:
         pass
 
 
-def _worker_main(conn, spec):
+def set_threads(threads: int) -> None:
+    """The worker's thread policy: ``threads`` OpenMP / torch threads (tiny tensors: more threads cost more)."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _worker_main(conn, spec, path=None, threads=1):
+    if path and path not in sys.path:
+        sys.path.insert(0, path)
     try:
+        set_threads(threads)
         host = _Host(resolve_factory(spec))
+    except SetupFailure as exc:
+        conn.send(("setup", exc.reason))
+        return
     except BaseException as exc:  # noqa: BLE001 - report anything, the parent decides
-        conn.send(("error", _summary(exc)))
+        conn.send(("setup", _user_traceback(exc)))
         return
     conn.send(("ok", None))
     while True:
@@ -159,6 +241,8 @@ def _worker_main(conn, spec):
             return
         try:
             conn.send(("ok", getattr(host, op)(*args)))
+        except SetupFailure as exc:
+            conn.send(("setup", exc.reason))
         except DecoderFailure as exc:
             conn.send(("error", exc.reason))
         except BaseException as exc:  # noqa: BLE001
@@ -168,12 +252,13 @@ def _worker_main(conn, spec):
 class ProcessRunner:
     """Runs the decoder in a spawned worker process; a call past ``timeout_s`` kills it (a hang is invalid)."""
 
-    def __init__(self, spec, *, timeout_s: float = 120.0):
+    def __init__(self, spec, *, timeout_s: float = 120.0, threads: int = 1):
         check(timeout_s > 0, f"timeout_s={timeout_s!r} must be > 0.")
         ctx = multiprocessing.get_context("spawn")
         self.timeout_s = timeout_s
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child, spec), daemon=True)
+        args = (child, spec, os.getcwd(), threads)
+        self._proc = ctx.Process(target=_worker_main, args=args, daemon=True)
         self._proc.start()
         child.close()
         self._receive(max(timeout_s, 120.0), "starting the worker")
@@ -191,6 +276,8 @@ class ProcessRunner:
             code = self._proc.exitcode
             self.close()
             raise DecoderFailure(f"the worker process died while {what} (exit code {code})") from None
+        if status == "setup":
+            raise SetupFailure(payload)
         if status == "error":
             raise DecoderFailure(payload)
         return payload
@@ -220,8 +307,17 @@ class ProcessRunner:
 
 
 def make_runner(
-    spec: object, *, isolation: str = "process", timeout_s: float = 120.0
+    spec: object, *, isolation: str = "process", timeout_s: float = 120.0, threads: int | None = None
 ) -> InProcessRunner | ProcessRunner:
+    """The runner for ``isolation``; the worker runs ``threads`` threads (default 1), in-process only when given."""
     check(isolation in ("process", "none"), f"isolation={isolation!r} must be 'process' or 'none'.")
+    check(
+        threads is None or (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1),
+        f"threads={threads!r} must be None or an int >= 1 (--threads).",
+    )
     resolve_factory(spec)  # import errors surface here, before any worker starts
-    return ProcessRunner(spec, timeout_s=timeout_s) if isolation == "process" else InProcessRunner(spec)
+    if isolation == "process":
+        return ProcessRunner(spec, timeout_s=timeout_s, threads=threads or 1)
+    if threads is not None:
+        set_threads(threads)
+    return InProcessRunner(spec)

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["render_text"]
+__all__ = ["render_text", "format_pvalue", "speculation_phrase"]
+
+_BROKE = "not run: the decoder already broke the protocol"
+LEGEND = (
+    "legend:",
+    "  result   pass / FAIL (Holm at the family α) / INVALID (protocol violation) / skipped (capability not declared)",
+    "  N        outcomes drawn; p-value: the scenario's test (small = evidence against the exact law; '<1e-300' "
+    "underflows);",
+    "           a scenario fails only below its Holm level at the family α (about α / tests), never at 0.05",
+    "  TV est   total variation between the observed frequencies and the exact law (plug-in estimate)",
+    "  TV null  the TV an exact decoder shows at this N (95 % quantile): TV est above it is suspicious",
+    "  detect   the smallest TV this N detects with the planned power (the level's ε when the plan was met)",
+)
 
 
 def _fmt(x, spec=".3g") -> str:
@@ -15,6 +27,17 @@ def _fmt(x, spec=".3g") -> str:
     return format(x, spec)
 
 
+def format_pvalue(p) -> str:
+    """'1.00', '0.35', '0.0038', '2.1e-09', '<1e-300' (never a bare '1' or '0')."""
+    if p is None:
+        return "-"
+    if p <= 1e-300:
+        return "<1e-300"
+    if p >= 0.01:
+        return f"{p:.2f}"
+    return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
 def _status(s) -> str:
     if s.violation:
         return "INVALID"
@@ -23,8 +46,25 @@ def _status(s) -> str:
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 
-def render_text(cert) -> str:
-    """A table of scenarios with their evidence, the verdict, and how to reproduce each failure."""
+def _rows(cert) -> list:
+    lines, broke = [], [s for s in cert.scenarios if not s.covered and s.note == _BROKE]
+    for s in cert.scenarios:
+        if s in broke:
+            continue
+        lines.append(
+            f"{s.name:34s} {s.kind:9s} {_status(s):8s} {s.n if s.covered else '':>8} {format_pvalue(s.pvalue):>9s} "
+            f"{_fmt(s.tv_estimate, '.4f'):>7s} {_fmt(s.tv_null_quantile, '.4f'):>7s} "
+            f"{_fmt(s.detectable_tv, '.4f'):>7s}"
+        )
+        if s.note:
+            lines.append(f"{'':36s}{s.note}")
+    if broke:
+        lines.append(f"… the other {len(broke)} scenarios were not run: the decoder already broke the protocol")
+    return lines
+
+
+def render_text(cert, *, legend: bool = True) -> str:
+    """A table of scenarios with their evidence, the verdict, how to reproduce each failure, and a legend."""
     lines = [
         f"specverify {cert.version} · {cert.factory} · level {cert.level} (detects TV ≥ {cert.epsilon}) · "
         f"seed {cert.seed} · family α {cert.alpha:g}",
@@ -34,18 +74,29 @@ def render_text(cert) -> str:
         f"{'scenario':34s} {'kind':9s} {'result':8s} {'N':>8s} {'p-value':>9s} {'TV est':>7s} {'TV null':>7s} "
         f"{'detect':>7s}"
     )
-    lines += [head, "-" * len(head)]
-    for s in cert.scenarios:
-        lines.append(
-            f"{s.name:34s} {s.kind:9s} {_status(s):8s} {s.n if s.covered else '':>8} {_fmt(s.pvalue):>9s} "
-            f"{_fmt(s.tv_estimate, '.4f'):>7s} {_fmt(s.tv_null_quantile, '.4f'):>7s} "
-            f"{_fmt(s.detectable_tv, '.4f'):>7s}"
-        )
-        if s.note:
-            lines.append(f"{'':36s}{s.note}")
+    lines += [head, "-" * len(head)] + _rows(cert)
     lines += [""] + _failures(cert) + _extras(cert)
-    lines += ["", f"VERDICT: {cert.verdict.upper()} — {cert.reason}", f"elapsed {cert.elapsed_s:.1f} s"]
+    reason, *notes = cert.reason.split("\nnote: ")
+    verdict = f"VERDICT: {cert.verdict.upper()} — {reason}"
+    spec = speculation_phrase(cert)
+    if spec and str(cert.verdict) not in ("invalid", "error"):
+        verdict += f" — {spec}"
+    lines += ["", verdict, *(f"note: {n}" for n in notes), f"elapsed {cert.elapsed_s:.1f} s"]
+    if legend and cert.scenarios:
+        lines += [""] + list(LEGEND)
     return "\n".join(lines) + "\n"
+
+
+def speculation_phrase(cert) -> str:
+    """What the run says about speculation: observed, not observed, or not measured (greedy scenarios only)."""
+    ran = [s for s in cert.scenarios if s.covered and not s.violation]
+    if not ran:
+        return ""
+    if cert.speculation_observed:
+        return "speculation observed"
+    if all(str(s.kind) == "greedy" for s in ran):
+        return "speculation not measured: only greedy scenarios ran"
+    return "speculation not observed: the decoder never reported an accepted draft"
 
 
 def _failures(cert) -> list:
@@ -72,21 +123,32 @@ def _failures(cert) -> list:
     return out
 
 
+def _reproducibility_line(cert) -> str:
+    status = {True: "yes", False: "NO", None: "not checked"}[cert.reproducible]
+    note = cert.reproducibility_note or ""
+    for prefix in ("not checked: ", "not checked"):
+        if cert.reproducible is None and note.startswith(prefix):
+            note = note[len(prefix) :]
+    note = f" — {note}" if note else ""
+    return f"reproducibility (same seed → same output, alone and batched): {status}{note}"
+
+
 def _extras(cert) -> list:
-    out = [
-        f"reproducibility (same seed → same output, alone and batched): "
-        f"{ {True: 'yes', False: 'NO', None: 'not checked'}[cert.reproducible] } — {cert.reproducibility_note}"
-    ]
-    if cert.speculation_observed is None:
-        out.append("speculation not observed: the decoder does not report accepted drafts")
-    else:
-        rows = [s for s in cert.scenarios if s.accepted_observed]
-        first = rows[0] if rows else None
-        if first is not None:
-            hist = ", ".join(f"{m}:{c}" for m, c in first.accepted_observed.items())
-            exp = ", ".join(f"{e:.2f}" for e in first.accepted_expected)
-            out.append(
-                f"first-round accepted drafts ({first.name}): observed {{{hist}}}, exact law [{exp}], "
-                f"p = {_fmt(first.accepted_pvalue)} (evidence only: a draft may use another law)"
-            )
+    out = [_reproducibility_line(cert)]
+    rows = [s for s in cert.scenarios if s.accepted_observed]
+    first = rows[0] if rows else None
+    if first is None:
+        spec = speculation_phrase(cert)
+        if spec:
+            out.append(spec)
+        return out
+    hist = ", ".join(f"{m}:{c}" for m, c in first.accepted_observed.items())
+    exp = ", ".join(f"{e:.2f}" for e in first.accepted_expected)
+    p = first.accepted_pvalue
+    judged = "" if p is None else (" ≥ α: consistent with the exact law" if p >= cert.alpha else " < α: differs")
+    out.append(
+        f"first-round accepted drafts ({first.name}): observed {{{hist}}}, exact law [{exp}], "
+        f"p = {format_pvalue(p)}{judged} (tested at the family α = {cert.alpha:g}; evidence only, not part of the "
+        "verdict: a draft may use another law)"
+    )
     return out

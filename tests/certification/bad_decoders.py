@@ -111,3 +111,74 @@ class Slow(VectorizedDecoder):
     def sample(self, request, n):
         time.sleep(n * self.SECONDS_PER_OUTCOME)
         return super().sample(request, n)
+
+
+def factory_raises(target, draft):
+    """A factory that cannot build its engine: a set-up failure (verdict error), not a decoder bug."""
+    raise RuntimeError("no GPU here")
+
+
+class CapabilityTypo(_Wrap):
+    capabilities = frozenset({"temperature", "max_tokens", "top-k"})
+
+
+class NumpyTokens(_Wrap):
+    """Exact, but its tokens are numpy integers (as argmax gives them)."""
+
+    def mutate(self, c):
+        import numpy as np
+
+        return replace(c, tokens=tuple(np.int64(t) for t in c.tokens), stream=None, accepted=None)
+
+
+class BoolTokens(_Wrap):
+    def mutate(self, c):
+        return replace(c, tokens=tuple(bool(t % 2) for t in c.tokens), stream=None)
+
+
+class SeedNoBatch:
+    """Exact and seeded, one request per call (it does not declare ``batch``): more requests per call raise."""
+
+    capabilities = frozenset({"temperature", "max_tokens", "seed"})
+
+    def __init__(self, target, draft):
+        self.inner = VectorizedDecoder(target, draft)
+
+    def __call__(self, requests):
+        if len(requests) != 1:
+            raise RuntimeError(f"one request per call, got {len(requests)}")
+        return [Completion(c.tokens, c.finish_reason) for c in self.inner(requests)]
+
+
+class SlowsDown(_Minimal):
+    """Exact, one request per call, no fast path: fast through the budget's pilot, then 0.2 s per call."""
+
+    capabilities = frozenset({"temperature", "max_tokens"})
+    FAST_CALLS = 600
+
+    def __init__(self, target, draft):
+        super().__init__(target, draft)
+        self.calls = 0
+
+    def __call__(self, requests):
+        self.calls += 1
+        if self.calls > self.FAST_CALLS:
+            time.sleep(0.2)
+        return super().__call__(requests)
+
+
+capability_typo, numpy_tokens, bool_tokens = make(CapabilityTypo), make(NumpyTokens), make(BoolTokens)
+seed_no_batch, slows_down = make(SeedNoBatch), make(SlowsDown)
+
+
+def thread_checked(target, draft):
+    """Builds only when the worker runs the threads SPECVERIFY_TEST_THREADS names (torch and OMP_NUM_THREADS)."""
+    import os
+
+    import torch
+
+    want = os.environ["SPECVERIFY_TEST_THREADS"]
+    got = (str(torch.get_num_threads()), os.environ.get("OMP_NUM_THREADS"))
+    if got != (want, want):
+        raise RuntimeError(f"threads {got}, expected {want}")
+    return VectorizedDecoder(target, draft)
