@@ -1,0 +1,194 @@
+"""transformers' ``generate()`` as a specverify decoder: assisted generation, prompt lookup, and plain sampling.
+
+Factories (docs/adapters.md): ``assisted(target, draft)`` (the draft is the ``assistant_model``),
+``prompt_lookup(target, draft)`` (``prompt_lookup_num_tokens`` = γ; the draft is ignored) and ``plain(target,
+draft)`` (speculation off: the control). ``target`` and ``draft`` are ``CheckpointModel`` s, loaded with
+``LlamaForCausalLM.from_pretrained(path, dtype=float32, attn_implementation="eager")``, or toy models, wrapped by
+``specverify.adapters.toy_hf``. One request per ``generate`` call: assisted generation is batch size 1.
+
+**How SamplingParams map, and what is declared.** transformers applies, in this order (generation/utils.py:1416,
+``_get_logits_processor``): repetition penalty, bad words, min length / min new tokens, suppress tokens, then, when
+sampling, temperature, top-k, top-p, min-p. The canonical order puts the masks before the penalty; the two commute,
+because a mask writes -inf and the CTRL penalty maps -inf to -inf. So these are declared:
+
+- ``temperature``: 0 is ``do_sample=False`` (``argmax``: the lowest index wins a tie, as canonically); otherwise
+  ``TemperatureLogitsWarper`` divides the penalised logits, as canonically.
+- ``repetition_penalty``: ``RepetitionPenaltyLogitsProcessor`` multiplies negative and divides other logits of every
+  token in ``input_ids`` (prompt + generated), which is canonical (a logit of 0 stays 0 either way).
+- ``min_p``: ``MinPLogitsWarper`` keeps probabilities >= ``min_p`` × the largest, after top-k/top-p, as canonically
+  (the ratio to the maximum does not change under renormalisation).
+- ``bad_token_ids``: non-EOS ids become ``bad_words_ids=[[id], ...]``, a static mask. ``NoBadWordsLogitsProcessor``
+  silently drops EOS from ``bad_words_ids`` (logits_process.py, ``NoBadWordsLogitsProcessor.__init__``), so a bad
+  EOS goes to ``suppress_tokens`` instead. Ids outside the vocabulary are ignored (canonical; transformers raises).
+- ``min_tokens``: ``min_new_tokens`` (EOS masked while fewer tokens were generated, counted from the prompt).
+- ``max_tokens``: ``max_new_tokens``. ``stop``: matched by the adapter, which cuts the output at the token that
+  completes the first stop string (docs/adapters.md allows this; it is exact, as the tokens after it do not change
+  the law of those before). transformers' ``stop_strings`` cannot be used: ``StopStringCriteria`` tokenises the
+  probe text "abcdef" (stopping_criteria.py, ``clean_tokenizer_vocab``), which the checkpoints' word-level
+  tokenizer cannot encode ("WordLevel error: Missing [UNK] token"). It also only looks at the end of the sequence,
+  which assisted generation checks once per round.
+- ``seed`` (per request ``torch.manual_seed`` around ``generate``; every draw is from torch's global generator) and
+  ``accepted`` (assisted and prompt lookup; the private hook is described in ``_transformers_hooks``).
+
+Not declared: ``top_k`` (``TopKLogitsWarper`` keeps every token tied with the k-th, canonical top-k keeps exactly k,
+lower index first), ``top_p`` (``TopPLogitsWarper`` sorts ascending with an unstable sort, so which of two tied
+tokens at the cut survives differs from the canonical stable order), ``frequency_penalty`` / ``presence_penalty``
+(transformers has none), ``ignore_eos``, ``grammar``, ``stop_after_min_tokens``, ``stream`` and ``batch``. top_k
+and top_p are still passed through when a caller sets them, with those tie semantics.
+
+Unseeded requests draw a fresh 63-bit seed from the decoder's own numpy generator. Engine exceptions propagate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specverify.errors import InvalidArgument
+from specverify.protocol import Completion, Request
+
+__all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES"]
+
+MODES = ("assisted", "prompt_lookup", "plain")
+_BASE_CAPABILITIES = frozenset(
+    {"temperature", "max_tokens", "repetition_penalty", "min_p", "bad_token_ids", "min_tokens", "stop", "seed"}
+)
+
+
+def _load(model, role: str) -> object:
+    """The transformers model for a CheckpointModel or a toy model (eval mode, float32)."""
+    import torch
+
+    from specverify.oracles.checkpoint_tokenizer import quiet_transformers
+    from specverify.oracles.models import ToyModel
+
+    if isinstance(model, ToyModel):
+        from specverify.adapters.toy_hf import wrap_toy
+
+        return wrap_toy(model)
+    path = getattr(model, "path", None)
+    if path is None:
+        raise InvalidArgument(
+            f"{role}={model!r} must be a CheckpointModel (with .path) or a ToyModel; build one with "
+            "CheckpointPairSpec(...).build() or ToyPairSpec(...).build()."
+        )
+    from transformers import LlamaForCausalLM
+
+    try:
+        with quiet_transformers():
+            hf = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
+    except Exception as exc:
+        raise RuntimeError(f"transformers could not load the {role} checkpoint at {str(path)!r}: {exc}") from exc
+    return hf.eval()
+
+
+class TransformersDecoder:
+    """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
+
+    def __init__(self, target, draft, mode: str):
+        from specverify.adapters import _transformers_hooks as hooks
+
+        if mode not in MODES:
+            raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
+        hooks.check_transformers_version()
+        self.mode = mode
+        self.model = _load(target, "target")
+        self.assistant = _load(draft, "draft") if mode == "assisted" else None
+        self.vocab = target.vocab
+        self.eos = int(self.vocab.eos_token_id)
+        if self.assistant is not None and draft.vocab.size != self.vocab.size:
+            raise InvalidArgument(
+                f"draft vocab size {draft.vocab.size!r} differs from the target's {self.vocab.size!r}; "
+                "assisted generation here assumes one shared vocabulary."
+            )
+        self.rng = np.random.default_rng()  # fresh entropy: unseeded requests are independent
+        caps = set(_BASE_CAPABILITIES)
+        if mode != "plain":
+            caps.add("accepted")
+        self.capabilities = frozenset(caps)
+
+    def __repr__(self) -> str:
+        return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size})"
+
+    def __call__(self, requests) -> list:
+        return [self.generate(request) for request in requests]
+
+    def generation_kwargs(self, request: Request) -> dict:
+        """The ``generate()`` keyword arguments for ``request`` (besides ``input_ids``)."""
+        from transformers import GenerationConfig
+
+        p = request.params
+        sampling = p.temperature > 0
+        bad = [t for t in p.bad_token_ids if t < self.vocab.size]
+        config = GenerationConfig(
+            do_sample=sampling,
+            temperature=float(p.temperature) if sampling else None,
+            top_k=int(p.top_k) if sampling else None,
+            top_p=float(p.top_p) if sampling and p.top_p < 1.0 else None,
+            min_p=float(p.min_p) if sampling and p.min_p > 0 else None,
+            repetition_penalty=float(p.repetition_penalty) if p.repetition_penalty != 1.0 else None,
+            bad_words_ids=[[t] for t in bad if t != self.eos] or None,
+            suppress_tokens=[self.eos] if self.eos in bad else None,
+            min_new_tokens=int(p.min_tokens) if p.min_tokens > 0 else None,
+            max_new_tokens=int(p.max_tokens),
+            eos_token_id=self.eos,
+            pad_token_id=self.eos,
+            use_cache=True,
+        )
+        kwargs = {"generation_config": config}
+        if self.mode == "assisted":
+            kwargs["assistant_model"] = self.assistant
+        elif self.mode == "prompt_lookup":
+            config.prompt_lookup_num_tokens = int(request.num_draft_tokens)
+        return kwargs
+
+    def generate(self, request: Request) -> Completion:
+        """One request through ``generate()``; tokens cut by the finish rule, ``accepted`` per round."""
+        import torch
+
+        from specverify.adapters import _transformers_hooks as hooks
+        from specverify.oracles.checkpoint_tokenizer import quiet_transformers
+
+        seed = request.seed if request.seed is not None else int(self.rng.integers(0, 2**63 - 1))
+        kwargs = self.generation_kwargs(request)
+        if self.assistant is not None:
+            hooks.set_draft_length(self.assistant, request.num_draft_tokens)
+        input_ids = torch.tensor([request.prompt], dtype=torch.long)
+        with torch.no_grad(), quiet_transformers(), hooks.record_rounds(self.model) as log:
+            torch.manual_seed(seed)
+            out = self.model.generate(input_ids, **kwargs)
+        generated = tuple(int(t) for t in out[0, len(request.prompt) :].tolist())
+        tokens, reason = self._finish(generated, request.params)
+        accepted = log.accepted(len(request.prompt), tokens) if self.mode != "plain" else None
+        return Completion(tokens, reason, accepted=accepted)
+
+    def _finish(self, generated: tuple, params) -> tuple:
+        """Cut ``generated`` after its first finishing token (EOS, stop string, max_tokens: docs/design.md)."""
+        from specverify.reference.finish import finish_reason, stop_step
+        from specverify.reference.stops import stop_tables
+
+        tables = stop_tables(self.vocab.strings, params.stop) if params.stop else None
+        state = np.zeros(1, dtype=np.int64)
+        for i, tok in enumerate(generated):
+            hit, state = stop_step(tables, state, np.array([tok]), np.array([i + 1]), params)
+            reason = finish_reason(tok, bool(hit[0]), i + 1, params, self.eos)
+            if reason:
+                return generated[: i + 1], reason
+        raise RuntimeError(
+            f"transformers stopped after {len(generated)} tokens {generated!r} without EOS, a stop string or "
+            f"max_tokens={params.max_tokens!r}: its stopping criteria disagree with the finish rule."
+        )
+
+
+def assisted(target, draft) -> TransformersDecoder:
+    """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0)."""
+    return TransformersDecoder(target, draft, "assisted")
+
+
+def prompt_lookup(target, draft) -> TransformersDecoder:
+    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored."""
+    return TransformersDecoder(target, draft, "prompt_lookup")
+
+
+def plain(target, draft) -> TransformersDecoder:
+    """Plain ``generate()`` sampling, speculation off: the control for the two others."""
+    return TransformersDecoder(target, draft, "plain")

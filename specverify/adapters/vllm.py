@@ -1,0 +1,381 @@
+"""vLLM's in-process ``LLM`` engine as a specverify decoder: draft-model and n-gram speculation, and plain sampling.
+
+Factories (docs/adapters.md): ``draft_model`` (the draft samples its tokens, ``draft_sample_method="probabilistic"``),
+``draft_model_greedy`` (the draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2]; the draft is ignored)
+and ``plain`` (speculation off: the control). ``target`` and ``draft`` must be ``CheckpointModel`` s: vLLM loads
+``target.path`` (float32, eager, ``max_model_len`` 64, KV block size 32) with the checkpoint's own tokenizer, which
+gives vLLM the EOS id and the text that stop strings are matched on. Toy models cannot be loaded (``InvalidArgument``).
+
+vLLM fixes γ per engine (``num_speculative_tokens``), so a decoder makes one engine per γ it is asked for; ``plain``
+makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a process: before another starts, the
+least recently used is shut down. Several live engines in one process interfere (greedy outputs go wrong:
+docs/findings/vllm.md, finding 5), so the default restarts an engine (2-3 s) whenever γ or the pair changes. A call
+groups its requests by γ and sends each group as one ``generate()``. Each engine gets a fresh random ``seed``: vLLM
+reseeds torch's global generator from it, and a fixed seed would replay the same draws for the unseeded requests of
+every engine made later in the process. Engines are shut down by ``close()``, when evicted, or at interpreter exit
+(``atexit``; the certifier does not call ``close()`` yet).
+
+**Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
+through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p
+(v1/sample/rejection_sampler.py:307 and :522 with drafts, v1/sample/sampler.py:381 and :259 without). Masks commute
+with the penalties (-inf stays -inf), so this is the canonical order:
+
+- ``temperature`` (0 = greedy, argmax), ``max_tokens``, ``min_tokens``, per-request ``seed``.
+- ``repetition_penalty`` on prompt and generated tokens, ``frequency_penalty`` / ``presence_penalty`` on generated
+  counts, OpenAI style (model_executor/layers/utils.py:43); with drafts, each row sees the drafts before it.
+- ``top_k`` and ``top_p`` (v1/sample/ops/topk_topp_sampler.py:473): top-k keeps every token tied with the k-th and
+  top-p keeps the tokens after the ascending cumulative mass exceeds 1 - p. Both equal the canonical cuts unless a
+  probability sits exactly on the cut, which the checkpoint scenarios exclude (every cut >= 1e-3 away).
+- ``bad_token_ids``: ``allowed_token_ids`` = the other ids, an exact id mask (vLLM's ``bad_words`` are strings).
+- ``stop``: vLLM's stop strings on the detokenised text; tokens are returned as vLLM emits them and the finish
+  reason is recomputed from them. vLLM holds stop strings back until ``min_tokens`` tokens exist, which is
+  ``stop_after_min_tokens=True``; a request with both and the flag off raises ``InvalidArgument``, so the flag itself
+  is not declared (only one of its values is honoured).
+- ``min_p``, ``plain`` only (vLLM refuses it with speculation); vLLM applies it before top-k/top-p, so it is exact
+  alone, and a request combining them raises ``InvalidArgument``.
+- ``batch``; ``accepted`` for the speculative factories, from vLLM's per-request ``per_step_accepted`` (one entry per
+  verification step with drafts; the first token comes from the prefill, and with a draft model the second from a
+  step without drafts), clipped so that drafts counted past the finishing token are not reported.
+
+``max_num_batched_tokens`` covers every running request's whole prompt, so no prefill is ever split: a split prefill
+of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_runner.py:3502, finding 3).
+``top_k`` is declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2).
+
+Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
+``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. vLLM's cumulative spec-decode counters
+(``get_metrics()``) are diffed around each ``generate()`` and summed into ``decoder.engine_counters`` (evidence only).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import random
+import sys
+import time
+from collections import OrderedDict
+from typing import Optional, Sequence
+
+from specverify.errors import InvalidArgument
+from specverify.oracles.law import first_finish
+from specverify.protocol import Completion, Request
+
+__all__ = ["draft_model", "draft_model_greedy", "ngram", "plain", "VllmDecoder", "METHODS", "close_all"]
+
+METHODS = ("draft_model", "draft_model_greedy", "ngram", "plain")
+MAX_MODEL_LEN = 64
+MAX_NUM_SEQS = 1024
+_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+_SPEC = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "top_p",
+        "repetition_penalty",
+        "frequency_penalty",
+        "presence_penalty",
+        "bad_token_ids",
+        "min_tokens",
+        "stop",
+        "seed",
+        "batch",
+        "accepted",
+    }
+)
+CAPABILITIES = {
+    "draft_model": _SPEC,
+    "draft_model_greedy": _SPEC,
+    "ngram": _SPEC,
+    "plain": (_SPEC - {"accepted"}) | {"min_p", "top_k"},
+}
+_LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
+
+
+def _max_engines() -> int:
+    value = os.environ.get("SPECVERIFY_VLLM_MAX_ENGINES", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise InvalidArgument(f"SPECVERIFY_VLLM_MAX_ENGINES={value!r} must be an int >= 1.")
+    return int(value)
+
+
+def _path(model, role: str) -> str:
+    path = getattr(model, "path", None)
+    if path is None:
+        raise InvalidArgument(
+            f"{role}={model!r} has no .path: the vLLM adapter loads checkpoints from disk, so it needs "
+            "CheckpointModel s (CheckpointPairSpec(...).build(), or certify(..., models='checkpoint')); "
+            "toy models cannot be loaded by vLLM."
+        )
+    return str(path)
+
+
+def _speculative_config(method: str, draft_path: str, gamma: int) -> Optional[dict]:
+    if method == "plain":
+        return None
+    if method == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
+    sample = "greedy" if method == "draft_model_greedy" else "probabilistic"
+    return {
+        "method": "draft_model",
+        "model": draft_path,
+        "num_speculative_tokens": gamma,
+        "draft_sample_method": sample,
+    }
+
+
+class _HideLlvmliteLib:
+    """vLLM's CPU kernel registration scans every module's attributes (triton_utils/dispatcher.py:138) and breaks on
+    ``llvmlite.binding.ffi.lib`` (its ``__dict__`` is a C function wrapper), so no engine can start in a process that
+    has imported numba, as the n-gram proposer does. Hide that one module during start-up (docs/findings/vllm.md)."""
+
+    def __enter__(self):
+        self.module = sys.modules.pop("llvmlite.binding.ffi", None)
+
+    def __exit__(self, *exc):
+        if self.module is not None:
+            sys.modules["llvmlite.binding.ffi"] = self.module
+
+
+def _spec_counters(llm) -> dict:
+    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position)."""
+    out = {}
+    for metric in llm.get_metrics():
+        if "spec_decode" not in metric.name:
+            continue
+        key = metric.name.removeprefix("vllm:spec_decode_")
+        value = list(getattr(metric, "values", None) or []) if hasattr(metric, "values") else metric.value
+        out[key] = value
+    return out
+
+
+def _diff(before: dict, after: dict) -> dict:
+    out = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, list):
+            old = old or [0] * len(value)
+            out[key] = [a - b for a, b in zip(value, old + [0] * (len(value) - len(old)))]
+        else:
+            out[key] = value - (old or 0)
+    return out
+
+
+def _add(total: dict, delta: dict) -> None:
+    for key, value in delta.items():
+        if isinstance(value, list):
+            old = total.get(key, [])
+            width = max(len(old), len(value))
+            total[key] = [(old[i] if i < len(old) else 0) + (value[i] if i < len(value) else 0) for i in range(width)]
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def _clip_accepted(per_step: Sequence[int], num_tokens: int, start: int = 1) -> tuple[int, ...]:
+    """vLLM counts accepted drafts before cutting at EOS / max_tokens / stop (v1/core/sched/scheduler.py:2118); keep
+    only those at or before the finishing token. ``start`` tokens are committed before the first verification step
+    (1: the prefill's; 2 for the draft model, whose first decode step carries no drafts)."""
+    out, consumed = [], start
+    for accepted in per_step:
+        if consumed >= num_tokens:
+            break
+        out.append(min(int(accepted), num_tokens - consumed))
+        consumed += int(accepted) + 1
+    return tuple(out)
+
+
+def _check_request(request: Request, method: str) -> None:
+    p = request.params
+    if p.grammar is not None or p.ignore_eos:
+        raise InvalidArgument(
+            f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
+        )
+    if p.top_k and method != "plain" and p.temperature > 0:
+        raise InvalidArgument(
+            f"top_k={p.top_k!r} with speculation: vLLM 0.32 (CPU) calls top-k on an empty row set in the first decode "
+            "step and its engine dies (v1/sample/ops/topk_topp_sampler.py:529; docs/findings/vllm.md). Use 'plain'."
+        )
+    if p.min_p and method != "plain":
+        raise InvalidArgument(f"min_p={p.min_p!r}: vLLM refuses min_p with speculative decoding; use 'plain'.")
+    if p.min_p and (p.top_k or p.top_p < 1):
+        raise InvalidArgument(
+            f"min_p={p.min_p!r} with top_k={p.top_k!r} / top_p={p.top_p!r}: vLLM applies min_p before top-k/top-p, "
+            "the canonical order after; send min_p alone."
+        )
+    if p.stop and p.min_tokens and not p.stop_after_min_tokens:
+        raise InvalidArgument(
+            f"stop={p.stop!r} with min_tokens={p.min_tokens!r} needs stop_after_min_tokens=True: vLLM holds stop "
+            "strings back until min_tokens tokens exist."
+        )
+
+
+def _vllm_params(request: Request, vocab_size: int) -> object:
+    """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping)."""
+    from vllm import SamplingParams as VllmParams
+
+    p = request.params
+    allowed = None
+    if p.bad_token_ids:
+        allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
+        if not allowed:
+            raise InvalidArgument(f"bad_token_ids={p.bad_token_ids!r} bans every id; vLLM needs one allowed id.")
+    return VllmParams(
+        temperature=float(p.temperature),
+        top_k=int(p.top_k) if p.top_k else 0,
+        top_p=float(p.top_p),
+        min_p=float(p.min_p),
+        repetition_penalty=float(p.repetition_penalty),
+        frequency_penalty=float(p.frequency_penalty),
+        presence_penalty=float(p.presence_penalty),
+        min_tokens=int(p.min_tokens),
+        max_tokens=int(p.max_tokens),
+        stop=list(p.stop) or None,
+        seed=request.seed,
+        allowed_token_ids=allowed,
+        skip_special_tokens=True,
+    )
+
+
+class VllmDecoder:
+    """Decoder over vLLM engines for one model pair and one ``method`` in ``METHODS``; one engine per γ."""
+
+    def __init__(self, target, draft, method: str):
+        if method not in METHODS:
+            raise InvalidArgument(f"method={method!r} must be one of {METHODS!r}.")
+        self.method = method
+        self.target_path = _path(target, "target")
+        self.draft_path = _path(draft, "draft") if method in ("draft_model", "draft_model_greedy") else None
+        self.vocab_size = int(target.vocab.size)
+        self.vocab = target.vocab
+        self.capabilities = frozenset(CAPABILITIES[method])
+        self.engine_counters: dict = {}  # spec-decode counters summed over this decoder's calls (evidence)
+        self.last_counters: dict = {}  # ... of the last call
+        self.engine_start_s: list = []  # seconds each engine took to start
+        self._closed = False
+        self._engine(3 if method != "plain" else 0)  # fail at set-up, not in the first call
+
+    def _engine(self, gamma: int) -> object:
+        key = (id(self), gamma if self.method != "plain" else 0)
+        llm = _LIVE.get(key)
+        if llm is not None:
+            _LIVE.move_to_end(key)
+            return llm
+        while len(_LIVE) >= _max_engines():
+            _shutdown(_LIVE.popitem(last=False)[1])
+        for name, value in _ENV.items():
+            os.environ.setdefault(name, value)
+        from vllm import LLM
+
+        started = time.perf_counter()
+        spec = _speculative_config(self.method, self.draft_path, key[1])
+        extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
+        with _HideLlvmliteLib():
+            llm = LLM(
+                model=self.target_path,
+                dtype="float32",
+                enforce_eager=True,
+                max_model_len=MAX_MODEL_LEN,
+                block_size=32,
+                max_num_seqs=MAX_NUM_SEQS,
+                max_num_batched_tokens=MAX_NUM_SEQS * MAX_MODEL_LEN,  # never a partial prefill: see finding 3
+                speculative_config=spec,
+                disable_log_stats=False,
+                seed=random.SystemRandom().randrange(2**31),
+                **extra,
+            )
+        self.engine_start_s.append(time.perf_counter() - started)
+        _LIVE[key] = llm
+        return llm
+
+    def __call__(self, requests: Sequence[Request]) -> list[Completion]:
+        if self._closed:
+            raise InvalidArgument("this VllmDecoder was closed; make a new one with the factory.")
+        requests = list(requests)
+        for request in requests:
+            _check_request(request, self.method)
+        groups: dict = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(request.num_draft_tokens if self.method != "plain" else 0, []).append(i)
+        out: list = [None] * len(requests)
+        self.last_counters = {}
+        for gamma, indices in groups.items():
+            for i, completion in zip(indices, self._generate(gamma, [requests[i] for i in indices])):
+                out[i] = completion
+        return out
+
+    def _generate(self, gamma: int, requests: list) -> list:
+        llm = self._engine(gamma)
+        prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
+        params = [_vllm_params(r, self.vocab_size) for r in requests]
+        before = _spec_counters(llm) if self.method != "plain" else {}
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        if self.method != "plain":
+            delta = _diff(before, _spec_counters(llm))
+            _add(self.engine_counters, delta)
+            _add(self.last_counters, delta)
+        if len(outputs) != len(requests):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
+        for r, o in zip(requests, outputs):
+            if tuple(o.prompt_token_ids) != r.prompt:
+                raise RuntimeError(f"vLLM returned the output of prompt {o.prompt_token_ids} for prompt {r.prompt}")
+        return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outputs)]
+
+    def _completion(self, request: Request, output) -> Completion:
+        tokens = tuple(int(t) for t in output.token_ids)
+        finish = first_finish(self.vocab, tokens, request.params)
+        reason = finish[1] if finish is not None else ("length" if len(tokens) >= request.params.max_tokens else "")
+        accepted = None
+        metrics = getattr(output, "spec_decode_metrics", None)
+        if self.method != "plain":
+            start = 1 if self.method == "ngram" else 2
+            accepted = _clip_accepted(getattr(metrics, "per_step_accepted", None) or (), len(tokens), start)
+        return Completion(tokens=tokens, finish_reason=reason or "no_token", accepted=accepted)
+
+    def close(self) -> None:
+        """Shut down this decoder's engines (idempotent)."""
+        self._closed = True
+        for key in [k for k in _LIVE if k[0] == id(self)]:
+            _shutdown(_LIVE.pop(key))
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+
+def _shutdown(llm) -> None:
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        import gc
+
+        gc.collect()
+
+
+def close_all() -> None:
+    """Shut down every live engine of this process (registered with atexit)."""
+    while _LIVE:
+        _shutdown(_LIVE.popitem(last=False)[1])
+
+
+atexit.register(close_all)
+
+
+def draft_model(target, draft) -> VllmDecoder:
+    """Draft-model speculation, drafts sampled from the draft (``draft_sample_method="probabilistic"``)."""
+    return VllmDecoder(target, draft, "draft_model")
+
+
+def draft_model_greedy(target, draft) -> VllmDecoder:
+    """Draft-model speculation, the draft proposes its argmax (``draft_sample_method="greedy"``)."""
+    return VllmDecoder(target, draft, "draft_model_greedy")
+
+
+def ngram(target, draft) -> VllmDecoder:
+    """N-gram (prompt lookup) speculation, n in [1, 2]; the draft model is not used."""
+    return VllmDecoder(target, draft, "ngram")
+
+
+def plain(target, draft) -> VllmDecoder:
+    """Speculation off: vLLM's own sampler, the control."""
+    return VllmDecoder(target, draft, "plain")

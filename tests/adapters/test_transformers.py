@@ -1,0 +1,196 @@
+"""The transformers adapter: hooks, the toy cache against DynamicCache, greedy, seeds, accepted, a small law check.
+
+Findings these tests pin are written up in docs/findings/transformers.md.
+"""
+
+import collections
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers", reason="the hf extra is not installed: pip install -e '.[hf]'")
+
+import torch  # noqa: E402
+
+from specverify.adapters import _transformers_hooks as hooks  # noqa: E402
+from specverify.adapters import transformers as tfa  # noqa: E402
+from specverify.errors import InvalidArgument  # noqa: E402
+from specverify.oracles.checkpoint import CheckpointPairSpec, CheckpointSpec  # noqa: E402
+from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
+from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
+from specverify.params import SamplingParams  # noqa: E402
+from specverify.protocol import Request  # noqa: E402
+from specverify.stats import battery  # noqa: E402
+
+FACTORIES = (tfa.assisted, tfa.prompt_lookup, tfa.plain)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_pair():
+    return CheckpointPairSpec(CheckpointSpec(), draft_sigma=0.005).build()
+
+
+@pytest.fixture(scope="module")
+def toy_pair():
+    return ToyPairSpec().build()
+
+
+@pytest.fixture(scope="module")
+def decoders(checkpoint_pair):
+    return {f.__name__: f(checkpoint_pair.target, checkpoint_pair.draft) for f in FACTORIES}
+
+
+# ------------------------------------------------------------------------------------------------ hooks, set-up
+
+
+def test_version_check_and_hook_names():
+    import transformers
+
+    assert hooks.check_transformers_version() == transformers.__version__
+    assert hooks.cache_class_names() == ("DynamicCache", "DynamicLayer")
+    assert hooks._version_tuple("5.24.0.dev0") == (5, 24, 0)
+
+
+def test_import_does_not_load_transformers():
+    code = "import sys, specverify.adapters.transformers; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_capabilities_and_bad_models(decoders):
+    base = {"temperature", "max_tokens", "repetition_penalty", "min_p", "bad_token_ids", "min_tokens", "stop", "seed"}
+    assert decoders["plain"].capabilities == frozenset(base)
+    assert decoders["assisted"].capabilities == frozenset(base | {"accepted"})
+    assert not {"top_k", "top_p", "batch", "frequency_penalty"} & decoders["prompt_lookup"].capabilities
+    with pytest.raises(InvalidArgument, match="CheckpointModel"):
+        tfa.assisted(object(), object())
+
+
+# ------------------------------------------------------------------------------------ toy cache vs DynamicCache
+
+# (operation, argument): append the tokens through each model's forward, or crop(argument)
+OPS = [("append", [0, 1, 2]), ("crop", 0), ("append", [3]), ("crop", -2), ("crop", 0), ("crop", -1), ("crop", 2)]
+OPS += [("append", [1, 1]), ("crop", -10), ("crop", -1), ("append", [2]), ("crop", 1), ("append", [0, 3])]
+
+
+def _run_ops(model, cache, probe):
+    """Apply OPS; after each, the stored length, the exception (if any) and the logits after the stored prefix
+    plus ``probe`` computed through the cache (then cropped away again)."""
+    trace = []
+    for op, arg in OPS:
+        error = None
+        try:
+            if op == "append":
+                model(input_ids=torch.tensor([arg]), cache=cache, use_cache=True)
+            else:
+                cache.crop(arg)
+        except Exception as exc:  # noqa: BLE001 - the exception type is what is compared
+            error = type(exc).__name__
+        length = cache.get_seq_length()
+        logits = model(input_ids=torch.tensor([[probe]]), cache=cache, use_cache=True).logits[0, -1]
+        cache.crop(-1)
+        trace.append((op, arg, error, length, logits))
+    return trace
+
+
+def test_toy_cache_conformance(toy_pair, checkpoint_pair):
+    """The same operation sequence on the toy model's cache and on a real Llama's DynamicCache: same lengths and
+    errors (crop(0) a no-op, crop(-n) removes n, crop(+n) raises), and logits only from what is stored."""
+    from transformers import DynamicCache, LlamaForCausalLM
+
+    from specverify.adapters.toy_hf import stored_prefix_keys, wrap_toy
+
+    toy = wrap_toy(toy_pair.target)
+    llama = LlamaForCausalLM.from_pretrained(str(checkpoint_pair.target.path), dtype=torch.float32).eval()
+    toy_cache, llama_cache = DynamicCache(config=toy.config), DynamicCache(config=llama.config)
+    out = toy.generate(torch.tensor([[0, 1]]), max_new_tokens=2, do_sample=False, return_dict_in_generate=True)
+    assert type(out.cache) is type(toy_cache) and [type(x) for x in out.cache.layers] == [type(toy_cache.layers[0])]
+    with torch.no_grad():
+        toy_trace = _run_ops(toy, toy_cache, probe=2)
+        llama_trace = _run_ops(llama, llama_cache, probe=2)
+    stored = []  # what DynamicCache's documented semantics leave stored
+    for (op, arg, error, length, logits), (_, _, llama_error, llama_length, llama_logits) in zip(
+        toy_trace, llama_trace
+    ):
+        if op == "append":
+            stored += arg
+        elif arg < 0:
+            stored = stored[:arg] if -arg < len(stored) else []
+        assert (error, length) == (llama_error, llama_length) == (error, len(stored)), (op, arg)
+        expect = toy_pair.target.logits([tuple(stored) + (2,)])[0].to(torch.float32)
+        assert torch.equal(logits, expect), (op, arg)
+        llama_expect = checkpoint_pair.target.logits([tuple(stored) + (2,)])[0].to(torch.float32)
+        assert torch.allclose(llama_logits, llama_expect, atol=1e-4), (op, arg)
+    assert [e for _, _, e, _, _ in toy_trace].count("ValueError") == 2  # crop(2) and crop(1): positive
+    assert len(stored_prefix_keys(toy_cache)) == len(stored)
+
+
+# ---------------------------------------------------------------------------------------------------- behaviour
+
+GREEDY_PROMPTS = [(a,) for a in range(5)] + [(a, b) for a in range(3) for b in (1, 3, 4)] + [(0, 1, 2), (4, 2, 0)]
+GREEDY_PROMPTS += [(1, 1, 1, 1), (3, 0, 4, 2), (2, 4)]
+
+
+@pytest.mark.parametrize("name", ["assisted", "prompt_lookup", "plain"])
+def test_greedy_equals_target_greedy(decoders, checkpoint_pair, name):
+    params = SamplingParams(temperature=0.0, max_tokens=4)
+    requests = [Request(p, params, num_draft_tokens=1 + i % 4) for i, p in enumerate(GREEDY_PROMPTS)]
+    got = [(c.tokens, c.finish_reason) for c in decoders[name](requests)]
+    want = [greedy_outcome(checkpoint_pair.target, p, params) for p in GREEDY_PROMPTS]
+    assert got == want
+
+
+def test_seeded_replay_and_unseeded_independence(toy_pair):
+    decoder = tfa.assisted(toy_pair.target, toy_pair.draft)
+    params = SamplingParams(max_tokens=4)
+    seeded = [Request((0, 1), params, num_draft_tokens=2, seed=s) for s in (7, 8, 9)]
+    first = decoder(seeded)
+    again = decoder([seeded[1], Request((2,), params), seeded[0], seeded[2]])
+    assert [first[1], first[0], first[2]] == [again[0], again[2], again[3]]
+    neighbours = {decoder([Request((0, 1), params, seed=s)])[0].tokens for s in range(100, 130)}
+    unseeded = {c.tokens for c in decoder([Request((0, 1), params)] * 30)}
+    assert len(neighbours) > 3 and len(unseeded) > 3
+    assert all(type(t) is int for c in first for t in c.tokens)
+
+
+def test_accepted_counts(toy_pair):
+    copy = ToyPairSpec(draft_distance=0.0).build()  # greedy with a draft equal to the target: all accepted
+    decoder = tfa.assisted(copy.target, copy.draft)
+    params = SamplingParams(temperature=0.0, max_tokens=5)
+    for gamma in (1, 2, 3):
+        c = decoder([Request((0, 1), params, num_draft_tokens=gamma)])[0]
+        assert c.accepted[0] == min(gamma, len(c.tokens)), c
+    sampler = tfa.prompt_lookup(toy_pair.target, toy_pair.draft)
+    stop = SamplingParams(max_tokens=5, stop=("ab", " b"))
+    for c in sampler([Request((0, 1, 0, 1), stop, num_draft_tokens=3)] * 40):
+        assert all(0 <= a <= 3 for a in c.accepted) and sum(c.accepted) <= len(c.tokens)
+        assert c.finish_reason in ("eos", "stop", "length")
+
+
+def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair):
+    """N = 1500 outcomes of one request (temperature 1, max_tokens 3, γ = 3) against the exact law.
+    Observed: both pass (docs/findings/transformers.md, "small-N law check")."""
+    params = SamplingParams(temperature=1.0, max_tokens=3)
+    law = exact_law(checkpoint_pair.target, (0, 1), params)
+    verdicts = {}
+    for name in ("plain", "assisted"):
+        completions = decoders[name]([Request((0, 1), params, num_draft_tokens=3)] * 1500)
+        counts, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in completions))
+        assert not impossible
+        verdicts[name] = battery(counts, law.probs, alpha=1e-6, seed=0).passed
+        if name == "assisted":
+            first = collections.Counter(c.accepted[0] for c in completions)
+            assert set(first) <= {0, 1, 2, 3} and first[2] > 1000  # γ capped at max_tokens - 1 = 2
+    assert verdicts == {"plain": True, "assisted": True}
+
+
+def test_finish_rule_cuts_at_first_stop(toy_pair):
+    decoder = tfa.plain(toy_pair.target, toy_pair.draft)
+    params = SamplingParams(max_tokens=5, stop=("ab",))
+    assert decoder._finish((0, 1, 2, 0, 1), params) == ((0, 1), "stop")
+    assert decoder._finish((1, 3, 0), params) == ((1, 3), "eos")
+    with pytest.raises(RuntimeError, match="stopping criteria"):
+        decoder._finish((1, 1), params)
+    assert np.all(np.isfinite([1.0]))
