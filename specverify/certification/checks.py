@@ -23,7 +23,16 @@ from specverify.stats import (
     plan_sample_size,
 )
 
-__all__ = ["run_sampling", "run_greedy", "run_collision", "run_mixed", "check_reproducible", "Plan"]
+__all__ = [
+    "run_sampling",
+    "run_greedy",
+    "run_collision",
+    "run_mixed",
+    "check_reproducible",
+    "Plan",
+    "judge",
+    "budget_spent",
+]
 
 BATTERY_SIZE = 3  # omnibus + surprisal + max-cell
 GREEDY_PROMPTS = 120
@@ -83,7 +92,7 @@ def _decode(law, outcome) -> str:
     return f"{law.text(outcome)!r} {list(tokens)} {reason}"
 
 
-def _judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None, decision=None) -> ScenarioResult:
+def judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None, decision=None) -> ScenarioResult:
     """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
 
     ``planned``: the scenario's planned N (default ``draws.n``); ``decision``: the sequential decision it stopped
@@ -164,19 +173,19 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     planned = plan.sample_size(law)
     n = plan.allotted(scenario.name, planned)
     if n == 0:
-        return _budget_spent(scenario, planned)
+        return budget_spent(scenario, planned)
     decision = None
     if plan.sequential and n == planned:
         draws, decision = _draw_sequential(session, handle, request, law, plan)
         planned = draws.n  # the design ran to its decision (it never continues past its last look)
     else:
         draws = session.draw(handle, request, n)
-    return _judge(
+    return judge(
         scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned, decision=decision
     )
 
 
-def _budget_spent(scenario, planned: int) -> ScenarioResult:
+def budget_spent(scenario, planned: int) -> ScenarioResult:
     return ScenarioResult(
         scenario.name,
         scenario.kind,
@@ -218,7 +227,7 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
     sizes = [plan.allotted(scenario.name, n) for n in planned]
     if min(sizes) == 0:
         return [
-            _budget_spent(replace(m, name=f"{scenario.name}/{m.name}", kind=ScenarioKind.MIXED), n)
+            budget_spent(replace(m, name=f"{scenario.name}/{m.name}", kind=ScenarioKind.MIXED), n)
             for m, n in zip(members, planned)
         ]
     base = scenario_seed(plan.seed, scenario.name)
@@ -245,7 +254,7 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
         named = replace(member, name=f"{scenario.name}/{member.name}", kind=ScenarioKind.MIXED, pair=scenario.pair)
         draws = Draws(counts[i], accepted[i] or None, sizes[i])
         out.append(
-            _judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started, planned=planned[i])
+            judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started, planned=planned[i])
         )
     return out
 

@@ -75,7 +75,7 @@ def _calls(scenario, composition: str, n: int, seed_of, neighbours: list) -> lis
 
 def run_composition(session, scenario, plan, reproduce) -> list:
     """One result per composition, each R-law against the exact law (names ``batch-composition/alone`` …)."""
-    from specverify.certification.checks import _budget_spent, _judge
+    from specverify.certification.checks import budget_spent, judge
     from specverify.oracles.law import exact_law
 
     started = time.perf_counter()
@@ -89,7 +89,7 @@ def run_composition(session, scenario, plan, reproduce) -> list:
         planned = _planned(law, plan, composition)
         n = plan.allotted(scenario.name, planned)
         if n == 0:
-            out.append(_budget_spent(named, planned))
+            out.append(budget_spent(named, planned))
             continue
         seed = base + 1_000_003 * k
 
@@ -105,5 +105,5 @@ def run_composition(session, scenario, plan, reproduce) -> list:
                 if comp.accepted:
                     accepted[comp.accepted[0]] += 1
         draws = Draws(outcomes, accepted or None, n)
-        out.append(_judge(named, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned))
+        out.append(judge(named, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned))
     return out
