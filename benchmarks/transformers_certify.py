@@ -2,12 +2,14 @@
 
     OMP_NUM_THREADS=1 python benchmarks/transformers_certify.py [--factory assisted prompt_lookup plain]
         [--models toy checkpoint] [--level quick] [--scenario NAME ...] [--isolation process|none]
+        [--sequential] [--json-dir DIR]
 
 For each factory of ``specverify.adapters.transformers`` and each model family, runs
 ``specverify.certify("specverify.adapters.transformers:FACTORY", level=..., models=FAMILY, scenarios=...)`` and
 prints the verdict, each scenario's N (planned N) and p-value, the calls per second (draws over the run's wall
-time) and the wall time. ``models="checkpoint"`` needs the ``models`` keyword of ``certify``; where it does not
-exist yet, the checkpoint family is reported as skipped. Findings: docs/findings/transformers.md.
+time) and the wall time. ``--sequential`` stops each scenario at its first decisive look (DESIGN rule 4);
+``--json-dir`` writes each certificate as ``FACTORY-FAMILY.json`` (``specverify report`` renders it).
+Findings: docs/findings/transformers.md.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ FACTORIES = ("assisted", "prompt_lookup", "plain")
 FAMILIES = ("toy", "checkpoint")
 
 
-def run_one(factory: str, family: str, level: str, scenarios, isolation: str) -> None:
+def run_one(factory: str, family: str, level: str, scenarios, isolation: str, sequential: bool, json_dir) -> None:
     import specverify as sv
 
-    kwargs = {"level": level, "scenarios": scenarios or None, "isolation": isolation}
+    kwargs = {"level": level, "scenarios": scenarios or None, "isolation": isolation, "sequential": sequential}
     kwargs["progress"] = lambda message: print(f"   {factory}/{family} {message}", flush=True)
     if "models" in inspect.signature(sv.certify).parameters:
         kwargs["models"] = family
@@ -49,6 +51,12 @@ def run_one(factory: str, family: str, level: str, scenarios, isolation: str) ->
         print(f"   {r.name:26s} {status} N={r.n} (planned {r.planned_n}) p={p} {r.elapsed_s:.0f}s{extra}")
     print(f"   reproducible={cert.reproducible} speculation_observed={cert.speculation_observed}")
     print(f"   {draws} draws, {draws / wall:.1f} calls/s, wall {wall:.0f} s", flush=True)
+    if json_dir:
+        from specverify.report import render_json
+
+        os.makedirs(json_dir, exist_ok=True)
+        with open(os.path.join(json_dir, f"{factory}-{family}.json"), "w") as fh:
+            fh.write(render_json(cert))
 
 
 def main() -> None:
@@ -58,10 +66,12 @@ def main() -> None:
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--isolation", default="process", choices=("process", "none"))
+    ap.add_argument("--sequential", action="store_true")
+    ap.add_argument("--json-dir", default=None)
     args = ap.parse_args()
     for family in args.models:
         for factory in args.factory:
-            run_one(factory, family, args.level, args.scenario, args.isolation)
+            run_one(factory, family, args.level, args.scenario, args.isolation, args.sequential, args.json_dir)
 
 
 if __name__ == "__main__":

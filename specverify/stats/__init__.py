@@ -12,6 +12,7 @@ from specverify.stats.battery import BatteryResult, battery, holm
 from specverify.stats.collision import CollisionResult, collision_probability, collision_test
 from specverify.stats.gof import GofResult, goodness_of_fit, homogeneity_test, pooled_cells
 from specverify.stats.power import detectable_tv, family_alpha_per_test, noncentrality_needed, plan_sample_size
+from specverify.stats.power_shape import power_against, sample_size_against
 from specverify.stats.sequential import SequentialDecision, SequentialPlan, plan_sequential, sequential_decision
 from specverify.stats.targeted import (
     MaxCellResult,
@@ -45,7 +46,9 @@ __all__ = [
     "noncentrality_needed",
     "plan_sample_size",
     "plan_sequential",
+    "power_against",
     "pooled_cells",
+    "sample_size_against",
     "sequential_decision",
     "surprisal_test",
     "tv_estimate",
