@@ -65,10 +65,15 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
 }
 
 
+# their bug shows only through calls of one, two or many requests (batch-composition: ~2,000 decoder calls, ~15 s
+# each on 2 cores); test_zoo_direct.py checks the same mechanisms through calls in the fast suite
+THROUGH_CALLS = ("rng_keyed_by_batch_position", "corrupts_beyond_two_sequences")
+
+
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" else [])
+        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" or n in THROUGH_CALLS else [])
         for n in ZOO
         if ZOO[n].verdict != "invalid"
     ],
