@@ -5,6 +5,12 @@ throughput) is allocated across the chosen scenarios in matrix order: the core s
 the rest share what is left in proportion to their plans. A scenario that gets less than its plan still runs (its
 result states the TV it could detect at the N it got); one that gets less than ``MIN_USEFUL`` is not run. The
 verdict is ``exact`` only if every covered scenario reached its plan; otherwise ``inconclusive``.
+
+The allocation is redone as the run goes (:class:`Allocation`): what a scenario did not use — a sequential
+decision that stopped early (``--sequential``), a scenario not covered — goes to the scenarios after it, so
+``--sequential`` under ``--budget`` / ``--max-samples`` certifies more scenarios at their plan instead of leaving
+its savings unspent.
+(The wall clock itself is enforced between calls; the allocation does not re-read it.)
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import time
 
 from specverify.enums import ScenarioKind
 
-__all__ = ["MIN_USEFUL", "PILOT_DRAWS", "planned_sizes", "allocate", "allotted", "pilot_rate"]
+__all__ = ["MIN_USEFUL", "PILOT_DRAWS", "Allocation", "planned_sizes", "allocate", "allotted", "pilot_rate"]
 
 MIN_USEFUL = 200  # fewer outcomes than this detect nothing a certificate should claim
 PILOT_DRAWS = 512
@@ -61,6 +67,35 @@ def allocate(sizes: dict, core: set, total: int) -> dict:
             share[name] = fraction
         left -= fraction * need
     return share
+
+
+class Allocation:
+    """A budget shared out as the run goes: each scenario's share is :func:`allocate` over the scenarios not yet
+    run, with what is left of ``total``. Scenarios that use their whole share leave every later share as the
+    allocation at the start had it; one that stops early hands the rest on.
+
+    ``fraction(name)`` is asked when a scenario starts, ``spend(name, n)`` tells what it drew; ``get`` keeps the
+    mapping interface of a static allocation.
+    """
+
+    def __init__(self, sizes: dict, core: set, total: int):
+        self.sizes, self.core, self.total = dict(sizes), set(core), int(total)
+        self.spent, self.done = 0, set()
+
+    def fraction(self, name: str) -> float:
+        if name not in self.sizes:
+            return 1.0
+        if name in self.done:
+            return 0.0
+        todo = {n: size for n, size in self.sizes.items() if n not in self.done}
+        return allocate(todo, self.core, max(0, self.total - self.spent))[name]
+
+    def get(self, name: str, default: float = 1.0) -> float:
+        return self.fraction(name) if name in self.sizes else default
+
+    def spend(self, name: str, n: int) -> None:
+        self.spent += max(0, int(n))
+        self.done.add(name)
 
 
 def pilot_rate(session: object, scenario: object, plan: object) -> float:

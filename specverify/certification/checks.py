@@ -175,10 +175,11 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     if n == 0:
         return budget_spent(scenario, planned)
     decision = None
-    if plan.sequential and n == planned:
-        draws, decision = _draw_sequential(session, handle, request, law, plan)
-        planned = draws.n  # the design ran to its decision (it never continues past its last look)
-    else:
+    if plan.sequential:  # under a budget, the design's looks up to the N allotted (its p-value is any-time valid)
+        draws, decision = _draw_sequential(session, handle, request, law, plan, cap=None if n == planned else n)
+        if decision is not None and decision.status != "continue":
+            planned = draws.n  # the design ran to its decision (it never continues past its last look)
+    if decision is None:
         draws = session.draw(handle, request, n)
     return judge(
         scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned, decision=decision
@@ -196,14 +197,19 @@ def budget_spent(scenario, planned: int) -> ScenarioResult:
     )
 
 
-def _draw_sequential(session, handle, request, law, plan) -> tuple:
-    """Draw look by look until the group-sequential design rejects or passes; chunk c of a seeded request uses
-    its own derived seed, so no draw repeats (no protocol change)."""
+def _draw_sequential(session, handle, request, law, plan, cap=None) -> tuple:
+    """Draw look by look until the group-sequential design rejects or passes (or, with ``cap``, until the last look
+    within ``cap`` draws: the decision may then be ``continue``; None when the first look is beyond it); chunk c of
+    a seeded request uses its own derived seed, so no draw repeats (no protocol change)."""
     from specverify.stats import plan_sequential, sequential_decision
 
     design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
     outcomes, accepted, decision, done = Counter(), Counter(), None, 0
+    if cap is not None and design.schedule[0] > cap:
+        return None, None
     for look, target_n in enumerate(design.schedule):
+        if cap is not None and target_n > cap:
+            break
         seed = None if request.seed is None else (request.seed + 7919 * look) % 2**63
         chunk = session.draw(handle, replace(request, seed=seed), target_n - done)
         outcomes.update(chunk.outcomes)

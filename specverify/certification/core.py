@@ -272,7 +272,7 @@ def _allocate(session, chosen, plan, family, budget_s, max_samples, started) -> 
             pass  # the run itself finds and reports it, with the scenario that shows it
         except _BudgetSpent:
             total = 0  # the pilot alone spent the budget
-    plan.shares = budget.allocate(sizes, set(CORE), total)
+    plan.shares = budget.Allocation(sizes, set(CORE), total)
 
 
 def _as_shard(shard: object) -> tuple[int, int] | None:
@@ -305,7 +305,10 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check
         if progress:
             progress(_progress_line(i, len(chosen), scenario.name, time.perf_counter() - clock))
         try:
-            results.extend(_run_one(session, scenario, plan, reproduce))
+            done = _run_one(session, scenario, plan, reproduce)
+            results.extend(done)
+            if plan.shares is not None:
+                plan.shares.spend(scenario.name, sum(r.n or 0 for r in done))
         except _BudgetSpent:
             results.append(_not_run(scenario, "not run: budget exhausted during the scenario"))
         except ProtocolViolation as exc:

@@ -139,6 +139,12 @@ def _pass_verdict(results) -> tuple:
     not_run = [r.name for r in results if not r.covered]
     core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
+        budget = [r.name for r in results if r.name in core_missing and "budget" in (r.note or "")]
+        if budget:
+            return Verdict.INCONCLUSIVE, (
+                f"core scenarios not covered: {core_missing} (the budget ran out before {budget}: raise --budget "
+                "or --max-samples, or add --sequential)"
+            )
         return Verdict.INCONCLUSIVE, (
             f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
             "them: `specverify scenarios` lists them)"

@@ -49,3 +49,28 @@ def test_sequential_passes_exact_decoders_early_and_rejects_bugs_early():
         assert b.passed and b.n < 0.7 * a.n and "sequential: pass" in b.note, (b.name, b.n, a.n)
     bad = run("specverify.zoo:temperature_not_in_rejection", ["temperature-0.5"], sequential=True)
     assert bad.scenarios[0].passed is False and bad.scenarios[0].n <= 2000
+
+
+def test_the_allocation_is_redone_as_the_run_goes():
+    from specverify.certification.budget import Allocation
+
+    plan = Allocation({"a": 100, "core": 1000, "b": 300}, {"core"}, 1200)
+    assert plan.fraction("a") == 0.5 and plan.fraction("core") == 1.0
+    plan.spend("a", 50)  # a stopped early: what it left goes to the others
+    assert plan.fraction("b") == 150 / 300 and plan.fraction("core") == 1.0
+    plan.spend("core", 400)  # core too (a sequential pass)
+    assert plan.fraction("b") == 1.0 and plan.get("not-budgeted") == 1.0 and plan.fraction("a") == 0.0
+    same = Allocation({"a": 100, "core": 1000, "b": 300}, {"core"}, 1200)
+    same.spend("a", 50)
+    same.spend("core", 1000)  # every share used in full: later shares are the ones allocated at the start
+    assert same.fraction("b") == 0.5
+
+
+def test_sequential_under_a_sample_budget_spends_its_savings_on_later_scenarios():
+    scenarios = ["temperature-1", "eos-in-block"]  # planned N ~14.5k and ~15.3k at quick
+    fixed = run(make_decoder, scenarios, max_samples=17_000)
+    seq = run(make_decoder, scenarios, max_samples=17_000, sequential=True)
+    assert fixed.verdict == "inconclusive" and all(s.n < s.planned_n for s in fixed.scenarios)  # both core: pro rata
+    assert seq.verdict != "exact"  # exact needs the whole core (greedy too); the scenarios themselves are decided:
+    for s in seq.scenarios:  # the first one's early pass, within its share, left the second enough for its own
+        assert s.passed and "sequential: pass" in s.note, (s.name, s.n, s.planned_n, s.note)
