@@ -67,6 +67,14 @@ class Session:
             self._made[spec] = DecoderHandle(pair, frozenset(caps), has_sample)
         return self._made[spec]
 
+    def release_unused(self, upcoming: Iterable, keep: Iterable = ()) -> None:
+        """Close (``decoder.close()``, DESIGN: optional) every decoder whose model pair no scenario in ``upcoming``
+        or ``keep`` uses: engines hold memory, and scenarios are ordered by pair. A pair needed again is re-made."""
+        needed = {sc.pair for sc in upcoming} | set(keep)
+        for spec in [s for s in self._made if s not in needed]:
+            del self._made[spec]
+            self.runner.request("release", spec)
+
     def call(self, handle: DecoderHandle, requests: list) -> list:
         """One decoder call, validated: completions in order, each obeying the protocol."""
         completions = self.runner.request("call", handle.pair.spec, list(requests))

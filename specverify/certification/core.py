@@ -309,6 +309,7 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check
             results.extend(done)
             if plan.shares is not None:
                 plan.shares.spend(scenario.name, sum(r.n or 0 for r in done))
+            session.release_unused(chosen[i + 1 :], keep=(chosen[0].pair,))  # the first pair: reproducibility
         except _BudgetSpent:
             results.append(_not_run(scenario, "not run: budget exhausted during the scenario"))
         except ProtocolViolation as exc:

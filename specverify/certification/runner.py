@@ -188,6 +188,25 @@ class _Host:
     def call(self, key, requests):
         return _as_completions(self.decoders[key](list(requests)), len(requests))
 
+    def release(self, key):
+        """``decoder.close()`` where the decoder has one (the certifier is done with its pair)."""
+        decoder = self.decoders.pop(key, None)
+        close = getattr(decoder, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - the decoder's own failure
+                raise DecoderFailure(f"decoder.close() raised {_summary(exc)}") from None
+
+    def release_all(self):
+        """Close every decoder still held (end of the run); a failing close is reported on stderr only: the
+        certificate is already decided."""
+        for key in list(self.decoders):
+            try:
+                self.release(key)
+            except DecoderFailure as exc:
+                print(f"specverify: warning: {exc.reason}", file=sys.stderr)
+
     def sample(self, key, request, n):
         return _as_counts(self.decoders[key].sample(request, n))
 
@@ -207,7 +226,7 @@ class InProcessRunner:
             raise DecoderFailure(_summary(exc)) from None
 
     def close(self) -> None:
-        pass
+        self._host.release_all()
 
 
 def set_threads(threads: int) -> None:
@@ -238,6 +257,7 @@ def _worker_main(conn, spec, path=None, threads=1):
         except EOFError:
             return
         if op == "quit":
+            host.release_all()
             return
         try:
             conn.send(("ok", getattr(host, op)(*args)))
@@ -300,7 +320,7 @@ class ProcessRunner:
                 self._conn.send(("quit", ()))
             except (BrokenPipeError, OSError):
                 pass
-            self._proc.join(2)
+            self._proc.join(30)  # the worker closes its decoders first (an engine may take seconds)
             if self._proc.is_alive():
                 self._proc.kill()
                 self._proc.join(2)

@@ -132,3 +132,29 @@ def test_a_wrong_law_on_the_unseeded_path_alone_is_refused_exact():
     assert cert.verdict == "greedy-only" and "unseeded-law" in cert.reason, cert.reason
     assert {s.name for s in cert.failures} == {"unseeded-law"}
     assert run(make_decoder, scenarios=["unseeded-law"]).scenarios[0].passed is True
+
+
+class _Closing:
+    """The reference decoder, recording when the certifier closes it."""
+
+    log: list = []
+
+    def __init__(self, target, draft):
+        self.inner = make_decoder(target, draft)
+        self.capabilities = self.inner.capabilities
+        self.sample = self.inner.sample
+
+    def __call__(self, requests):
+        return self.inner(requests)
+
+    def close(self):
+        _Closing.log.append(id(self))
+
+
+def test_decoders_are_closed_when_their_pair_is_done_and_at_the_end():
+    _Closing.log.clear()
+    scenarios = ["temperature-1", "near-deterministic"]  # two model pairs
+    cert = certify(_Closing, level="quick", scenarios=scenarios, isolation="none", max_samples=15_500)
+    assert cert.scenarios[0].passed and cert.scenarios[1].passed, cert.reason
+    pairs = {SCENARIOS[name].pair for name in ("temperature-1", "near-deterministic")}
+    assert len(pairs) == 2 and len(_Closing.log) == 2 and len(set(_Closing.log)) == 2  # each decoder once
