@@ -62,10 +62,12 @@ def _certify(args, out, err) -> int:
     if args.counts_out and not args.shard:
         print("specverify: error: --counts-out needs --shard I/N (a whole run's certificate is --json).", file=err)
         return ExitCode.USAGE
-    problem = check_number_flags(args) or check_outputs(args)
+    problem = check_number_flags(args) or check_outputs(args) or _user_pair_problem(args)
     if problem:
         print(f"specverify: error: {problem}", file=err)
         return ExitCode.USAGE
+    if args.target:
+        return _certify_user_pair(args, out, err)
     try:
         cert = certify(
             args.factory,
@@ -101,6 +103,49 @@ def _certify(args, out, err) -> int:
         require_reproducible=args.require_reproducible,
         require_speculation=args.require_speculation,
     )
+
+
+def _user_pair_problem(args) -> str | None:
+    if not (args.target or args.draft):
+        return None
+    if not (args.target and args.draft and args.against):
+        return "--target DIR and --draft DIR go together, with --against (e.g. --against plain): no exact law"
+    clashing = [
+        flag
+        for flag, on in (
+            ("--shard", args.shard),
+            ("--scenario", args.scenario),
+            ("--budget", args.budget),
+            ("--sequential", args.sequential),
+            ("--models", args.models != "toy"),
+        )
+        if on
+    ]
+    return f"{', '.join(clashing)} cannot be used with --target/--draft" if clashing else None
+
+
+def _certify_user_pair(args, out, err) -> int:
+    from specverify.certification.user_pair import certify_user_pair
+    from specverify.errors import InvalidArgument
+
+    try:
+        cert = certify_user_pair(
+            args.factory,
+            args.target,
+            args.draft,
+            against=args.against,
+            level=args.level,
+            seed=args.seed,
+            alpha=args.alpha,
+            isolation=args.isolation,
+            timeout_s=args.timeout,
+            max_samples=args.max_samples,
+            progress=_progress(err),
+        )
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    return _emit(cert, args, out, err, require_reproducible=False)
 
 
 def _merge(args, out, err) -> int:

@@ -113,6 +113,13 @@ def parser() -> argparse.ArgumentParser:
         "FACTORY, speculation off) instead of the exact law",
     )
     c.add_argument(
+        "--target",
+        metavar="DIR",
+        help="your own target checkpoint directory (with --draft DIR and --against): two-sample scenarios only, "
+        "no exact law, so never `exact` (default: the built-in model families)",
+    )
+    c.add_argument("--draft", metavar="DIR", help="your own draft checkpoint directory (with --target DIR)")
+    c.add_argument(
         "--sequential",
         action="store_true",
         help="stop each sampling scenario at its first decisive look (early reject / early pass at the planned power)",

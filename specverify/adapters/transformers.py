@@ -71,11 +71,11 @@ def _load(model, role: str) -> object:
             f"{role}={model!r} must be a CheckpointModel (with .path) or a ToyModel; build one with "
             "CheckpointPairSpec(...).build() or ToyPairSpec(...).build()."
         )
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM  # Llama for the checkpoint family; any causal LM for --target
 
     try:
         with quiet_transformers():
-            hf = LlamaForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
+            hf = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
     except Exception as exc:
         raise RuntimeError(f"transformers could not load the {role} checkpoint at {str(path)!r}: {exc}") from exc
     return hf.eval()

@@ -1,0 +1,46 @@
+"""--target DIR --draft DIR: two-sample certification on checkpoints the certifier cannot enumerate."""
+
+import pytest
+
+pytest.importorskip("transformers", reason="user checkpoints need the hf extra (tokenizers)")
+
+from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.user_pair import certify_user_pair  # noqa: E402
+from specverify.cli import main  # noqa: E402
+from specverify.errors import InvalidArgument  # noqa: E402
+
+HERE = "tests.certification.user_factories"
+
+
+@pytest.fixture(scope="module")
+def dirs():
+    pair = CHECKPOINT_PAIRS["main"].build()  # built by the other checkpoint tests too (cached)
+    return str(pair.target.path), str(pair.draft.path)
+
+
+def run(factory, dirs, **kw):
+    return certify_user_pair(f"{HERE}:{factory}", *dirs, isolation="none", max_samples=4000, **kw)
+
+
+def test_an_exact_decoder_agrees_with_its_plain_path_but_is_never_called_exact(dirs):
+    cert = run("speculative", dirs)
+    assert cert.verdict == "inconclusive" and "never exact" in cert.reason, cert.reason
+    got = {s.name: s for s in cert.scenarios}
+    assert all(s.covered and s.passed for s in got.values()), [(s.name, s.pvalue, s.note) for s in got.values()]
+    assert got["user-top-k"].n == 4000 and "pilot" in got["user-top-k"].note
+
+
+def test_a_wrong_law_is_rejected_against_the_plain_path(dirs):
+    cert = run("hotter", dirs)
+    assert cert.verdict == "greedy-only", cert.reason
+    assert not {s.name for s in cert.scenarios if s.passed is False} - {"user-top-k", "user-min-p", "user-top-k-t0.7"}
+
+
+def test_bad_directories_and_flags_are_refused(dirs, tmp_path, capsys):
+    with pytest.raises(InvalidArgument, match="--target="):
+        certify_user_pair(f"{HERE}:speculative", str(tmp_path), dirs[1])
+    assert main(["certify", f"{HERE}:speculative", "--target", dirs[0], "--draft", dirs[1]]) == 2
+    assert "--against" in capsys.readouterr().err
+    flags = ["--target", dirs[0], "--draft", dirs[1], "--against", "plain", "--sequential"]
+    assert main(["certify", f"{HERE}:speculative", *flags]) == 2
+    assert "--sequential cannot be used with --target/--draft" in capsys.readouterr().err
