@@ -4,8 +4,9 @@ The speculative decoder and the same engine's plain path (``--against``) run the
 user's pair; each sampling scenario is a homogeneity χ² between the two samples. With no exact law, N is planned
 from a pilot of the plain path: the observed outcomes' frequencies stand in for the law in ``plan_sample_size``
 (two samples of n have the noise of one of n / 2, so each side draws twice the plan). Outcomes stay few — top-k 3
-or min-p 0.3, 2–3 new tokens — so the plan is affordable on a large model. Greedy output is compared between the
-two paths on a few prompts.
+or min-p 0.3 (at temperature 1 and 0.7: engines declare one or the other), 2–3 new tokens — so the plan is
+affordable on a large model. The speculative side's first-round accepted counts are kept as evidence. Greedy
+output is compared between the two paths on a few prompts.
 
 The verdict can never be ``exact``: agreement with the engine's own plain path is evidence against a speculation
 bug, not a proof that the plain path samples the canonical law (that needs the exact law of the toy or
@@ -58,6 +59,7 @@ def user_scenarios(spec, vocab) -> tuple[list, list]:
         scenario("user-top-k", sampling, "speculation vs plain, top-k 3", _p(top_k=3, max_tokens=3), 3),
         scenario("user-min-p", sampling, "speculation vs plain, min-p 0.3", _p(min_p=0.3, max_tokens=3), 2),
         scenario("user-top-k-t0.7", sampling, "temperature 0.7, top-k 3", _p(0.7, top_k=3, max_tokens=2), 1),
+        scenario("user-min-p-t0.7", sampling, "temperature 0.7, min-p 0.3", _p(0.7, min_p=0.3, max_tokens=2), 1),
         scenario("user-greedy", ScenarioKind.GREEDY, "greedy equality, speculation vs plain", _p(0, max_tokens=4), 3),
     ]
     return scenarios, prompts[1:]
@@ -82,7 +84,8 @@ def _sampling(sessions, handles, scenario, plan, reproduce) -> ScenarioResult:
     law = np.array(sorted(pilot.values()), dtype=np.float64) / pilot_n
     planned = 2 * int(plan_sample_size(law, plan["epsilon"], alpha=plan["alpha_test"], power=plan["power"]))
     n = planned if plan["max_samples"] is None else min(planned, plan["max_samples"])
-    here = _outcomes(spec_session, spec_handle, request(seeds[0], spec_handle), n)
+    drawn = spec_session.draw(spec_handle, request(seeds[0], spec_handle), n)
+    here = drawn.outcomes
     there = _outcomes(plain_session, plain_handle, request(seeds[1], plain_handle), n)
     outcomes = sorted(set(here) | set(there))
     test = homogeneity_test([here[o] for o in outcomes], [there[o] for o in outcomes])
@@ -106,6 +109,7 @@ def _sampling(sessions, handles, scenario, plan, reproduce) -> ScenarioResult:
         f"the plain path, {len(pilot)} outcomes seen): homogeneity χ² over {test.num_cells} cells (worst: "
         "speculative vs plain counts)",
         reproduce=reproduce,
+        accepted_observed=None if not drawn.accepted else {int(m): int(c) for m, c in sorted(drawn.accepted.items())},
         elapsed_s=time.perf_counter() - started,
     )
 
