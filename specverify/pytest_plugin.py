@@ -1,55 +1,216 @@
-"""pytest plugin: ``--specverify-level`` / ``--specverify-seed`` options, the ``specverify`` marker and fixture.
+"""pytest plugin: certify speculative decoders inside a test suite (docs/pytest_plugin.md).
 
-Loading the plugin imports neither torch, triton nor hypothesis; heavy imports happen inside the fixture.
+Options (group ``specverify``, each with an ini key ``specverify_*``): ``--specverify-level``, ``-seed``,
+``-alpha``, ``-models``, ``-scenario``, ``-budget``, ``-isolation``, ``-json``, ``-html``, ``-baseline DIR`` and
+``--specverify-update-baseline``. Fixtures: ``specverify_certify`` (certify with the session's options),
+``specverify_result`` (a marker item's scenario result), ``specverify_pair`` (toy or checkpoint model pair),
+``specverify_scenarios`` (the matrix), ``specverify_options``. The marker
+``@pytest.mark.specverify(factory=..., require=..., level=..., scenarios=...)`` expands a test into one item per
+scenario; under pytest-xdist workers send their results through ``workeroutput`` and the controller decides each
+decoder's verdict once. The helpers live in ``specverify.testing``; loading this module imports neither torch,
+triton nor hypothesis (certifying does, inside the hooks).
 """
 
 from __future__ import annotations
 
-import os
+from typing import Callable
 
 import pytest
 
-from specverify.enums import Level
+from specverify.errors import InvalidArgument
+from specverify.testing.options import OPTIONS, Options, resolve
+
+_OPTIONS = pytest.StashKey[Options]()
+_LEDGER = pytest.StashKey[object]()
+_DECISIONS = pytest.StashKey[list]()
+_RESULT = pytest.StashKey[object]()
+_MARKER_HELP = (
+    "specverify(factory, *, require='exact', level=, seed=, alpha=, models=, scenarios=, budget=, isolation=, "
+    "timeout=, allow_inconclusive=False): certify FACTORY, one item per scenario (docs/pytest_plugin.md)"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("specverify", "speculative decoding certification")
-    group.addoption(
-        "--specverify-level",
-        default=None,
-        choices=[level.value for level in Level],
-        help="certification level for the specverify fixture (default: quick, or $SPECVERIFY_LEVEL)",
-    )
-    group.addoption(
-        "--specverify-seed",
-        type=int,
-        default=None,
-        help="seed for the specverify fixture (default: 0, or $SPECVERIFY_SEED)",
-    )
+    group = parser.getgroup("specverify", "speculative decoding certification (docs/pytest_plugin.md)")
+    for o in OPTIONS:
+        text = f"{o.help} [ini {o.ini}" + (f", env ${o.env}]" if o.env else "]")
+        if o.metavar is None:
+            group.addoption(o.flag, action="store_true", default=False, help=text)
+        elif o.ini_type == "linelist":
+            group.addoption(o.flag, action="append", default=[], metavar=o.metavar, help=text)
+        else:
+            group.addoption(o.flag, default=None, metavar=o.metavar, help=text)
+        default = {"bool": False, "linelist": []}.get(o.ini_type, "")
+        parser.addini(o.ini, o.help, type=o.ini_type, default=default)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "specverify: certifies a speculative decoder (specverify fixture)")
+    config.addinivalue_line("markers", _MARKER_HELP)
+    given = getattr(config, "workerinput", {}).get("specverify_options")
+    if given is not None:  # an xdist worker: the controller's resolved options
+        options = Options(**{**given, "scenario": tuple(given["scenario"])})
+    else:
+        try:
+            options = resolve({o.name: config.getoption(o.flag) for o in OPTIONS}, ini=config.getini)
+        except InvalidArgument as exc:
+            raise pytest.UsageError(str(exc)) from None
+    from specverify.testing.ledger import Ledger
+
+    config.stash[_OPTIONS] = options
+    config.stash[_LEDGER] = Ledger()
 
 
-def _level(config) -> str:
-    return config.getoption("--specverify-level") or os.environ.get("SPECVERIFY_LEVEL", "quick")
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist controller: hand every worker the resolved options (seed included), as pytest-randomly does."""
+    node.workerinput["specverify_options"] = node.config.stash[_OPTIONS].to_dict()
 
 
-def _seed(config) -> int:
-    seed = config.getoption("--specverify-seed")
-    return seed if seed is not None else int(os.environ.get("SPECVERIFY_SEED", "0"))
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: gather a finished worker's results into the session's ledger."""
+    text = getattr(node, "workeroutput", {}).get("specverify")
+    if text:
+        node.config.stash[_LEDGER].merge(text)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    if config.pluginmanager.hasplugin("specverify") and any(
-        "specverify" in str(a) for a in config.invocation_params.args
-    ):
-        return f"specverify: level={_level(config)} seed={_seed(config)} (reproduce: --specverify-seed={_seed(config)})"
-    return None
+def pytest_report_header(config: pytest.Config) -> str:
+    from specverify.testing.summary import header_line
+
+    return header_line(config.stash[_OPTIONS])
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("specverify")
+    if marker is None:
+        return
+    from specverify.testing.session import SCENARIO_PARAM, expand
+
+    try:
+        names = expand(marker, metafunc.config.stash[_OPTIONS])
+    except InvalidArgument as exc:
+        pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
+    if SCENARIO_PARAM not in metafunc.fixturenames:
+        metafunc.fixturenames.append(SCENARIO_PARAM)
+    metafunc.parametrize(SCENARIO_PARAM, names, ids=list(names))
+
+
+def _is_marker_item(item: pytest.Item) -> bool:
+    from specverify.testing.session import SCENARIO_PARAM
+
+    return SCENARIO_PARAM in getattr(getattr(item, "callspec", None), "params", {})
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A marker item certifies its scenario after skip marks are evaluated (the skipping plugin's setup runs first)
+    and before its fixtures (``specverify_result``) are set up (the runner's setup, registered earlier, runs last)."""
+    if not _is_marker_item(item):
+        return
+    from specverify.testing.session import setup_item
+
+    result = setup_item(item, item.config.stash[_OPTIONS], item.config.stash[_LEDGER])
+    item.stash[_RESULT] = result
+    if result.meta.get("skip"):
+        try:  # reported against the item's own location, as a skip mark would be
+            raise pytest.skip.Exception(result.meta["skip"], _use_item_location=True)
+        except TypeError:  # a pytest without that keyword: the skip still shows its reason
+            pytest.skip(result.meta["skip"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    result = item.stash.get(_RESULT, None)
+    if result is not None and result.failure:
+        pytest.fail(result.failure, pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if _LEDGER not in config.stash:
+        return
+    ledger = config.stash[_LEDGER]
+    if hasattr(config, "workeroutput"):  # an xdist worker: the controller decides
+        config.workeroutput["specverify"] = ledger.dump()
+        return
+    if not ledger.groups:
+        return
+    from specverify.testing.session import finish_session
+
+    decisions = finish_session(ledger, config.stash[_OPTIONS])
+    config.stash[_DECISIONS] = decisions
+    if any(d.meets is False for d in decisions) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    decisions = config.stash.get(_DECISIONS, None)
+    if not decisions:
+        return
+    from specverify.testing.summary import summary_lines
+
+    terminalreporter.write_sep("=", "specverify certification")
+    for line in summary_lines(decisions, config.stash[_OPTIONS]):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture
 def specverify_options(request: pytest.FixtureRequest) -> dict:
-    """The level and seed this run certifies at: ``{"level": ..., "seed": ...}``."""
-    return {"level": _level(request.config), "seed": _seed(request.config)}
+    """The session's resolved options (level, seed, alpha, models, scenario, budget, isolation, outputs)."""
+    return request.config.stash[_OPTIONS].to_dict()
+
+
+@pytest.fixture
+def specverify_certify(request: pytest.FixtureRequest) -> Callable[..., object]:
+    """``specverify_certify(factory, **certify_kwargs) -> Certificate`` with the session's options (kwargs win);
+    recorded in the summary, JUnit and (with ``--specverify-baseline``) checked against the stored certificate."""
+    from specverify.testing.session import certify_call
+
+    calls = []
+
+    def run(factory: object, **kwargs: object) -> object:
+        calls.append(factory)
+        config = request.config
+        return certify_call(
+            request.node, config.stash[_OPTIONS], config.stash[_LEDGER], factory, kwargs, index=len(calls) - 1
+        )
+
+    return run
+
+
+@pytest.fixture
+def specverify_result(request: pytest.FixtureRequest) -> object:
+    """The scenario result of a ``@pytest.mark.specverify`` item (``specverify.testing.items.ItemResult``)."""
+    result = request.node.stash.get(_RESULT, None)
+    if result is None:
+        pytest.fail(
+            f"{request.node.nodeid}: specverify_result needs @pytest.mark.specverify(factory='module:attr') on "
+            "the test (it is that item's scenario result).",
+            pytrace=False,
+        )
+    return result
+
+
+@pytest.fixture
+def specverify_pair(request: pytest.FixtureRequest) -> object:
+    """A built model pair (``.target``, ``.draft``). Parametrise indirectly with a family (``"toy"``,
+    ``"checkpoint"``), a distance, ``(family, distance)`` or a dict of ``specverify.testing.model_pair``
+    arguments; the default is ``--specverify-models``' family with its default pair."""
+    from specverify.testing import model_pair
+
+    param = getattr(request, "param", None)
+    family = request.config.stash[_OPTIONS].models
+    if isinstance(param, dict):
+        return model_pair(**{"family": family, **param})
+    if isinstance(param, tuple):
+        return model_pair(*param)
+    if isinstance(param, str):
+        return model_pair(param)
+    return model_pair(family, param)
+
+
+@pytest.fixture
+def specverify_scenarios(request: pytest.FixtureRequest) -> dict:
+    """The scenario matrix of the session's model family: name -> ``CertificationScenario``."""
+    from specverify.certification.scenarios import matrix
+
+    return dict(matrix(request.config.stash[_OPTIONS].models))

@@ -1,0 +1,167 @@
+"""Baselines: a stored certificate per decoder in a folder of the repository, and what counts as a regression.
+
+``DIR/<decoder>.json`` is the certificate JSON document (``specverify.report``, schema version 1) of the decoder's
+last accepted run, every test of the session that certified it merged into one (``merge_certificates``);
+``--specverify-update-baseline`` rewrites it. A run regresses when its verdict is worse than the
+stored one (exact > greedy-only > approximate > invalid > inconclusive / error), when a scenario the baseline covered
+is no longer covered, or when the mean accepted length dropped beyond its interval.
+
+Acceptance length: certificates carry the first round's accepted-draft counts of each scenario
+(``accepted_observed``), not all rounds' yet, so the comparison is on the first round: a one-sided two-sample z-test of
+the mean accepted drafts, rejecting at the scenario's planned per-test α. With the same seed and an unchanged
+decoder the counts are identical and nothing moves.
+
+>>> baseline_name("specverify.reference:make_decoder", "toy")
+'specverify.reference--make_decoder.json'
+>>> round(mean_accepted({0: 1, 2: 3})[0], 3)
+1.5
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from statistics import NormalDist
+from typing import Optional
+
+from specverify.enums import Verdict
+
+__all__ = [
+    "baseline_name",
+    "baseline_path",
+    "load_baseline",
+    "write_baseline",
+    "verdict_regression",
+    "scenario_regressions",
+    "acceptance_drop",
+    "mean_accepted",
+    "merge_certificates",
+]
+
+FIRST_ROUND_NOTE = "first round only: certificates do not carry all rounds' acceptance yet"
+
+
+def baseline_name(factory: str, models: str = "toy") -> str:
+    """The file name of ``factory``'s baseline (``module--attr.json``; ``.checkpoint.json`` for that family)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", str(factory).replace(":", "--"))
+    return f"{slug}.json" if models == "toy" else f"{slug}.{models}.json"
+
+
+def baseline_path(directory: str, factory: str, models: str = "toy") -> Path:
+    return Path(directory) / baseline_name(factory, models)
+
+
+def load_baseline(directory: str, factory: str, models: str = "toy") -> Optional[object]:
+    """The stored certificate of ``factory`` in ``directory``, or None when there is none yet."""
+    from specverify.report import load_certificate
+
+    path = baseline_path(directory, factory, models)
+    return load_certificate(str(path)) if path.exists() else None
+
+
+def write_baseline(directory: str, cert, models: str = "toy") -> Path:
+    """Store ``cert`` as ``factory``'s baseline (creating ``directory``); the path written."""
+    from specverify.report import render_json
+
+    os.makedirs(directory, exist_ok=True)
+    path = baseline_path(directory, cert.factory, models)
+    path.write_text(render_json(cert), encoding="utf-8")
+    return path
+
+
+def _rank(verdict) -> int:
+    return Verdict(verdict).rank
+
+
+def verdict_regression(now, base) -> Optional[str]:
+    """Why ``now``'s verdict is worse than the baseline ``base``'s, or None."""
+    if _rank(now.verdict) >= _rank(base.verdict):
+        return None
+    return (
+        f"verdict got worse: {base.verdict} in the baseline (level {base.level}, seed {base.seed}) -> {now.verdict} now"
+    )
+
+
+def mean_accepted(counts: dict) -> tuple:
+    """(mean, variance, n) of the accepted-draft count from ``{accepted: count}``."""
+    n = sum(counts.values())
+    if n == 0:
+        return 0.0, 0.0, 0
+    mean = sum(m * c for m, c in counts.items()) / n
+    return mean, sum((m - mean) ** 2 * c for m, c in counts.items()) / n, n
+
+
+def acceptance_drop(now, base, alpha: float) -> Optional[str]:
+    """Why the first-round mean accepted length of result ``now`` fell below the baseline result ``base``'s
+    interval at ``alpha`` (one-sided z-test), or None. A baseline with acceptance and a run without is a drop."""
+    if not base.accepted_observed:
+        return None
+    if not now.accepted_observed:
+        return f"{now.name}: the baseline has acceptance counts, this run has none (does the decoder report accepted?)"
+    mean_b, var_b, n_b = mean_accepted(base.accepted_observed)
+    mean_n, var_n, n_n = mean_accepted(now.accepted_observed)
+    se = math.sqrt(var_b / n_b + var_n / n_n)
+    if mean_n >= mean_b:
+        return None
+    z = (mean_b - mean_n) / se if se > 0 else math.inf
+    pvalue = 0.5 * math.erfc(z / math.sqrt(2))
+    if pvalue >= alpha:
+        return None
+    lower = mean_b - NormalDist().inv_cdf(1 - alpha) * se
+    return (
+        f"{now.name}: mean accepted drafts {mean_n:.3f} (N = {n_n}) < baseline {mean_b:.3f} (N = {n_b}); its "
+        f"interval at α = {alpha:.2g} ends at {lower:.3f} (p = {pvalue:.2g}; {FIRST_ROUND_NOTE})"
+    )
+
+
+def scenario_regressions(results, base, alpha: float) -> list:
+    """What ``results`` (this run's ``ScenarioResult``\\ s) lost against the baseline certificate ``base``:
+    coverage and acceptance length, one line each (a rejection fails on its own; the verdict is compared once)."""
+    stored = {s.name: s for s in base.scenarios}
+    out = []
+    for now in results:
+        was = stored.get(now.name)
+        if was is None:
+            continue
+        if was.covered and not now.covered and not now.violation:
+            out.append(f"{now.name}: covered in the baseline, not covered now ({now.note})")
+        elif now.covered:
+            drop = acceptance_drop(now, was, alpha)
+            if drop:
+                out.append(drop)
+    return out
+
+
+def merge_certificates(certs: list, models: str = "toy") -> object:
+    """One certificate of a decoder from several of one session (its tests), as the baseline stores it: every
+    scenario once (the first test's result) in matrix order, Holm and the verdict rules over them."""
+    from specverify.certification.core import finish_certificate
+    from specverify.certification.scenarios import matrix
+    from specverify.certification.verdict import error_certificate
+
+    first = certs[0]
+    if len(certs) == 1:
+        return first
+    same = [c for c in certs if (c.level, c.seed, c.alpha) == (first.level, first.seed, first.alpha)]
+    results, seen = [], set()
+    for cert in same:
+        for s in cert.scenarios:
+            if s.name not in seen:
+                seen.add(s.name)
+                results.append(s)
+    order = {name: i for i, name in enumerate(matrix(models))}
+    results.sort(key=lambda s: order.get(s.name.split("/")[0], len(order)))
+    base = first.command.split(" --scenario ")[0].split(" --seed ")[0]
+    names = list(dict.fromkeys(s.name.split("/")[0] for s in results))
+    command = " ".join([base, *(f"--scenario {n}" for n in names), f"--seed {first.seed}"])
+    meta = dict(level=first.level, seed=first.seed, alpha=first.alpha, factory=first.factory, command=command)
+    meta["elapsed_s"] = sum(c.elapsed_s for c in same)
+    errors = [c.reason for c in same if c.verdict == Verdict.ERROR]
+    if errors:
+        return error_certificate(errors[0].removeprefix("set-up failed: "), **meta)
+    violation = next((c.reason for c in same if c.verdict == Verdict.INVALID), None)
+    repro = next(((c.reproducible, c.reproducibility_note) for c in same if c.reproducible is False), None)
+    repro = repro or (first.reproducible, first.reproducibility_note)
+    return finish_certificate(results, violation, repro, **meta)

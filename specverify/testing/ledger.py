@@ -1,0 +1,165 @@
+"""The session's α ledger: every decoder's scenario results, gathered from items (and xdist workers), decided once.
+
+Each ``@pytest.mark.specverify`` test is one *group*: one decoder certified with one set of options, one item per
+scenario. Items judge their own test at the planned per-test α (``alpha / m``); the ledger applies Holm at the family
+α over every result of the group and the verdict rules once (``finish_certificate``, as ``certify`` and
+``merge_shards`` do), so a serial run and an xdist run, which gather the same results, decide the same verdict.
+Certificates from the ``specverify_certify`` fixture are groups of their own (the test asserts on them itself).
+Workers send :meth:`Ledger.dump` through ``workeroutput``; the controller :meth:`Ledger.merge`\\ s it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Optional
+
+from specverify.enums import Level, Verdict
+from specverify.testing.items import ItemResult
+
+__all__ = ["Group", "Decision", "Ledger"]
+
+
+@dataclass
+class Group:
+    """One decoder's certification in this session (``kind``: ``marker`` items or one ``call`` of the fixture)."""
+
+    key: str
+    kind: str
+    factory: str
+    level: str
+    seed: int
+    alpha: float
+    models: str
+    require: Optional[str] = None
+    allow_inconclusive: bool = False
+    planned: tuple = ()
+    nodeid: str = ""
+    records: list = field(default_factory=list)
+    certificate: Optional[dict] = None  # a call's certificate (json_document)
+
+    def meta(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "certificate")}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A group's certificate and whether it meets its requirement (``None`` for fixture calls: the test decides)."""
+
+    group: Group
+    certificate: object
+    meets: Optional[bool]
+    why: str
+    alpha_test: float
+    num_tests: int
+    not_run: tuple = ()
+    holm_only: tuple = ()
+    notes: tuple = ()
+
+
+class Ledger:
+    """Groups by key; plain data in and out (:meth:`dump` / :meth:`merge`)."""
+
+    def __init__(self):
+        self.groups: dict = {}
+        self.baselines: dict = {}  # stored certificates read this session (not sent between processes)
+
+    def open(self, **meta) -> Group:
+        group = self.groups.get(meta["key"])
+        if group is None:
+            meta["planned"] = tuple(meta.get("planned", ()))
+            group = self.groups[meta["key"]] = Group(**meta)
+        return group
+
+    def add_item(self, record: ItemResult, **meta) -> None:
+        self.open(**meta).records.append(record)
+
+    def add_certificate(self, cert, **meta) -> None:
+        from specverify.report import json_document
+
+        self.open(kind="call", **meta).certificate = json_document(cert)
+
+    def dump(self) -> str:
+        groups = [
+            {**g.meta(), "records": [r.to_dict() for r in g.records], "certificate": g.certificate}
+            for g in self.groups.values()
+        ]
+        return json.dumps({"groups": groups})
+
+    def merge(self, text: str) -> None:
+        for data in json.loads(text)["groups"]:
+            records = [ItemResult.from_dict(r) for r in data.pop("records")]
+            certificate = data.pop("certificate")
+            group = self.open(**data)
+            group.records.extend(records)
+            if certificate is not None:
+                group.certificate = certificate
+
+    def decide(self) -> list:
+        """One :class:`Decision` per group that ran something, by test id (the same order serially and under xdist)."""
+        groups = sorted(self.groups.values(), key=lambda g: (g.nodeid, g.key))
+        return [_decide(g) for g in groups if g.records or g.certificate is not None]
+
+
+def _order(group: Group) -> dict:
+    from specverify.certification.scenarios import matrix
+
+    return {name: i for i, name in enumerate(matrix(group.models))}
+
+
+def _command(group: Group, records: list) -> str:
+    base = records[0].command.split(" --scenario ")[0] if records[0].command else f"specverify certify {group.factory}"
+    ran = [r.scenario for r in records]
+    subset = [] if len(ran) == len(_order(group)) else [f"--scenario {n}" for n in ran]
+    return " ".join([base, *subset, f"--seed {group.seed}"])
+
+
+def _repro(records: list) -> tuple:
+    for wanted in (False, True):
+        for r in records:
+            if r.reproducible is wanted:
+                return r.reproducible, r.reproducibility_note
+    return None, records[0].reproducibility_note if records else ""
+
+
+def _certificate(group: Group, records: list):
+    from specverify.certification.core import finish_certificate
+    from specverify.certification.verdict import error_certificate
+
+    meta = dict(
+        level=Level(group.level),
+        seed=group.seed,
+        alpha=group.alpha,
+        factory=group.factory,
+        command=_command(group, records),
+        elapsed_s=sum(r.elapsed_s for r in records),
+    )
+    errors = [r.error for r in records if r.error]
+    if errors:
+        return error_certificate(errors[0], **meta)
+    results = [res for r in records for res in r.results]
+    violation = next((r.violation for r in records if r.violation), None)
+    return finish_certificate(results, violation, _repro(records), **meta)
+
+
+def _decide(group: Group) -> Decision:
+    from specverify.certification.ledger import per_test_alpha, planned_tests
+
+    alpha_test, m = per_test_alpha(group.alpha, group.models), planned_tests(group.models)
+    if group.kind == "call":
+        from specverify.report import certificate_from_document
+
+        cert = certificate_from_document(group.certificate)
+        return Decision(group, cert, None, "", alpha_test, m)
+    order = _order(group)
+    records = sorted(group.records, key=lambda r: order.get(r.scenario, len(order)))
+    cert = _certificate(group, records)
+    passed_items = {r.scenario for r in records if not r.failure}
+    holm_only = tuple(s.name for s in cert.failures if s.name.split("/")[0] in passed_items)
+    not_run = tuple(n for n in group.planned if n not in {r.scenario for r in records})
+    verdict = Verdict(cert.verdict)
+    meets = cert.meets(group.require)
+    why = f"{verdict} meets require={group.require}" if meets else f"{verdict} does not meet require={group.require}"
+    if not meets and verdict == Verdict.INCONCLUSIVE and group.allow_inconclusive and not cert.failures:
+        meets, why = True, f"inconclusive, allowed (allow_inconclusive=True; require={group.require})"
+    return Decision(group, cert, meets, why, alpha_test, m, not_run=not_run, holm_only=holm_only)

@@ -1,0 +1,203 @@
+"""What the pytest plugin's hooks and fixtures do, kept out of the hooks module: certify a marker item, certify a
+fixture call, and finish the session (decide each decoder once, compare or rewrite baselines, write JSON / HTML).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from specverify.testing.items import ItemDecision, certify_item, item_message, judge_item, marker_spec, with_decision
+from specverify.testing.summary import call_properties, item_properties, pytest_command
+
+__all__ = ["SCENARIO_PARAM", "expand", "group_nodeid", "setup_item", "certify_call", "finish_session"]
+
+SCENARIO_PARAM = "_specverify_scenario"  # the parameter a marked test is expanded over: one item per scenario
+
+
+def expand(marker, options) -> tuple:
+    """The scenario names a marked test expands into (the marker's ``scenarios=``, else ``--specverify-scenario``,
+    else the family's whole matrix)."""
+    return marker_spec(marker.args, marker.kwargs, options).scenarios
+
+
+def group_nodeid(item) -> str:
+    """The marked test's id without its scenario parameter (other parameters kept as ``name=value``)."""
+    others = {k: v for k, v in item.callspec.params.items() if k != SCENARIO_PARAM}
+    base = item.nodeid.split("[")[0]
+    return base + (f"[{','.join(f'{k}={v!r}' for k, v in sorted(others.items()))}]" if others else "")
+
+
+def _baseline(ledger, options, factory: str, models: str):
+    """The stored certificate (or None), read once per session (``ledger.baselines``)."""
+    from specverify.testing.baseline import load_baseline
+
+    key = (options.baseline, factory, models)
+    if key not in ledger.baselines:
+        ledger.baselines[key] = load_baseline(options.baseline, factory, models)
+    return ledger.baselines[key]
+
+
+def _against_baseline(ledger, record, decision, spec, options, alpha_test) -> ItemDecision:
+    if not options.baseline or options.update_baseline or decision.failure or decision.skip:
+        return decision
+    from specverify.testing.baseline import baseline_path, scenario_regressions
+
+    base = _baseline(ledger, options, spec.factory_name, spec.models)
+    found = scenario_regressions(record.results, base, alpha_test) if base is not None else []
+    if not found:
+        return decision
+    where = baseline_path(options.baseline, spec.factory_name, spec.models)
+    return ItemDecision("regressed", f"regressed against the baseline {where}: " + "; ".join(found))
+
+
+def setup_item(item, options, ledger) -> object:
+    """Certify the item's scenario, record it (ledger, JUnit properties) and return its ``ItemResult``."""
+    from specverify.certification.ledger import per_test_alpha
+    from specverify.certification.scenarios import CORE
+
+    spec = marker_spec(
+        item.get_closest_marker("specverify").args, item.get_closest_marker("specverify").kwargs, options
+    )
+    scenario = item.callspec.params[SCENARIO_PARAM]
+    nodeid = group_nodeid(item)
+    key = f"{nodeid}::{spec.factory_name}"
+    budget = None if spec.budget is None else spec.budget / len(spec.scenarios)
+    record = certify_item(spec, scenario, group=key, budget_s=budget)
+    alpha_test = per_test_alpha(spec.alpha, spec.models)
+    decision = judge_item(record, spec, alpha_test=alpha_test, core=scenario in CORE)
+    decision = _against_baseline(ledger, record, decision, spec, options, alpha_test)
+    record = with_decision(record, decision)
+    if decision.failure:
+        command = pytest_command(item.nodeid, options, spec)
+        record = replace(record, failure=item_message(record, spec, alpha_test=alpha_test, pytest_command=command))
+    record = replace(record, meta={"skip": decision.skip} if decision.skip else {})
+    ledger.add_item(
+        record,
+        key=key,
+        kind="marker",
+        factory=spec.factory_name,
+        level=spec.level,
+        seed=spec.seed,
+        alpha=spec.alpha,
+        models=spec.models,
+        require=spec.require,
+        allow_inconclusive=spec.allow_inconclusive,
+        planned=spec.scenarios,
+        nodeid=nodeid,
+    )
+    item.user_properties.extend(item_properties(record, alpha_test=alpha_test, spec=spec))
+    return record
+
+
+def certify_call(node, options, ledger, factory: object, kwargs: dict, *, index: int) -> object:
+    """The ``specverify_certify`` fixture's call: certify with the session's options, record, check the baseline."""
+    from specverify.certification.ledger import per_test_alpha
+    from specverify.testing.asserts import certify_with
+
+    cert = certify_with(options, factory, **kwargs)
+    models = kwargs.get("models", options.models)
+    node.user_properties.extend(call_properties(cert))
+    ledger.add_certificate(
+        cert,
+        key=f"{node.nodeid}#{index}",
+        factory=cert.factory,
+        level=str(cert.level),
+        seed=cert.seed,
+        alpha=cert.alpha,
+        models=models,
+        nodeid=node.nodeid,
+    )
+    if options.baseline and not options.update_baseline:
+        from specverify.testing.baseline import baseline_path, scenario_regressions
+
+        base = _baseline(ledger, options, cert.factory, models)
+        if base is not None:
+            found = scenario_regressions(cert.scenarios, base, per_test_alpha(cert.alpha, models))
+            if found:
+                where = baseline_path(options.baseline, cert.factory, models)
+                raise AssertionError(
+                    f"specverify: {cert.factory} regressed against the baseline {where}:\n  "
+                    + "\n  ".join(found)
+                    + f"\nReproduce: {cert.command}\nAccept the new certificate with --specverify-update-baseline."
+                )
+    return cert
+
+
+def _note(d, text: str) -> object:
+    return replace(d, notes=d.notes + (text,))
+
+
+def _decoder_baseline(ledger, decisions: list, options) -> list:
+    """Compare (or rewrite) one decoder's baseline: its decisions, merged into one certificate, against the stored
+    one; a worse verdict fails every decision of that decoder."""
+    from specverify.testing.baseline import baseline_path, merge_certificates, verdict_regression, write_baseline
+
+    models = decisions[0].group.models
+    cert = merge_certificates([d.certificate for d in decisions], models)
+    merged = f" (merged from {len(decisions)} tests)" if len(decisions) > 1 else ""
+    if options.update_baseline:
+        path = write_baseline(options.baseline, cert, models)
+        return [_note(d, f"baseline written{merged}: {path}") for d in decisions]
+    base = _baseline(ledger, options, cert.factory, models)
+    where = baseline_path(options.baseline, cert.factory, models)
+    if base is None:
+        return [_note(d, f"no baseline {where} yet: store one with --specverify-update-baseline") for d in decisions]
+    worse = verdict_regression(cert, base)
+    if worse is None:
+        return [_note(d, f"baseline {where}: {cert.verdict}{merged}, not worse than {base.verdict}") for d in decisions]
+    why = f"regressed against the baseline {where}{merged}: {worse}"
+    return [replace(d, meets=False, why=why) for d in decisions]
+
+
+def _baselines(ledger, decisions: list, options) -> list:
+    by_decoder: dict = {}
+    for d in decisions:
+        by_decoder.setdefault((d.certificate.factory, d.group.models), []).append(d)
+    done = {
+        id(d): new for group in by_decoder.values() for d, new in zip(group, _decoder_baseline(ledger, group, options))
+    }
+    return [done[id(d)] for d in decisions]
+
+
+def _output_paths(template: str, decisions: list) -> list:
+    from specverify.testing.baseline import baseline_name
+
+    if len(decisions) == 1:
+        return [Path(template)]
+    base, seen, out = Path(template), {}, []
+    for d in decisions:
+        slug = baseline_name(d.certificate.factory, d.group.models)[: -len(".json")]
+        seen[slug] = seen.get(slug, 0) + 1
+        slug += f"-{seen[slug]}" if seen[slug] > 1 else ""
+        out.append(base.with_name(f"{base.stem}-{slug}{base.suffix}"))
+    return out
+
+
+def _write_outputs(decisions: list, options) -> list:
+    from specverify.report import render_json, write_html
+
+    out = list(decisions)
+    if options.json:
+        for i, path in enumerate(_output_paths(options.json, decisions)):
+            path.write_text(render_json(out[i].certificate), encoding="utf-8")
+            out[i] = replace(out[i], notes=out[i].notes + (f"certificate written: {path}",))
+    if options.html:
+        for i, path in enumerate(_output_paths(options.html, decisions)):
+            try:
+                from specverify.report import certificate_plots
+
+                plots = certificate_plots(out[i].certificate)
+            except ImportError:
+                plots = None  # matplotlib missing: the page without plots
+            write_html(out[i].certificate, path, plots=plots)
+            out[i] = replace(out[i], notes=out[i].notes + (f"HTML report written: {path}",))
+    return out
+
+
+def finish_session(ledger, options) -> list:
+    """Decide every group once (Holm), then baselines and output files; the decisions, for the summary."""
+    decisions = ledger.decide()
+    if options.baseline:
+        decisions = _baselines(ledger, decisions, options)
+    return _write_outputs(decisions, options) if decisions else decisions

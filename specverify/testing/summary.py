@@ -1,0 +1,142 @@
+"""What the plugin reports: the header line, the terminal summary (a table and a verdict per decoder), and the
+JUnit properties of items and fixture calls. Lines are returned; the plugin writes them.
+
+>>> from specverify.testing.options import Options
+>>> line = header_line(Options(seed=7))
+>>> line.startswith("specverify: level=quick seed=7"), line.endswith("--specverify-seed=7 --specverify-level=quick)")
+(True, True)
+"""
+
+from __future__ import annotations
+
+from specverify.testing.messages import fmt_p
+
+__all__ = ["header_line", "summary_lines", "item_properties", "call_properties", "pytest_command"]
+
+
+def header_line(options) -> str:
+    """The report header: seed and level always, with the option that reproduces them."""
+    extra = (
+        f" baseline={options.baseline}" + (" (updating)" if options.update_baseline else "") if options.baseline else ""
+    )
+    return (
+        f"specverify: level={options.level} seed={options.seed} alpha={options.alpha:g} models={options.models} "
+        f"isolation={options.isolation}{extra} (reproduce: {options.reproduce_flags()})"
+    )
+
+
+def pytest_command(nodeid: str, options, spec=None) -> str:
+    """``pytest 'NODEID' --specverify-seed=S --specverify-level=L`` (the marker's own values where it sets them)."""
+    flags = options.reproduce_flags()
+    if spec is not None:
+        flags = f"--specverify-seed={spec.seed} --specverify-level={spec.level}"
+        flags += f" --specverify-alpha={spec.alpha:g}" if spec.alpha != 1e-6 else ""
+        flags += f" --specverify-models={spec.models}" if spec.models != "toy" else ""
+    return f"pytest '{nodeid}' {flags}"
+
+
+def _num(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _status(s) -> str:
+    if s.violation:
+        return "INVALID"
+    if not s.covered:
+        return "not run" if s.note.startswith("not run") else "not covered"
+    return {True: "pass", False: "FAIL", None: "-"}[s.passed]
+
+
+def _table(cert) -> list:
+    head = f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'TV est':>7s} {'TV null':>7s}"
+    rows = [head]
+    for s in cert.scenarios:
+        rows.append(
+            f"  {s.name:34s} {str(s.kind):11s} {_status(s):11s} {s.n if s.covered else '':>7} {fmt_p(s.pvalue):>8s} "
+            f"{_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
+        )
+        if not s.covered and s.note:
+            rows.append(f"  {'':34s} {s.note}")
+    return rows
+
+
+def _decision_lines(d, options) -> list:
+    cert, group = d.certificate, d.group
+    lines = [
+        f"{cert.factory} — {group.nodeid} · level {cert.level} · seed {cert.seed} · family α {cert.alpha:g} "
+        f"(per-test α/m = {d.alpha_test:.2g}, m = {d.num_tests})"
+    ]
+    lines += _table(cert)
+    if d.not_run:
+        lines.append(f"  not run in this session (deselected or interrupted): {', '.join(d.not_run)}")
+    if d.holm_only:
+        lines.append(f"  rejected by Holm over the session although each item passed its per-test α: {d.holm_only}")
+    lines.append(f"  VERDICT: {str(cert.verdict).upper()} — {cert.reason.splitlines()[0] if cert.reason else ''}")
+    if d.meets is not None:
+        lines.append(f"  {'meets' if d.meets else 'FAILS'}: {d.why}")
+    lines += [f"  {n}" for n in d.notes]
+    if group.kind == "marker":
+        lines.append(f"  reproduce: {pytest_command(group.nodeid, options, _Spec(group))}")
+        lines.append(f"             {cert.command}")
+    else:
+        lines.append(f"  reproduce: {cert.command}")
+    return lines
+
+
+class _Spec:
+    def __init__(self, group):
+        self.seed, self.level, self.alpha, self.models = group.seed, group.level, group.alpha, group.models
+
+
+def summary_lines(decisions: list, options) -> list:
+    """The terminal summary: each decoder's table, verdict and reproduce commands, then one closing line."""
+    lines = []
+    for d in decisions:
+        lines += _decision_lines(d, options) + [""]
+    judged = [d for d in decisions if d.meets is not None]
+    failing = [d for d in judged if not d.meets]
+    if judged:
+        lines.append(
+            f"specverify: {len(judged) - len(failing)} of {len(judged)} decoder certification(s) meet their "
+            f"requirement" + (f"; failing: {', '.join(d.certificate.factory for d in failing)}" if failing else "")
+        )
+    return lines
+
+
+def _pvalues(results) -> str:
+    return "; ".join(f"{r.name}={fmt_p(r.pvalue)}" for r in results if r.pvalue is not None)
+
+
+def item_properties(record, *, alpha_test: float, spec) -> list:
+    """JUnit properties of one marker item: its scenario's result, N, p-values, TV, seed and reproduce command."""
+    results = record.results
+    tv = [r.tv_estimate for r in results if r.tv_estimate is not None]
+    null = [r.tv_null_quantile for r in results if r.tv_null_quantile is not None]
+    return [
+        ("specverify_factory", spec.factory_name),
+        ("specverify_scenario", record.scenario),
+        ("specverify_verdict", record.status),
+        ("specverify_n", sum(r.n for r in results)),
+        ("specverify_pvalue", _pvalues(results) or "-"),
+        ("specverify_alpha_test", f"{alpha_test:.3g}"),
+        ("specverify_tv_estimate", f"{max(tv):.4f}" if tv else "-"),
+        ("specverify_tv_null", f"{max(null):.4f}" if null else "-"),
+        ("specverify_seed", spec.seed),
+        ("specverify_level", spec.level),
+        ("specverify_reproduce", next((r.reproduce for r in results if r.reproduce), record.command)),
+    ]
+
+
+def call_properties(cert) -> list:
+    """JUnit properties of one ``specverify_certify`` call: verdict, total N, p-values, the largest TV."""
+    tv = [s.tv_estimate for s in cert.scenarios if s.tv_estimate is not None]
+    return [
+        ("specverify_factory", cert.factory),
+        ("specverify_verdict", str(cert.verdict)),
+        ("specverify_n", sum(s.n for s in cert.scenarios)),
+        ("specverify_pvalues", _pvalues(cert.scenarios) or "-"),
+        ("specverify_tv_max", f"{max(tv):.4f}" if tv else "-"),
+        ("specverify_seed", cert.seed),
+        ("specverify_level", str(cert.level)),
+        ("specverify_reproduce", cert.command),
+    ]
