@@ -73,7 +73,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    names = args.entries or list(ZOO)
+    names = args.entries or [
+        n for n, e in ZOO.items() if e.drafts == "ar"
+    ]  # family entries: benchmarks/drafts_certify.py
     jobs = [(name, s, args.n, args.seed) for name in names for s in dict.fromkeys(ZOO[name].showcases + ("plain",))]
     with ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(measure, jobs))

@@ -80,6 +80,7 @@ def _certify(args, out, err) -> int:
             budget_s=args.budget,
             progress=_progress(err),
             models=args.models,
+            drafts=args.drafts,
             shard=args.shard,
             max_samples=args.max_samples,
             sequential=args.sequential,
@@ -202,7 +203,7 @@ def _scenarios(args, out) -> int:
     from specverify.protocol import MINIMUM_CAPABILITIES
 
     out.write(f"{'scenario':26s} {'kind':11s} {'core':4s} {'needs (beyond temperature, max_tokens)':40s} exercises\n")
-    for s in matrix(args.models).values():
+    for s in matrix(args.models, args.drafts).values():
         needs = ", ".join(sorted(s.requires() - MINIMUM_CAPABILITIES)) or "-"
         out.write(f"{s.name:26s} {s.kind:11s} {'yes' if s.core else 'no':4s} {needs:40s} {s.exercises}\n")
     return ExitCode.MEETS

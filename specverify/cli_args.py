@@ -32,6 +32,9 @@ EPILOG = (
 SEED_LIMIT = 2**62  # certification seeds: [0, 2**62) in the CLI and certify() alike
 
 
+DRAFT_CHOICES = ("ar", "heads", "markov", "mtp", "ngram", "tree")  # certification.scenarios.DRAFT_FAMILIES
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specverify", description="Is your speculative decoder exact?", epilog=EPILOG)
     sub = p.add_subparsers(dest="command", required=True)
@@ -131,6 +134,12 @@ def parser() -> argparse.ArgumentParser:
         help="model family: toy tables (default) or tiny Llama checkpoints real engines load (hf extra)",
     )
     c.add_argument(
+        "--drafts",
+        choices=DRAFT_CHOICES,
+        default="ar",
+        help="draft family whose scenarios run; the factory receives its draft object (default ar; toy models)",
+    )
+    c.add_argument(
         "--shard", metavar="I/N", help="run only shard I of N (scenarios split by position; merge the parts)"
     )
     c.add_argument("--counts-out", metavar="PATH", help="with --shard: write this shard's counts file to PATH")
@@ -152,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
     sc = sub.add_parser("scenarios", help="list the certification scenarios")
     sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
+    sc.add_argument("--drafts", choices=DRAFT_CHOICES, default="ar", help="draft family (default ar)")
     sc.epilog = (
         "columns: name, kind, core (yes: needed for exact), the capabilities a decoder must declare, what it tests"
     )

@@ -329,4 +329,53 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "stream cursor (preemption)",
         (SEED,),
     ),
+    # ------------------------------------------------------------------ draft families, trees, block verification
+    Mechanism("tree-padding-accepted-as-token-0", "Padded tree nodes are verified as candidates of token 0", "tree"),
+    Mechanism("tree-paths-sampled-independently", "Each candidate gets its own target draw (nucleus paths)", "tree"),
+    Mechanism("tree-slot-not-reordered", "Tree nodes reordered, their cache slots not", "tree slots", (SEED,)),
+    Mechanism(
+        "block-verify-token-wise-rule",
+        "Block verification stops on the cumulative ratio and draws from the token-wise residual",
+        "block verification",
+        ("vllm-ascend #7807", "vllm-ascend PR #7808"),
+    ),
+    Mechanism(
+        "block-verify-draft-probs-none",
+        "Block verification without draft probs: the draft token's probability one, the draft rows empty",
+        "block verification (n-gram)",
+        ("vllm-ascend PR #7603",),
+    ),
+    Mechanism("block-draws-keyed-by-position", "Block draws keyed by position only: reused next round", "RNG (block)"),
+    Mechanism("draft-bf16-ratio-fp32", "Draft from bf16 logits, ratio from the fp32 law", "dtype", ("DeepSpec #31",)),
+    Mechanism(
+        "draft-sampled-without-temperature",
+        "The draft sampler never sees the temperature; the ratio divides by the tempered law",
+        "draft probs (temperature)",
+        ("z-lab/dflash #74",),
+    ),
+    Mechanism(
+        "sampled-request-decoded-greedily",
+        "Sampled requests are silently decoded greedily",
+        "mode engaged",
+        ("rMLX #519", "pegainfer #512", "tpu-inference #1386"),
+    ),
+    Mechanism(
+        "silent-fallback-to-plain",
+        "Speculation silently falls back to plain decoding (exact; nothing accelerated)",
+        "mode engaged",
+        ("rMLX #519", "pegainfer #512", "tpu-inference #1386"),
+    ),
+    Mechanism(
+        "recurrent-state-from-first-block",
+        "After a round the target's recurrent state is the one after block[0], not the last accepted token",
+        "recurrent state (hybrid + n-gram)",
+        ("vLLM #40831", "vLLM PR #40738"),
+    ),
+    # ------------------------------------------------------------------ approximate modes engines ship, labelled
+    Mechanism("typical-acceptance", "Medusa typical acceptance: p(x) > min(ε, δ·exp(-H))", "acceptance (approx.)"),
+    Mechanism("threshold-acceptance", "SGLang threshold_single/threshold_acc < 1", "acceptance (approximate)"),
+    Mechanism("relaxed-top-k-acceptance", "TensorRT-LLM MTP relaxed top-k acceptance", "acceptance (approximate)"),
+    Mechanism(
+        "synthetic-acceptance", "vLLM synthetic rejection: drafts accepted at a fixed rate", "acceptance (bench)"
+    ),
 )

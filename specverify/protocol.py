@@ -27,12 +27,14 @@ MINIMUM_CAPABILITIES = frozenset({"temperature", "max_tokens"})
 @dataclass(frozen=True)
 class Request:
     """One generation request: ``prompt`` (>= 1 token, the last one is fed first), ``params``, ``num_draft_tokens``
-    (γ >= 1) and an optional ``seed`` (None: unseeded, yet independent of every other request)."""
+    (γ >= 1), an optional ``seed`` (None: unseeded, yet independent of every other request) and an optional
+    ``tree`` shape for tree drafts (children per depth, γ entries; None: the draft's own shape)."""
 
     prompt: tuple[int, ...]
     params: SamplingParams
     num_draft_tokens: int = 1
     seed: Optional[int] = None
+    tree: Optional[tuple[int, ...]] = None
 
     def __post_init__(self):
         prompt = self.prompt
@@ -50,12 +52,20 @@ class Request:
             raise InvalidArgument(f"num_draft_tokens={gamma!r} must be an int >= 1 (γ, drafts per round).")
         if self.seed is not None and not (isinstance(self.seed, int) and 0 <= self.seed < 2**63):
             raise InvalidArgument(f"seed={self.seed!r} must be None or an int in [0, 2**63).")
+        if self.tree is not None:
+            tree = self.tree
+            if not (isinstance(tree, tuple) and len(tree) == gamma and all(type(c) is int and c >= 1 for c in tree)):
+                raise InvalidArgument(
+                    f"tree={tree!r} must be None or a tuple of num_draft_tokens={gamma} children counts >= 1, "
+                    "one per depth, e.g. (2, 2, 1)."
+                )
 
 
 @dataclass(frozen=True)
 class Completion:
     """The decoder's answer to one request: tokens generated (EOS included when it finished), the finish reason,
-    optionally the chunks as streamed and the number of accepted drafts per round."""
+    optionally the chunks as streamed and the number of accepted drafts in *every* round, in order (a tree
+    decoder: the depth of the accepted path)."""
 
     tokens: tuple[int, ...]
     finish_reason: str
@@ -67,10 +77,17 @@ class Completion:
 class SampleCounts:
     """Result of the optional fast path ``decoder.sample(request, n)``: ``outcomes`` maps (tokens, finish_reason)
     to its count over n independent draws; ``accepted`` maps the number of drafts accepted in each draw's
-    *first* round to its count (its exact law is known: certify compares it), None when not reported."""
+    *first* round to its count (its exact law is known: certify compares it), None when not reported.
+
+    All-round acceptance (optional, docs/adapters.md): ``rounds`` maps an accepted length to the number of rounds,
+    over every round of every draw, that accepted that many drafts; ``positions[k]`` is ``(verified, accepted)``
+    for draft position k: how many times a draft at k was judged by the target, and accepted
+    (``specverify.oracles.acceptance_rounds`` gives their exact expectations)."""
 
     outcomes: Mapping[tuple[tuple[int, ...], str], int]
     accepted: Optional[Mapping[int, int]] = None
+    rounds: Optional[Mapping[int, int]] = None
+    positions: Optional[tuple[tuple[int, int], ...]] = None
 
 
 @runtime_checkable

@@ -19,7 +19,12 @@ __all__ = ["first_round_acceptance_law"]
 def first_round_acceptance_law(
     target: object, draft: object, prompt: tuple, params: object, num_draft_tokens: int
 ) -> np.ndarray:
-    """P(m drafts accepted in the first round), m = 0..γ (float64 [γ+1])."""
+    """P(m drafts accepted in the first round), m = 0..γ (float64 [γ+1]); a draft family other than AR (and a
+    tree, by its own rule) goes through ``specverify.oracles.acceptance_rounds``."""
+    if getattr(draft, "family", "ar") != "ar":
+        from specverify.oracles.acceptance_rounds import first_round_law
+
+        return first_round_law(target, draft, prompt, params, num_draft_tokens)
     gamma = num_draft_tokens
     law = np.zeros(gamma + 1)
     vocab = target.vocab

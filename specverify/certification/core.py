@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.runner import SetupFailure, factory_name, make_runner
-from specverify.certification.scenarios import CORE, matrix, select_scenarios
+from specverify.certification.scenarios import CORE, matrix, matrix_of, select_scenarios
 from specverify.certification.shards import parse_shard, shard_of
 from specverify.certification.verdict import SAMPLING_KINDS as _SAMPLING_KINDS
 from specverify.certification.verdict import error_certificate, finish_certificate, slow_note
@@ -63,6 +63,7 @@ def certify(
     against: str | None = None,
     threads: int | None = None,
     extra_flags: tuple = (),
+    drafts: str = "ar",
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
@@ -104,6 +105,9 @@ def certify(
         more). In-process (``isolation="none"``) the caller's setting stays unless ``threads`` is given.
     progress : callable, optional
         Called with one line per scenario (its position, name, elapsed time and an ETA).
+    drafts : {"ar", "heads", "markov", "mtp", "ngram", "tree"}
+        The draft family whose scenario matrix runs (``--drafts``; toy models): the factory receives that family's
+        draft object (``specverify.oracles.drafts``; docs/adapters.md). Default ``"ar"``, the AR toy draft.
     extra_flags : tuple of str
         The caller's command-line flags that do not change the draws (``--require``, ``--counts-out``), kept in
         ``command`` so that it reproduces the whole invocation.
@@ -122,9 +126,10 @@ def certify(
         max_samples is None or (isinstance(max_samples, int) and not isinstance(max_samples, bool) and max_samples > 0),
         f"max_samples={max_samples!r} must be None or an int > 0 (--max-samples).",
     )
-    chosen = select_scenarios(scenarios, models)
-    family = matrix(models)
+    chosen = select_scenarios(scenarios, models, drafts)
+    family = matrix(models, drafts)
     shard = _as_shard(shard)
+    check(shard is None or drafts == "ar", f"shard={shard!r} with drafts={drafts!r}: shards run the AR matrix only.")
     if shard is not None:
         position = {name: k for k, name in enumerate(family)}
         chosen = [sc for sc in chosen if shard_of(position[sc.name], shard[1]) == shard[0]]
@@ -133,6 +138,7 @@ def certify(
     started = _now()
     name = factory_name(factory)
     run_flags = _run_flags(models, sequential, max_samples, budget_s, against, alpha, timeout_s, isolation, threads)
+    run_flags += [f"--drafts {drafts}"] if drafts != "ar" else []
     base_cmd = " ".join([f"specverify certify {name} --level {level}", *run_flags])
     run_command = " ".join([base_cmd, *(f"--scenario {n}" for n in scenarios or ()), f"--seed {seed}"])
     command = " ".join([run_command, *map(str, extra_flags)])
@@ -164,7 +170,7 @@ def certify(
         )
     except SetupFailure as exc:
         return error_certificate(exc.reason, elapsed_s=_now() - started, **meta)
-    cert = finish_certificate(results, violation, repro, elapsed_s=_now() - started, **meta)
+    cert = finish_certificate(results, violation, repro, elapsed_s=_now() - started, drafts=drafts, **meta)
     note = slow_note(results)
     if note and cert.verdict not in (Verdict.INVALID, Verdict.ERROR):
         cert = replace(cert, reason=f"{cert.reason}\n{note}")
@@ -335,7 +341,7 @@ def _reproducibility(session, chosen, plan, check_repro) -> tuple:
     """The separate reproducibility check: its failure, even a protocol violation, is ``reproducible=False``."""
     from specverify.certification.checks import check_reproducible
 
-    family = matrix(chosen[0].pair.family) if chosen else {}
+    family = matrix_of(chosen[0].pair) if chosen else {}
     if not check_repro or "temperature-1" not in family:
         return None, "not run in this shard" if not check_repro else "not run"
     try:
@@ -364,7 +370,7 @@ def _run_one(session, scenario, plan, reproduce) -> list:
     if problem:
         return [ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=False, note=problem)]
     if scenario.kind == ScenarioKind.MIXED:
-        family = matrix(scenario.pair.family)
+        family = matrix_of(scenario.pair)
         members = [family[m] for m in scenario.members]
         return checks.run_mixed(session, scenario, members, plan, reproduce)
     if scenario.kind == ScenarioKind.SAMPLING and getattr(plan, "other", None) is not None:

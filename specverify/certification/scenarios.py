@@ -15,12 +15,15 @@ __all__ = [
     "SCENARIOS",
     "CORE",
     "MODEL_FAMILIES",
+    "DRAFT_FAMILIES",
     "matrix",
+    "matrix_of",
     "scenario_names",
     "select_scenarios",
 ]
 
 MODEL_FAMILIES = ("toy", "checkpoint")
+DRAFT_FAMILIES = ("ar", "heads", "markov", "mtp", "ngram", "tree")  # specverify.oracles.drafts (kept light here)
 
 # state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
 DEAD_END_GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {}, {1: 2, 0: 0}), accepting={2})
@@ -55,7 +58,7 @@ class CertificationScenario:
         if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED, ScenarioKind.COMPOSITION):
             needed.add("batch")
         if self.kind == ScenarioKind.MIXED:
-            members = matrix(self.pair.family)
+            members = matrix_of(self.pair)
             for member in self.members:
                 needed |= members[member].requires()
         return frozenset(needed)
@@ -233,8 +236,11 @@ SCENARIOS = {s.name: s for s in _LIST}
 CORE = tuple(s.name for s in _LIST if s.core)
 
 
-def matrix(models: str = "toy") -> dict:
-    """The scenarios of one model family by name: ``"toy"`` (default) or ``"checkpoint"`` (needs the ``hf`` extra)."""
+def matrix(models: str = "toy", drafts: str = "ar") -> dict:
+    """The scenarios of one model family by name: ``"toy"`` (default) or ``"checkpoint"`` (needs the ``hf`` extra);
+    ``drafts`` other than ``"ar"`` gives that draft family's matrix (toy models only, ``matrix_drafts.py``)."""
+    if drafts != "ar":
+        return _drafts_matrix(models, drafts)
     if models not in MODEL_FAMILIES:
         import difflib
 
@@ -255,13 +261,34 @@ def matrix(models: str = "toy") -> dict:
 _CACHE: dict = {}
 
 
-def scenario_names(models: str = "toy") -> tuple:
-    return tuple(matrix(models))
+def _drafts_matrix(models: str, drafts: str) -> dict:
+    if drafts not in DRAFT_FAMILIES:
+        import difflib
+
+        close = difflib.get_close_matches(str(drafts), DRAFT_FAMILIES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise InvalidArgument(f"drafts={drafts!r} must be one of {DRAFT_FAMILIES!r} (--drafts).{hint}")
+    if models != "toy":
+        raise InvalidArgument(f"drafts={drafts!r} runs on the toy models only; pass models='toy' (--models toy).")
+    if drafts not in _CACHE:
+        from specverify.certification.matrix_drafts import drafts_matrix
+
+        _CACHE[drafts] = drafts_matrix(drafts, SCENARIOS)
+    return _CACHE[drafts]
 
 
-def select_scenarios(names: list | None = None, models: str = "toy") -> list:
+def matrix_of(pair: PairSpec) -> dict:
+    """The matrix a scenario's model pair belongs to (its model family and draft family)."""
+    return matrix(pair.family, getattr(pair, "drafts", "ar"))
+
+
+def scenario_names(models: str = "toy", drafts: str = "ar") -> tuple:
+    return tuple(matrix(models, drafts))
+
+
+def select_scenarios(names: list | None = None, models: str = "toy", drafts: str = "ar") -> list:
     """The scenarios named (all when ``names`` is empty); unknown names raise ``InvalidArgument`` with hints."""
-    chosen = matrix(models)
+    chosen = matrix(models, drafts)
     if not names:
         return list(chosen.values())
     out = []

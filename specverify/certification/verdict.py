@@ -31,10 +31,12 @@ def versions() -> dict:
     }
 
 
-def finish_certificate(results, violation, repro, *, level, seed, alpha, factory, command, elapsed_s) -> Certificate:
+def finish_certificate(
+    results, violation, repro, *, level, seed, alpha, factory, command, elapsed_s, drafts="ar"
+) -> Certificate:
     """Holm over the sampling scenarios, the verdict rules, the certificate (shared by certify and the merge)."""
     results = _apply_holm(results, alpha)
-    verdict, reason = _verdict(results, violation)
+    verdict, reason = _verdict(results, violation, drafts)
     spec = [r.accepted_observed for r in results if r.accepted_observed]
     found = versions()
     return Certificate(
@@ -99,23 +101,27 @@ def _apply_holm(results, alpha) -> list:
     return out
 
 
-def _family_of(results) -> dict:
+def _family_of(results, drafts="ar") -> dict:
+    if drafts != "ar":
+        return matrix("toy", drafts)
     names = {r.name.split("/")[0] for r in results}
     toy = matrix("toy")
     return toy if names <= set(toy) else matrix("checkpoint")
 
 
-def coverage_phrase(results) -> str:
-    """'on the full matrix' or 'on 4 of 34 scenarios: a, b, c, d' (what the covered scenarios were)."""
-    family = _family_of(results)
+def coverage_phrase(results, drafts: str = "ar") -> str:
+    """'on the full matrix' or 'on 4 of 34 scenarios: a, b, c, d' (what the covered scenarios were); a draft
+    family's matrix is named (``drafts``)."""
+    family = _family_of(results, drafts)
     covered = [n for n in family if n in {r.name.split("/")[0] for r in results if r.covered}]
+    named = f" {drafts} draft" if drafts != "ar" else ""
     if len(covered) == len(family):
-        return "on the full matrix"
+        return f"on the full{named} matrix"
     shown = ", ".join(covered[:6]) + (f", … ({len(covered) - 6} more)" if len(covered) > 6 else "")
-    return f"on {len(covered)} of {len(family)} scenarios" + (f": {shown}" if covered else "")
+    return f"on {len(covered)} of {len(family)}{named} scenarios" + (f": {shown}" if covered else "")
 
 
-def _verdict(results, violation) -> tuple:
+def _verdict(results, violation, drafts="ar") -> tuple:
     if violation is not None:
         return Verdict.INVALID, violation
     greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
@@ -132,10 +138,10 @@ def _verdict(results, violation) -> tuple:
             # greedy-only would claim the greedy path is right: unknown here, so no decoder verdict
             return Verdict.INCONCLUSIVE, f"not exact (greedy not checked): {r.name}: {why}. Reproduce: {r.reproduce}"
         return Verdict.GREEDY_ONLY, f"{r.name}: {why}. Reproduce: {r.reproduce}"
-    return _pass_verdict(results)
+    return _pass_verdict(results, drafts)
 
 
-def _pass_verdict(results) -> tuple:
+def _pass_verdict(results, drafts="ar") -> tuple:
     not_run = [r.name for r in results if not r.covered]
     core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
@@ -159,5 +165,5 @@ def _pass_verdict(results) -> tuple:
         )
     coverage = f" (not covered: {not_run})" if not_run else ""
     return Verdict.EXACT, (
-        f"exact {coverage_phrase(results)}: every covered scenario reached its planned N and passed{coverage}"
+        f"exact {coverage_phrase(results, drafts)}: every covered scenario reached its planned N and passed{coverage}"
     )

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from specverify.protocol import Completion
 from specverify.reference.finish import REASONS
 
-__all__ = ["GroupResult", "completions_of", "count_outcomes", "count_accepted"]
+__all__ = ["GroupResult", "completions_of", "count_outcomes", "count_accepted", "count_positions"]
 
 
 @dataclass
 class GroupResult:
     """Outputs of one group: generated tokens [B, max_tokens] (valid up to ``lengths``), reason codes [B] (index
-    into ``REASONS``), accepted drafts per round [B, R] and tokens committed per round [B, R] (-1 / 0 padded)."""
+    into ``REASONS``), accepted drafts per round [B, R] and tokens committed per round [B, R] (-1 / 0 padded), and
+    optionally the drafts the target judged per round [B, R] (-1 padded)."""
 
     tokens: np.ndarray
     lengths: np.ndarray
     reasons: np.ndarray
     accepted: np.ndarray
     chunk_sizes: np.ndarray
+    verified: Optional[np.ndarray] = None
 
 
 def completions_of(result: GroupResult) -> list:
@@ -75,3 +78,14 @@ def count_accepted(accepted: np.ndarray) -> dict:
     """{accepted drafts: count} over the non-negative entries of ``accepted``."""
     values, counts = np.unique(accepted[accepted >= 0], return_counts=True)
     return {int(v): int(c) for v, c in zip(values, counts)}
+
+
+def count_positions(result: GroupResult, num_draft_tokens: int) -> Optional[tuple]:
+    """Per draft position k: (rounds whose draft k was verified, rounds whose draft k was accepted), or None when
+    the decoder did not record what it verified."""
+    if result.verified is None:
+        return None
+    k = np.arange(num_draft_tokens)[:, None, None]
+    verified = (result.verified[None] > k).sum(axis=(1, 2))
+    accepted = (result.accepted[None] > k).sum(axis=(1, 2))
+    return tuple((int(v), int(a)) for v, a in zip(verified.tolist(), accepted.tolist()))

@@ -16,7 +16,7 @@ from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 from specverify.protocol import Request, SampleCounts
 from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
-from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes
+from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes, count_positions
 from specverify.reference.stops import stop_tables
 from specverify.sampling import (
     Purpose,
@@ -82,6 +82,7 @@ class _State:
         self.sstate = np.zeros(b, dtype=np.int64)
         self.rounds = 0
         self.accepted = np.full((b, params.max_tokens), -1, dtype=np.int64)
+        self.verified = np.full((b, params.max_tokens), -1, dtype=np.int64)  # drafts the target judged per round
         self.chunks = np.zeros((b, params.max_tokens), dtype=np.int64)
 
 
@@ -131,7 +132,12 @@ class VectorizedDecoder:
             seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
         result = self.run_group(request.prompt, request.params, request.num_draft_tokens, seeds)
         first_round = result.accepted[:, :1]  # the protocol reports the first round's accepted count per draw
-        return SampleCounts(outcomes=count_outcomes(result, self.vocab.size), accepted=count_accepted(first_round))
+        return SampleCounts(
+            outcomes=count_outcomes(result, self.vocab.size),
+            accepted=count_accepted(first_round),
+            rounds=count_accepted(result.accepted),
+            positions=count_positions(result, request.num_draft_tokens),
+        )
 
     def _request_seeds(self, seeds) -> np.ndarray:
         fresh = self._rng.integers(0, 2**63, size=len(seeds), dtype=np.int64).astype(np.uint64)
@@ -159,6 +165,7 @@ class VectorizedDecoder:
             reasons=st.reason,
             accepted=st.accepted[:, : st.rounds],
             chunk_sizes=st.chunks[:, : st.rounds],
+            verified=st.verified[:, : st.rounds],
         )
 
     def round(self, st: _State, rows: np.ndarray) -> None:
@@ -226,7 +233,7 @@ class VectorizedDecoder:
         prov = self.provisional(st, rows)
         feed = st.last[rows]
         for k in range(gamma):
-            logits = st.draft_cache.forward(rows, feed[:, None])[:, 0]
+            logits = self.draft_step(st, rows, k, feed)
             sample_from, q = self.draft_laws(st, logits, prov, st.n_gen[rows] + k)
             tok = sample_from_uniforms(sample_from, self.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
             dead = (tok < 0) & (draft_len == gamma)
@@ -236,6 +243,11 @@ class VectorizedDecoder:
             prov = self.advance(st, prov, tok)
             feed = tok
         return drafts, draft_probs, draft_len
+
+    def draft_step(self, st: _State, rows: np.ndarray, k: int, feed: np.ndarray) -> torch.Tensor:  # -> [n, V]
+        """Raw draft logits of position k given the token before it (``feed``): an AR draft stores it in its cache
+        (``reference/chain_families.py`` handles the other draft families)."""
+        return st.draft_cache.forward(rows, feed[:, None])[:, 0]
 
     # ------------------------------------------------------------------------------------------- verify
     def verify(self, st, rows, drafts) -> torch.Tensor:  # -> [n, γ+1, V]
@@ -271,6 +283,7 @@ class VectorizedDecoder:
     ) -> None:
         live = np.ones(rows.size, dtype=bool)  # still inside this round
         accepted = np.zeros(rows.size, dtype=np.int64)
+        verified = np.zeros(rows.size, dtype=np.int64)
         committed = np.zeros(rows.size, dtype=np.int64)
         for k in range(st.gamma + 1):
             sel = np.flatnonzero(live)
@@ -292,6 +305,7 @@ class VectorizedDecoder:
                 p_x = p_row[d].gather(1, x[:, None])[:, 0]
                 q_x = q_row.gather(1, x[:, None])[:, 0]
                 ok = self.accept(p_x, q_x, self.uniforms(st, rows[sel[d]], k, Purpose.ACCEPT)).numpy()
+                verified[sel[d]] += 1
                 tok[d[ok]] = drafts[sel[d[ok]], k]
                 accepted[sel[d[ok]]] += 1
                 rej = d[~ok]
@@ -308,6 +322,7 @@ class VectorizedDecoder:
             live[sel[st.reason[rows[sel]] != 0]] = False
         r = st.rounds
         st.accepted[rows, r] = accepted
+        st.verified[rows, r] = verified
         st.chunks[rows, r] = committed
 
     # ------------------------------------------------------------------------------------------- commit

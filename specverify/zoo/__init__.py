@@ -6,8 +6,8 @@ lines), so it follows the protocol and differs from the exact decoder only by it
 draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`ZooEntry` (verdict, mechanism id in
 ``specverify.mechanisms.MECHANISMS`` and through it the engines' issues, showcases, estimated TV); each factory's
 docstring derives its verdict from docs/design.md's rules.
-Tree, recurrent-state, version-switch and metrics bugs need decoders the chain reference cannot express: they join
-later.
+Entries for draft families, trees and block verification (``specverify.zoo.drafts``) run on their family's
+scenarios (``ZooEntry.drafts``, ``--drafts FAMILY``) and are not in the table below (no showcase TV measured).
 
 TV to the exact law (``benchmarks/zoo_tv.py``: 200k seeded draws, plug-in minus its null bias, ~95 % interval; "p=0"
 counts draws whose outcome has exact probability 0; showcases in ``specverify.zoo.SHOWCASES``; the noise floor at
@@ -68,6 +68,8 @@ from specverify.zoo.batch import *  # noqa: E402,F401,F403 -- registered last: c
 from specverify.zoo.batch import __all__ as _batch  # noqa: E402
 from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importable as specverify.zoo:NAME
 from specverify.zoo.controls import __all__ as _controls
+from specverify.zoo.drafts import *  # noqa: E402,F401,F403 -- draft families, trees, block (ZooEntry.drafts)
+from specverify.zoo.drafts import __all__ as _drafts  # noqa: E402
 from specverify.zoo.processors import *  # noqa: F401,F403
 from specverify.zoo.processors import __all__ as _processors
 from specverify.zoo.rule import *  # noqa: F401,F403
@@ -89,6 +91,7 @@ __all__ = [
     *_rule,
     *_state,
     *_batch,
+    *_drafts,
 ]
 
 

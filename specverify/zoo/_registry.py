@@ -33,7 +33,11 @@ class ZooEntry:
         Names in ``specverify.zoo.SHOWCASES`` where the mechanism shows (used by the benchmark and the tests).
     tv : float or None
         Estimated TV between its output law and the exact law on ``showcases[0]`` (``benchmarks/zoo_tv.py``, 200k
-        seeded draws, bias-corrected; outcomes of probability 0 count); None where that law is exact.
+        seeded draws, bias-corrected; outcomes of probability 0 count); None where that law is exact or not measured
+        there.
+    drafts : str
+        The draft family whose scenarios it runs on (``certify(..., drafts=...)``; "ar": the AR toy draft and the
+        showcases; others: ``specverify.zoo.drafts``).
     """
 
     name: str
@@ -43,6 +47,7 @@ class ZooEntry:
     summary: str
     showcases: tuple = field(default=("plain",))
     tv: Optional[float] = None
+    drafts: str = "ar"
 
     @property
     def bugs(self) -> tuple[str, ...]:
@@ -52,7 +57,7 @@ class ZooEntry:
 
 
 def zoo_entry(
-    *, verdict: str, mechanism: str, showcases: tuple = ("plain",), tv: Optional[float] = None
+    *, verdict: str, mechanism: str, showcases: tuple = ("plain",), tv: Optional[float] = None, drafts: str = "ar"
 ) -> Callable[[Callable], Callable]:
     """Register the decorated factory as a zoo entry; its summary is the docstring's first line."""
     tag = Verdict.parse(verdict, "verdict")
@@ -69,7 +74,9 @@ def zoo_entry(
     def register(factory: Callable) -> Callable:
         summary = (factory.__doc__ or "").strip().splitlines()[0]
         check(factory.__name__ not in _REGISTRY, f"zoo entry {factory.__name__!r} is registered twice.")
-        _REGISTRY[factory.__name__] = ZooEntry(factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv)
+        _REGISTRY[factory.__name__] = ZooEntry(
+            factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv, drafts
+        )
         return factory
 
     return register

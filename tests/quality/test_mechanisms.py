@@ -22,7 +22,10 @@ SHARED = {
     "grammar-state-not-rolled-back",
     "target-kv-not-cropped",
 }
-BUGS_MD_ENTRY = re.compile(r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM) (PR )?#\d+$")
+BUGS_MD_ENTRY = re.compile(
+    r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM|vllm-ascend|DeepSpec|z-lab/dflash|rMLX"
+    r"|pegainfer|tpu-inference) (PR )?#\d+$"
+)
 
 
 def mutant_mechanisms() -> dict:

@@ -32,7 +32,10 @@ def level_for(entry) -> str:
 
 
 def certified(name, level, scenarios=None):
-    return certify(f"specverify.zoo:{name}", level=level, seed=0, alpha=1e-6, scenarios=scenarios, isolation="none")
+    drafts = ZOO[name].drafts  # draft-family entries run on their family's matrix
+    return certify(
+        f"specverify.zoo:{name}", level=level, seed=0, alpha=1e-6, scenarios=scenarios, isolation="none", drafts=drafts
+    )
 
 
 def test_levels_follow_the_entries_tv():
@@ -70,10 +73,49 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
 THROUGH_CALLS = ("rng_keyed_by_batch_position", "corrupts_beyond_two_sequences")
 
 
+# entries of specverify.zoo.drafts: the fewest scenarios that decide their tag (greedy-only: greedy passes and one
+# sampling scenario fails; approximate: greedy fails; exact: the core), on their draft family's matrix
+DECIDED_BY = {
+    "medusa_padding_as_token_0": ("greedy", "tree-padded"),
+    "medusa_independent_paths": ("greedy", "tree-top-k"),
+    "tree_slot_not_reordered": ("greedy", "temperature-1"),
+    "block_token_wise_rule": ("greedy", "temperature-1"),
+    "block_draft_probs_none": ("greedy", "temperature-1"),
+    "block_draws_keyed_by_position": ("greedy", "temperature-0.5"),
+    "bf16_draft_fp32_ratio": ("greedy", "large-logits"),
+    "draft_sampler_without_temperature": ("greedy", "temperature-1"),
+    "sampled_silently_greedy": ("greedy", "temperature-1"),
+    "silent_plain_fallback": CORE,
+    "recurrent_state_from_first_block": ("greedy",),
+    "typical_acceptance": ("greedy", "temperature-1"),
+    "threshold_acceptance": ("greedy", "temperature-1"),
+    "relaxed_top_k_acceptance": ("greedy", "temperature-1"),
+    "synthetic_acceptance": ("greedy",),
+}
+
+
+# each greedy scenario costs ~2 s: the fast suite decides one entry per kind of path (tree, block, dtype, state,
+# approximate mode; the exact fallback is test_zoo_direct's); the slow suite decides them all
+FAST_DRAFT_ENTRIES = {
+    "tree_slot_not_reordered",
+    "block_draft_probs_none",
+    "bf16_draft_fp32_ratio",
+    "recurrent_state_from_first_block",
+    "synthetic_acceptance",
+}
+SLOW_HERE = set(THROUGH_CALLS) | (set(DECIDED_BY) - FAST_DRAFT_ENTRIES)
+
+
+def test_every_draft_family_entry_has_its_deciding_scenarios():
+    from specverify.zoo.drafts import __all__ as drafts_entries
+
+    assert set(DECIDED_BY) == set(drafts_entries)
+
+
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" or n in THROUGH_CALLS else [])
+        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" or n in SLOW_HERE else [])
         for n in ZOO
         if ZOO[n].verdict != "invalid"
     ],
@@ -82,6 +124,7 @@ def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
     """Core + every greedy scenario + where the entry's law breaks: enough to decide exactly its tag."""
     entry = ZOO[name]
     scenarios = list(CORE) + [g for g in GREEDY if g not in CORE] + list(SHOWS_LAW.get(name, ()))
+    scenarios = list(DECIDED_BY.get(name, scenarios))
     cert = certified(name, level_for(entry), scenarios)
     assert cert.verdict == entry.verdict, f"{name} at {level_for(entry)}: {cert.verdict} ({cert.reason})"
 
@@ -91,6 +134,6 @@ def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
 def test_entry_gets_exactly_its_tag(name):
     entry = ZOO[name]
     level = level_for(entry)
-    scenarios = list(CORE) + list(THOROUGH_EXTRA) if level == "thorough" else None
+    scenarios = list(CORE) + list(THOROUGH_EXTRA) if level == "thorough" and entry.drafts == "ar" else None
     cert = certified(name, level, scenarios)
     assert cert.verdict == entry.verdict, f"{name} at {level}: {cert.verdict} ({cert.reason})"

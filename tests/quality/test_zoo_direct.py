@@ -29,7 +29,8 @@ THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 600), "corrupts_beyond_two_s
 
 
 def named(verdict):
-    return [name for name, e in ZOO.items() if e.verdict == verdict]
+    """Entries of ``verdict`` that run on the AR showcases (draft-family entries: tests/drafts/test_zoo_drafts.py)."""
+    return [name for name, e in ZOO.items() if e.verdict == verdict and e.drafts == "ar"]
 
 
 def showcase_of(name):
