@@ -200,7 +200,7 @@ def test_exact_law_matches_transformers(pair):
         with torch.no_grad():
             probs = torch.softmax(model32(input_ids=seqs[:, :-1]).logits.double(), -1)  # [m, L - 1, V]
         steps = probs[:, len(prompt) - 1 :].gather(-1, seqs[:, len(prompt) :, None])[..., 0]  # [m, n]
-        assert np.allclose(steps.prod(-1).numpy(), law.probs[members], rtol=0, atol=1e-5)
+        assert np.allclose(steps.prod(-1).numpy(), law.probs[members], rtol=0, atol=1e-6)  # the issue: 1e-6 per outcome
 
 
 def test_default_pair_is_context_dependent_and_the_draft_dial_works(pair, root):
