@@ -1,0 +1,88 @@
+"""Certify llama.cpp's speculative paths (and their controls) on the checkpoint family with the llama.cpp adapter.
+
+    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python benchmarks/llamacpp_certify.py \
+        [--factory plain python_draft_model ...] [--level quick] [--scenario NAME ...] [--budget 1800] [--sequential]
+
+Run from the llama.cpp venv (docs/findings/llamacpp.md). For each factory of ``specverify.adapters.llamacpp``: the
+set-up of one decoder (GGUF export on first use, server start), measured apart, then
+``specverify.certify("specverify.adapters.llamacpp:FACTORY", level=..., models="checkpoint", ...)``, printing the
+verdict, each scenario's N (planned N), p-value, TV estimate and seconds, samples per second and the wall time.
+Factories run one after another, in this process (``--isolation none``) unless ``--isolation process``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+FACTORIES = (
+    "plain",
+    "python_draft_model",
+    "python_prompt_lookup",
+    "server_plain",
+    "server_draft_model",
+    "speculative_example",
+)
+
+
+def setup_seconds(factory: str) -> float:
+    """Seconds to make one decoder on the main checkpoint pair (closed after)."""
+    from specverify.adapters import llamacpp
+    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+
+    pair = CHECKPOINT_PAIRS["main"].build()
+    started = time.perf_counter()
+    decoder = getattr(llamacpp, factory)(pair.target, pair.draft)
+    seconds = time.perf_counter() - started
+    getattr(decoder, "close", lambda: None)()
+    return seconds
+
+
+def run_one(factory: str, args) -> None:
+    import specverify as sv
+
+    start_s = setup_seconds(factory)
+    stamp = time.perf_counter()
+    kwargs = dict(level=args.level, scenarios=args.scenario or None, isolation=args.isolation, models="checkpoint")
+    kwargs["progress"] = lambda m: print(f"   {factory} {m} (+{time.perf_counter() - stamp:.0f} s)", flush=True)
+    if args.budget:
+        kwargs["budget_s"] = args.budget
+    started = time.perf_counter()
+    cert = sv.certify(
+        f"specverify.adapters.llamacpp:{factory}", timeout_s=args.timeout, sequential=args.sequential, **kwargs
+    )
+    wall = time.perf_counter() - started
+    draws = sum(r.n for r in cert.scenarios if r.covered and r.n)
+    print(f"== {factory}: verdict {cert.verdict} ({cert.reason.splitlines()[0] if cert.reason else ''})")
+    for r in cert.scenarios:
+        if not r.covered:
+            print(f"   {r.name:26s} not covered: {r.note}")
+            continue
+        p = "-" if r.pvalue is None else f"{r.pvalue:.3g}"
+        status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
+        extra = f" violation: {r.violation}" if getattr(r, "violation", None) else ""
+        tv = f" TV~{r.tv_estimate:.3f}" if getattr(r, "tv_estimate", None) is not None else ""
+        print(f"   {r.name:26s} {status} N={r.n} (planned {r.planned_n}) p={p}{tv} {r.elapsed_s:.0f}s{extra}")
+    print(f"   reproducible={cert.reproducible} ({cert.reproducibility_note}) speculation={cert.speculation_observed}")
+    print(f"   set-up {start_s:.1f} s; {draws} draws, {draws / wall:.0f} samples/s, wall {wall:.0f} s", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--factory", nargs="+", default=list(FACTORIES), choices=FACTORIES)
+    ap.add_argument("--level", default="quick")
+    ap.add_argument("--scenario", nargs="*", default=[])
+    ap.add_argument("--isolation", default="none", choices=("process", "none"))
+    ap.add_argument("--timeout", type=float, default=600.0, help="per-call limit with --isolation process")
+    ap.add_argument("--budget", type=float, default=0.0, help="wall-clock budget per factory in seconds (0: none)")
+    ap.add_argument("--sequential", action="store_true", help="sequential decisions (stop a scenario early)")
+    args = ap.parse_args()
+    for factory in args.factory:
+        run_one(factory, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""llama.cpp's own executables as decoders: ``llama-server`` (with or without a draft model) and the
+``llama-speculative`` example. Part of ``specverify.adapters.llamacpp`` (see its docstring for the factories).
+
+**llama-server** (tools/server): one server per γ (``--spec-draft-n-max`` is a server flag; per-request speculative
+fields are compiled out, server-schema.cpp ``#if 0``), started on 127.0.0.1 and a free port with ``-np`` slots,
+64 context tokens per slot, one thread. Each request is one ``POST /completion`` with the prompt as token ids,
+``return_tokens`` and every sampling field explicit; a call's requests are sent concurrently, one per slot.
+The common sampler chain is logit bias, then ``samplers`` in the order given; the adapter sends ``penalties,
+temperature, top_k, top_p, min_p``, the canonical order (common/sampling.cpp, ``common_sampler_init``). The slot's
+sampler accepts the prompt tokens (server-context.cpp, ``init_sampler``), so the penalty window is prompt +
+generated (``repeat_last_n`` 64). Declared: temperature max_tokens top_k top_p min_p repetition_penalty (CTRL, over
+prompt + generated: canonical) bad_token_ids (``logit_bias`` [[id, false]] = -inf) stop (server stop strings on the
+toy text; the adapter cuts at the first finishing token and calls an early stop invalid) seed batch. Not declared:
+frequency/presence penalties (they count the prompt too), min_tokens (no such field), ignore_eos, grammar, stream,
+accepted (the server reports only per-request totals, ``timings.draft_n`` / ``draft_n_accepted``, which are summed
+into ``decoder.engine_counters`` as evidence).
+
+**llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (no tree), the
+one-letter GGUF pieces (it takes text: ``-p``), ``--spec-draft-n-max`` γ, the same sampler order through
+``--samplers``. The generated text is read back from stdout (the prompt echo is removed) and cut at the first
+finishing token: the example writes tokens past EOS within a round and past ``-n`` (speculative.cpp, the
+``n_predict > params.n_predict`` check after the round). The example's asynchronous logger is not drained at exit
+(common/log.cpp, ``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends
+with ``n_predict = K`` and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the
+same seed (up to 30 times, then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from specverify.adapters._llamacpp_common import check_request, executable, finish_tokens, seed32
+from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
+from specverify.protocol import Completion, Request
+
+__all__ = ["ServerDecoder", "ExampleDecoder", "SERVER_CAPABILITIES", "EXAMPLE_CAPABILITIES", "close_all"]
+
+N_CTX = 64
+N_PARALLEL = 4
+MAX_SERVERS = 4  # per decoder (one per γ); batch-composition mixes γ 1, 2, 3, 5: fewer made it restart servers
+SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
+SERVER_CAPABILITIES = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "bad_token_ids",
+        "stop",
+        "seed",
+        "batch",
+    }
+)
+EXAMPLE_CAPABILITIES = frozenset({"temperature", "max_tokens", "top_k", "top_p", "min_p", "stop", "seed"})
+_LIVE: list = []
+_N_PREDICT = re.compile(r"n_predict\s*=\s*(\d+)")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the server gets SIGTERM when the process that started it dies (a killed certifier worker)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - best effort (not Linux)
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Server:
+    """One ``llama-server`` process on 127.0.0.1 (``draft`` None: no speculation)."""
+
+    def __init__(self, target: str, draft, gamma: int, timeout_s: float = 60.0):
+        self.port = _free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="specverify-llama-server-", suffix=".log", delete=False)
+        args = [executable("llama-server"), "-m", target, "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["-c", str(N_CTX * N_PARALLEL), "-np", str(N_PARALLEL), "-t", "1", "-tb", "1", "--no-webui"]
+        args += ["-ctk", "f32", "-ctv", "f32"]  # the default F16 KV cache moves logits by up to 5e-3
+        if draft is not None:
+            # without --spec-type the draft model is loaded and never used ("speculative.types": "none")
+            args += ["--spec-type", "draft-simple", "--spec-draft-model", draft, "--spec-draft-n-max", str(gamma)]
+            args += ["--spec-draft-n-min", "0"]
+            args += ["--spec-draft-p-min", "0", "-ctkd", "f32", "-ctvd", "f32"]
+        self.args = args
+        self.proc = subprocess.Popen(
+            args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
+        self.local = threading.local()
+        _LIVE.append(self)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode} at start-up: {self.tail()}")
+            try:
+                status, _ = self._request("GET", "/health", None, 2.0)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.close()
+        raise RuntimeError(f"llama-server did not answer /health within {timeout_s:g} s: {self.tail()}")
+
+    def tail(self, n: int = 1500) -> str:
+        try:
+            with open(self.log.name, errors="replace") as f:
+                return f.read()[-n:]
+        except OSError:
+            return "(no log)"
+
+    def _request(self, method: str, path: str, body, timeout: float) -> tuple:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(
+                method,
+                path,
+                body=None if body is None else json.dumps(body),
+                headers={"Content-Type": "application/json"},
+            )
+            response = conn.getresponse()
+            return response.status, response.read()
+        except Exception:
+            conn.close()
+            self.local.conn = None
+            raise
+
+    def complete(self, body: dict, timeout: float = 60.0) -> dict:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"llama-server died (exit {self.proc.returncode}): {self.tail()}")
+        try:
+            status, raw = self._request("POST", "/completion", body, timeout)
+        except (OSError, http.client.HTTPException) as exc:
+            raise RuntimeError(f"llama-server request failed ({exc!r}) for {body!r}: {self.tail()}") from None
+        if status != 200:
+            raise RuntimeError(f"llama-server answered {status}: {raw[:500]!r} for {body!r}")
+        try:
+            out = json.loads(raw)
+            tokens = [int(t) for t in out["tokens"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RuntimeError(f"llama-server's response is malformed ({exc!r}): {raw[:500]!r}") from None
+        return {"tokens": tokens, "timings": out.get("timings") or {}, "stop_type": out.get("stop_type")}
+
+    def close(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+        if os.path.exists(self.log.name):
+            os.unlink(self.log.name)
+
+
+def close_all() -> None:
+    """Stop every llama-server this process started (registered with atexit)."""
+    for server in list(_LIVE):
+        server.close()
+
+
+atexit.register(close_all)
+
+
+def _server_body(request: Request, seed: int, vocab_size: int) -> dict:
+    p = request.params
+    return {
+        "prompt": list(request.prompt),
+        "n_predict": int(p.max_tokens),
+        "temperature": float(p.temperature),
+        "dynatemp_range": 0.0,
+        "top_k": int(p.top_k),
+        "top_p": float(p.top_p),
+        "min_p": float(p.min_p),
+        "typical_p": 1.0,
+        "top_n_sigma": -1.0,
+        "xtc_probability": 0.0,
+        "dry_multiplier": 0.0,
+        "mirostat": 0,
+        "repeat_penalty": float(p.repetition_penalty),
+        "repeat_last_n": N_CTX,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+        "min_keep": 0,
+        "n_probs": 0,
+        "seed": int(seed),
+        "samplers": SAMPLERS,
+        "stop": list(p.stop),
+        "logit_bias": [[int(t), False] for t in p.bad_token_ids if t < vocab_size],
+        "ignore_eos": False,
+        "return_tokens": True,
+        "stream": False,
+    }
+
+
+class ServerDecoder:
+    """``llama-server`` for one model pair; with ``speculative`` one server per γ (at most ``MAX_SERVERS`` live)."""
+
+    def __init__(self, target, draft, *, speculative: bool):
+        self.vocab, self.speculative = target.vocab, speculative
+        self.method = "server_draft_model" if speculative else "server_plain"
+        self.target_file = str(gguf_file(target, "toy"))
+        self.draft_file = str(gguf_file(draft, "toy")) if speculative else None
+        self.capabilities = SERVER_CAPABILITIES
+        self.servers: dict = {}
+        self.engine_counters = {"draft_n": 0, "draft_n_accepted": 0, "requests": 0}
+        self.rng = np.random.default_rng()
+        self._server(3)  # fail at set-up, not in the first call
+
+    def _server(self, gamma: int) -> _Server:
+        key = gamma if self.speculative else 0
+        if key not in self.servers:
+            while len(self.servers) >= MAX_SERVERS:
+                self.servers.pop(next(iter(self.servers))).close()
+            self.servers[key] = _Server(self.target_file, self.draft_file, gamma)
+        return self.servers[key]
+
+    def __call__(self, requests: Sequence[Request]) -> list:
+        requests = list(requests)
+        for r in requests:
+            check_request(r, self.capabilities, self.method, cut_before_temperature=False)
+        out: list = [None] * len(requests)
+        groups: dict = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.num_draft_tokens if self.speculative else 0, []).append(i)
+        for gamma, indices in groups.items():
+            server = self._server(max(gamma, 1))
+            bodies = [_server_body(requests[i], seed32(requests[i].seed, self.rng), self.vocab.size) for i in indices]
+            with ThreadPoolExecutor(N_PARALLEL) as pool:
+                answers = list(pool.map(server.complete, bodies))
+            for i, answer in zip(indices, answers):
+                t = answer["timings"]
+                self.engine_counters["draft_n"] += int(t.get("draft_n", 0) or 0)
+                self.engine_counters["draft_n_accepted"] += int(t.get("draft_n_accepted", 0) or 0)
+                self.engine_counters["requests"] += 1
+                tokens, reason = finish_tokens(self.vocab, requests[i].params, answer["tokens"], "llama-server")
+                out[i] = Completion(tokens, reason)
+        return out
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
+        self.servers.clear()
+
+
+class ExampleDecoder:
+    """``llama-speculative`` (examples/speculative), one process per request."""
+
+    def __init__(self, target, draft, *, timeout_s: float = 60.0):
+        self.vocab, self.timeout_s = target.vocab, timeout_s
+        self.exe = executable("llama-speculative")
+        self.target_file = str(gguf_file(target, "char"))
+        self.draft_file = str(gguf_file(draft, "char"))
+        self.capabilities = EXAMPLE_CAPABILITIES
+        self.rng = np.random.default_rng()
+        self.overshoot = 0  # requests whose output ran past EOS or max_tokens (cut by the adapter)
+        self.lost_output = 0  # runs whose stdout tail was lost at exit and were replayed (findings, evidence)
+        self.garbled_output: list = []  # (stdout, n_predict) of runs whose letters did not match n_predict (replayed)
+        self.attempts = 30  # the loss rate was ~50 % under load: 30 losses in a row is ~1e-9
+
+    def args(self, request: Request, seed: int) -> list:
+        """The command line of one request."""
+        p, eos = request.params, int(self.vocab.eos_token_id)
+        return [
+            self.exe, "-m", self.target_file, "--spec-draft-model", self.draft_file,
+            "-p", char_text(request.prompt, eos), "-n", str(p.max_tokens),
+            "--spec-draft-n-max", str(request.num_draft_tokens), "--spec-draft-n-min", "0", "-np", "1",
+            "-c", str(N_CTX), "-t", "1", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32",
+            "--temp", repr(float(p.temperature)), "--top-k", str(p.top_k),
+            "--top-p", repr(float(p.top_p)), "--min-p", repr(float(p.min_p)), "--typical", "1",
+            "--repeat-penalty", "1", "--samplers", ";".join(SAMPLERS), "--seed", str(seed),
+        ]  # fmt: skip
+
+    def __call__(self, requests: Sequence[Request]) -> list:
+        return [self.generate(r) for r in requests]
+
+    def generate(self, request: Request) -> Completion:
+        check_request(request, self.capabilities, "speculative_example", cut_before_temperature=False)
+        eos = int(self.vocab.eos_token_id)
+        args = self.args(request, seed32(request.seed, self.rng))
+        for _ in range(self.attempts):
+            out, err, code = self._run(args)
+            if code != 0:
+                raise RuntimeError(f"llama-speculative exited with {code}: {err[-1500:]} ({args!r})")
+            done = _N_PREDICT.search(err)
+            if done is None:  # the asynchronous log lost its tail at exit: the same seed replays the same run
+                self.lost_output += 1
+                continue
+            generated = self._generated(request, out, eos)
+            if generated is None or len(generated) != int(done.group(1)):  # the same exit race, on stdout
+                self.garbled_output.append((out, int(done.group(1))))
+                continue
+            tokens, reason = finish_tokens(self.vocab, request.params, generated, "llama-speculative")
+            self.overshoot += len(generated) > len(tokens)
+            return Completion(tokens, reason)
+        raise RuntimeError(
+            f"llama-speculative's output was lost or garbled {self.attempts} times in a row (no 'n_predict = ' line, "
+            f"or not n_predict letters): {args!r}"
+        )
+
+    def _run(self, args: list) -> tuple:
+        """(stdout, stderr, exit status) of one run, both streams into files: with pipes the example lost its
+        output more often (finding 3)."""
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            try:
+                code = subprocess.run(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"llama-speculative hung (> {self.timeout_s:g} s): {args!r}") from None
+            out.seek(0)
+            err.seek(0)
+            return out.read(), err.read(), code.returncode
+
+    def _generated(self, request: Request, stdout: str, eos: int):
+        """The generated ids of one run's stdout (prompt echo removed), None when it is not echo + letters."""
+        text = stdout.strip("\n")
+        echo = char_text(request.prompt, eos)
+        if not text.startswith(echo):
+            return None
+        try:
+            return char_tokens(text[len(echo) :], eos)
+        except ValueError:
+            return None

@@ -1,0 +1,100 @@
+"""Pieces the llama.cpp decoders share: seeds, the finish rule, the executables, the request checks.
+
+Nothing here imports llama_cpp; see ``specverify.adapters.llamacpp`` for the mapping these serve.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from specverify.errors import InvalidArgument
+from specverify.protocol import Request
+
+__all__ = ["BIN_ENV", "DEFAULT_SEED", "seed32", "Finisher", "executable", "check_request", "finish_tokens"]
+
+BIN_ENV = "SPECVERIFY_LLAMACPP_BIN"
+DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed)
+
+
+def seed32(seed: Optional[int], rng: np.random.Generator) -> int:
+    """llama.cpp's samplers take a uint32 seed: a request seed is hashed into [0, 2**32 - 1) (never
+    ``LLAMA_DEFAULT_SEED``); an unseeded request gets a fresh draw of the decoder's own generator.
+
+    >>> seed32(7, None) == seed32(7, None), seed32(7, None) != seed32(8, None)
+    (True, True)
+    """
+    if seed is None:
+        return int(rng.integers(0, DEFAULT_SEED))
+    return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0] % DEFAULT_SEED)
+
+
+class Finisher:
+    """The canonical finish rule over one request's tokens, one token at a time (reference copy, not the oracle's)."""
+
+    def __init__(self, vocab, params):
+        from specverify.reference.stops import stop_tables
+
+        self.params, self.eos = params, int(vocab.eos_token_id)
+        self.tables = stop_tables(tuple(vocab.strings), tuple(params.stop)) if params.stop else None
+        self.state = np.zeros(1, dtype=np.int64)
+        self.n = 0
+
+    def push(self, token: int) -> str:
+        """The finish reason after ``token`` ('' while unfinished)."""
+        from specverify.reference.finish import finish_reason, stop_step
+
+        self.n += 1
+        hit, self.state = stop_step(self.tables, self.state, np.array([token]), np.array([self.n]), self.params)
+        return finish_reason(int(token), bool(hit[0]), self.n, self.params, self.eos) or ""
+
+
+def finish_tokens(vocab, params, tokens, engine: str) -> tuple[tuple[int, ...], str]:
+    """``tokens`` cut after the first finishing token, with its reason; raises ``RuntimeError`` (the call is then
+    invalid) when the engine stopped before any finishing token."""
+    finisher = Finisher(vocab, params)
+    for i, token in enumerate(tokens):
+        reason = finisher.push(int(token))
+        if reason:
+            return tuple(int(t) for t in tokens[: i + 1]), reason
+    raise RuntimeError(
+        f"{engine} stopped after {len(tokens)} tokens {tuple(tokens)!r} without EOS, a stop string or "
+        f"max_tokens={params.max_tokens!r}: its output does not end where plain sampling would."
+    )
+
+
+@lru_cache(maxsize=None)
+def executable(name: str) -> str:
+    """The path of llama.cpp's ``name`` (``llama-server``, ``llama-speculative``) in ``$SPECVERIFY_LLAMACPP_BIN``."""
+    where = os.environ.get(BIN_ENV)
+    if not where:
+        raise RuntimeError(
+            f"{BIN_ENV} is not set: point it at the directory holding llama.cpp's {name} (built from "
+            "llama-cpp-python's vendor/llama.cpp with CMake, see .ci/llamacpp and docs/findings/llamacpp.md)."
+        )
+    path = Path(where).expanduser() / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise RuntimeError(f"{BIN_ENV}={where!r} holds no executable {name!r} (looked for {str(path)!r}).")
+    return str(path)
+
+
+def check_request(request: Request, capabilities: frozenset, method: str, *, cut_before_temperature: bool) -> None:
+    """Refuse what the decoder does not map exactly (``InvalidArgument``, named in the message)."""
+    p = request.params
+    extra = sorted(n for n in p.active() if n not in capabilities)
+    if extra:
+        raise InvalidArgument(
+            f"params={p!r} set {extra!r}, which llama.cpp's {method!r} path does not map exactly (not declared); "
+            "drop them or use another factory (docs/findings/llamacpp.md)."
+        )
+    order_sensitive = (p.top_p < 1.0 or p.min_p > 0.0) and p.temperature not in (0.0, 1.0)
+    if order_sensitive and cut_before_temperature:
+        raise InvalidArgument(
+            f"top_p={p.top_p!r} / min_p={p.min_p!r} at temperature={p.temperature!r}: llama-cpp-python's "
+            "generate() cuts before it divides by the temperature (llama.py, _init_sampler), the canonical order "
+            "after; send them at temperature 1 or 0, or use the server factories."
+        )

@@ -1,0 +1,310 @@
+"""llama.cpp as a specverify decoder: llama-cpp-python's speculative ``generate()``, ``llama-server`` with a draft
+model, and the stochastic ``llama-speculative`` example, each beside a control without speculation.
+
+Factories (docs/adapters.md; docs/findings/llamacpp.md has the verdicts and the mechanisms):
+
+- ``python_draft_model``: ``llama_cpp.Llama(target.gguf, draft_model=...)`` with a ``LlamaDraftModel`` over a second
+  ``Llama`` on the draft GGUF, proposing γ greedy tokens (``num_pred_tokens`` = γ per request).
+- ``python_prompt_lookup``: the same with ``LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=γ)``.
+- ``plain``: the same ``Llama`` without a draft (the control of the two above).
+- ``server_draft_model``: ``llama-server -m target.gguf --spec-type draft-simple --spec-draft-model draft.gguf`` on
+  127.0.0.1, one server per γ (``--spec-draft-n-max`` γ, ``--spec-draft-n-min 0``, ``--spec-draft-p-min 0``);
+  ``server_plain``: the same server without a draft (its control).
+- ``speculative_example``: ``llama-speculative`` (examples/speculative), one process per request, ``-np 1``.
+
+Models are ``CheckpointModel`` s exported by ``llamacpp_gguf.gguf_file`` (token-id paths use the toy pieces, the
+example the one-letter pieces). The executables are found in ``$SPECVERIFY_LLAMACPP_BIN``.
+
+**llama-cpp-python's generate()** (llama_cpp/llama.py, 0.3.36) builds a fresh sampler chain per call: the Python
+logits processors (a custom sampler), penalties (over the tokens it *accepted*, i.e. generated ones only: the prompt
+is never accepted; last 64), top-k, typical-p, top-p, min-p, temperature, ``dist`` seeded with ``Llama._seed``; at
+temperature 0 a greedy sampler replaces the cuts. Every parameter is passed explicitly (its defaults are top_k 40,
+top_p 0.95, min_p 0.05, temp 0.8): ``top_k`` (0 = off), ``top_p``, ``min_p``, ``typical_p=1``, ``temp``,
+``repeat_penalty=1``, ``frequency_penalty``, ``presence_penalty``, no mirostat, no grammar. ``bad_token_ids`` and
+``min_tokens`` are a logits processor writing -inf (first in the chain, as canonically); it counts its own calls,
+one per emitted token, because the ``input_ids`` it is handed include unverified drafts (finding 2). generate() never
+stops by itself: the adapter stops reading at the first EOS, stop string (on the toy text) or ``max_tokens``.
+Per request ``Llama.set_seed(seed32(seed))``. Declared: temperature max_tokens top_k top_p min_p frequency_penalty
+presence_penalty bad_token_ids min_tokens stop seed (+ ``accepted`` with speculation: rounds are recorded from the
+draft calls). Not declared: ``repetition_penalty`` (prompt not penalised), ``ignore_eos``, ``grammar``, ``batch``,
+``stream``. top-p / min-p before the temperature are canonical only at temperature 1 (or 0); other temperatures are
+refused with ``InvalidArgument``.
+
+The server and example mappings are in ``_llamacpp_bin``. Set-up failures raise from the factory (verdict
+``error``); an engine exception, a dead process, a hang or a malformed response in a call raises ``RuntimeError``
+with the engine's message (verdict ``invalid``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import numpy as np
+
+from specverify.adapters._llamacpp_common import Finisher, check_request, seed32
+from specverify.adapters.llamacpp_gguf import gguf_file
+from specverify.errors import InvalidArgument
+from specverify.protocol import Completion, Request
+
+__all__ = [
+    "python_draft_model",
+    "python_prompt_lookup",
+    "plain",
+    "server_draft_model",
+    "server_plain",
+    "speculative_example",
+    "PythonDecoder",
+    "METHODS",
+    "CAPABILITIES",
+    "same_seed_check",
+    "N_CTX",
+]
+
+METHODS = ("python_draft_model", "python_prompt_lookup", "plain")
+N_CTX = 64
+_PY = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "top_k",
+        "top_p",
+        "min_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "bad_token_ids",
+        "min_tokens",
+        "stop",
+        "seed",
+    }
+)
+CAPABILITIES = {"python_draft_model": _PY | {"accepted"}, "python_prompt_lookup": _PY | {"accepted"}, "plain": _PY}
+
+
+def import_llama_cpp() -> object:
+    """``llama_cpp``, or a ``RuntimeError`` saying how to install it (a set-up failure)."""
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise RuntimeError(
+            f"llama_cpp cannot be imported ({exc}): pip install llama-cpp-python==0.3.36 (a source build, ~11 min "
+            "on 2 cores; .ci/llamacpp builds a wheel once)."
+        ) from exc
+    return llama_cpp
+
+
+def _llama(llama_cpp, path, **extra) -> object:
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=N_CTX,
+            n_batch=N_CTX,
+            n_ubatch=N_CTX,
+            n_threads=1,
+            n_threads_batch=1,
+            type_k=0,  # GGML_TYPE_F32: the default F16 KV cache moves logits by up to 5e-3 (findings, set-up)
+            type_v=0,
+            verbose=False,
+            **extra,
+        )
+    except Exception as exc:
+        raise RuntimeError(f"llama_cpp.Llama could not load {str(path)!r}: {exc}") from exc
+
+
+def _draft_model_class(llama_cpp) -> type:
+    from llama_cpp.llama_speculative import LlamaDraftModel
+
+    class GgufDraftModel(LlamaDraftModel):
+        """γ greedy tokens of a second ``Llama`` (the draft GGUF) after the history it is handed."""
+
+        def __init__(self, path):
+            self.llm = _llama(llama_cpp, path, seed=0)
+            self.num_pred_tokens = 3
+
+        def __call__(self, input_ids, /, **kwargs):
+            ids = [int(t) for t in input_ids]
+            room = N_CTX - len(ids) - 1
+            gen = self.llm.generate(ids, top_k=0, top_p=1.0, min_p=0.0, typical_p=1.0, temp=0.0)
+            out = list(itertools.islice(gen, max(0, min(self.num_pred_tokens, room))))
+            gen.close()
+            return np.array(out, dtype=np.intc)
+
+    return GgufDraftModel
+
+
+class _Rounds:
+    """Wraps a draft model: records (history length, drafts) of every call, one per verification round."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __call__(self, input_ids, /, **kwargs):
+        drafts = self.inner(input_ids, **kwargs)
+        self.calls.append((len(input_ids), [int(t) for t in drafts]))
+        return drafts
+
+
+def accepted_rounds(calls: Sequence, prompt_len: int, tokens: Sequence[int]) -> tuple[int, ...]:
+    """Accepted drafts per round from the recorded draft calls: round r drafted ``d`` after ``k`` emitted tokens and
+    accepted the longest prefix of ``d`` that the emitted tokens repeat (clipped at the finishing token).
+
+    >>> accepted_rounds([(3, [1, 1]), (6, [0, 0])], 2, (3, 1, 1, 0, 4))  # the first draft follows token 1
+    (2, 0)
+    >>> accepted_rounds([(3, [1, 1]), (6, [0])], 2, (3, 1, 1))
+    (2,)
+    """
+    out = []
+    for hist, drafts in calls:
+        k = hist - prompt_len
+        if k >= len(tokens):
+            break
+        m = 0
+        while m < len(drafts) and k + m < len(tokens) and tokens[k + m] == drafts[m]:
+            m += 1
+        out.append(m)
+    return tuple(out)
+
+
+class PythonDecoder:
+    """llama-cpp-python's ``Llama.generate()`` for one model pair and ``method`` in ``METHODS``."""
+
+    def __init__(self, target, draft, method: str):
+        if method not in METHODS:
+            raise InvalidArgument(f"method={method!r} must be one of {METHODS!r}.")
+        llama_cpp = import_llama_cpp()
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        self.method, self.vocab = method, target.vocab
+        if method != "plain" and draft.vocab.size != target.vocab.size:
+            raise InvalidArgument(f"draft vocab {draft.vocab.size!r} != target vocab {target.vocab.size!r}.")
+        self.capabilities = frozenset(CAPABILITIES[method])
+        inner = None
+        if method == "python_draft_model":
+            inner = _draft_model_class(llama_cpp)(gguf_file(draft, "toy"))
+        elif method == "python_prompt_lookup":
+            inner = LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=3)
+        self.drafter = inner
+        self.rounds = _Rounds(inner) if inner is not None else None
+        self.llm = _llama(llama_cpp, gguf_file(target, "toy"), seed=0, draft_model=self.rounds)
+        self.processor_history: list = []  # (position, len(input_ids) - len(prompt)) per processor call: finding 2
+        self.rng = np.random.default_rng()
+
+    def __repr__(self) -> str:
+        return f"PythonDecoder(method={self.method!r}, vocab_size={self.vocab.size})"
+
+    def __call__(self, requests: Sequence[Request]) -> list:
+        return [self.generate(r) for r in requests]
+
+    def _processors(self, request: Request, prompt_len: int):
+        from llama_cpp import LogitsProcessorList
+
+        p, eos = request.params, int(self.vocab.eos_token_id)
+        bad = [t for t in p.bad_token_ids if t < self.vocab.size]
+        calls = [0]
+        history = self.processor_history
+
+        def mask(input_ids, scores):
+            history.append((calls[0], len(input_ids) - prompt_len))
+            if bad:
+                scores[bad] = -np.inf
+            if calls[0] < p.min_tokens:
+                scores[eos] = -np.inf
+            calls[0] += 1
+            return scores
+
+        return LogitsProcessorList([mask]) if (bad or p.min_tokens) else None
+
+    def generate(self, request: Request) -> Completion:
+        """One request through ``generate()``: tokens up to the first finishing one, ``accepted`` per round."""
+        check_request(request, self.capabilities, self.method, cut_before_temperature=True)
+        p, prompt = request.params, list(request.prompt)
+        if len(prompt) + p.max_tokens + request.num_draft_tokens + 1 > N_CTX:
+            raise InvalidArgument(f"prompt of {len(prompt)} + max_tokens={p.max_tokens!r} + γ exceed n_ctx={N_CTX}.")
+        if self.drafter is not None:
+            self.drafter.num_pred_tokens = int(request.num_draft_tokens)
+            self.rounds.calls = []
+        self.llm.set_seed(seed32(request.seed, self.rng))
+        gen = self.llm.generate(
+            prompt,
+            top_k=int(p.top_k),
+            top_p=float(p.top_p),
+            min_p=float(p.min_p),
+            typical_p=1.0,
+            temp=float(p.temperature),
+            repeat_penalty=1.0,
+            frequency_penalty=float(p.frequency_penalty),
+            presence_penalty=float(p.presence_penalty),
+            tfs_z=1.0,
+            mirostat_mode=0,
+            logits_processor=self._processors(request, len(prompt)),
+            grammar=None,
+        )
+        finisher, tokens, reason = Finisher(self.vocab, p), [], ""
+        try:
+            for token in gen:
+                tokens.append(int(token))
+                reason = finisher.push(int(token))
+                if reason:
+                    break
+        finally:
+            gen.close()
+        if not reason:
+            raise RuntimeError(f"llama-cpp-python's generate() ended after {tokens!r} without a finishing token.")
+        accepted = None
+        if self.rounds is not None:
+            accepted = accepted_rounds(self.rounds.calls, len(prompt), tokens)
+        return Completion(tuple(tokens), reason, accepted=accepted)
+
+
+def python_draft_model(target, draft) -> PythonDecoder:
+    """llama-cpp-python ``Llama(draft_model=...)`` with the draft GGUF proposing γ greedy tokens."""
+    return PythonDecoder(target, draft, "python_draft_model")
+
+
+def python_prompt_lookup(target, draft) -> PythonDecoder:
+    """llama-cpp-python ``Llama(draft_model=LlamaPromptLookupDecoding(...))``; ``draft`` is not used."""
+    return PythonDecoder(target, draft, "python_prompt_lookup")
+
+
+def plain(target, draft) -> PythonDecoder:
+    """llama-cpp-python ``Llama.generate()`` without a draft: the control of the Python paths."""
+    return PythonDecoder(target, draft, "plain")
+
+
+def server_draft_model(target, draft) -> object:
+    """``llama-server --spec-draft-model`` on 127.0.0.1, γ drafts per round, requests over HTTP."""
+    from specverify.adapters._llamacpp_bin import ServerDecoder
+
+    return ServerDecoder(target, draft, speculative=True)
+
+
+def server_plain(target, draft) -> object:
+    """``llama-server`` without a draft model: the control of ``server_draft_model``."""
+    from specverify.adapters._llamacpp_bin import ServerDecoder
+
+    return ServerDecoder(target, draft, speculative=False)
+
+
+def speculative_example(target, draft) -> object:
+    """llama.cpp's ``llama-speculative`` example (stochastic acceptance, residual), one process per request."""
+    from specverify.adapters._llamacpp_bin import ExampleDecoder
+
+    return ExampleDecoder(target, draft)
+
+
+def same_seed_check(speculative, control, requests: Sequence[Request]) -> dict:
+    """The named check "same seed, with and without draft": both decoders answer the same seeded requests and the
+    outputs are compared. A path that draws one uniform per emitted token from one seeded stream (llama-cpp-python's
+    generate(), llama-server: sample-and-compare) gives equal outputs up to float rounding of batched vs single-token
+    logits; this is evidence about the RNG discipline, not the law (exactness does not need replay)."""
+    requests = list(requests)
+    if not requests or any(r.seed is None for r in requests):
+        raise InvalidArgument("requests must be a non-empty list of seeded Requests (seed=int).")
+    a, b = speculative(requests), control(requests)
+    diff = [(r.prompt, r.seed, x.tokens, y.tokens) for r, x, y in zip(requests, a, b) if x.tokens != y.tokens]
+    return {
+        "check": "same-seed-with-and-without-draft",
+        "n": len(requests),
+        "equal": len(requests) - len(diff),
+        "examples": diff[:3],
+    }

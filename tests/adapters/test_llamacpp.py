@@ -1,0 +1,334 @@
+"""The llama.cpp adapter on the checkpoint family: the GGUF export, a small law check and greedy equality per
+factory, the same-seed check, set-up errors. Engine tests run in the llama.cpp venv of .ci/llamacpp:
+
+    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/test_llamacpp.py -q
+
+The law checks pin what llama.cpp (llama-cpp-python 0.3.36's vendored tree) does today (docs/findings/llamacpp.md):
+plain, the two Python speculative paths and both server factories pass; ``llama-speculative`` is rejected (finding 1:
+it drafts the draft's most likely token but verifies as if the draft had been sampled).
+"""
+
+import collections
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from specverify.adapters import llamacpp_gguf as lg
+from specverify.adapters._llamacpp_common import BIN_ENV, Finisher, executable, seed32
+from specverify.params import SamplingParams
+from specverify.protocol import Request
+
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
+needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama_cpp / gguf not installed here: see .ci/llamacpp's venv")
+
+
+def _have_bin(name):
+    where = os.environ.get(BIN_ENV)
+    return bool(where) and os.access(os.path.join(where, name), os.X_OK)
+
+
+needs_server = pytest.mark.skipif(
+    not (HAVE_LLAMA and _have_bin("llama-server")),
+    reason=f"llama-server not found: set {BIN_ENV} to llama.cpp's bin directory (.ci/llamacpp builds it)",
+)
+needs_example = pytest.mark.skipif(
+    not (HAVE_LLAMA and _have_bin("llama-speculative")),
+    reason=f"llama-speculative not found: set {BIN_ENV} to llama.cpp's bin directory (.ci/llamacpp builds it)",
+)
+LAW_N = 3000
+EXAMPLE_N = 400
+
+
+# ------------------------------------------------------------------------------------------------ no engine needed
+
+
+def test_rope_rows_interleaves_each_head():
+    w = np.arange(16).reshape(16, 1)  # two heads of 8
+    assert lg.rope_rows(w, 2)[:, 0].tolist() == [0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15]
+
+
+def test_char_pieces_round_trip():
+    tokens = [0, 4, 3, 5, 1]
+    assert lg.char_tokens(lg.char_text(tokens, eos=5), eos=5) == tokens
+    with pytest.raises(ValueError):
+        lg.char_tokens("AZ", eos=5)
+
+
+def test_seed32_is_a_uint32_and_never_the_default_seed():
+    seeds = {seed32(s, None) for s in range(2000)}
+    assert len(seeds) == 2000 and max(seeds) < 0xFFFFFFFF
+    rng = np.random.default_rng(0)
+    assert seed32(None, rng) != seed32(None, rng)
+
+
+def test_finisher_stops_where_plain_sampling_would():
+    from specverify.oracles.models import make_vocab
+
+    vocab = make_vocab(6)  # a b ab " " ba EOS
+    f = Finisher(vocab, SamplingParams(stop=("ab",), max_tokens=4))
+    assert [f.push(t) for t in (1, 0, 1)] == ["", "", "stop"]  # "b" "a" "b": "ab" completed by the third token
+    f = Finisher(vocab, SamplingParams(max_tokens=2))
+    assert [f.push(t) for t in (0, 0)] == ["", "length"]
+
+
+def test_accepted_rounds_from_draft_calls():
+    from specverify.adapters.llamacpp import accepted_rounds
+
+    # prompt of 2; token 0 from the prefill; round 1 drafts [1, 1, 1] after it: 1, 1 accepted, 2 resampled
+    assert accepted_rounds([(3, [1, 1, 1]), (6, [2])], 2, (0, 1, 1, 2, 2)) == (2, 1)
+    assert accepted_rounds([(2, [])], 1, (3, 5)) == (0,)  # an empty draft is a round that accepts nothing
+
+
+def test_missing_executables_name_the_variable(monkeypatch):
+    executable.cache_clear()
+    monkeypatch.delenv(BIN_ENV, raising=False)
+    with pytest.raises(RuntimeError, match=BIN_ENV):
+        executable("llama-server")
+    monkeypatch.setenv(BIN_ENV, "/nonexistent")
+    with pytest.raises(RuntimeError, match="no executable"):
+        executable("llama-server")
+    executable.cache_clear()
+
+
+def test_import_does_not_load_llama_cpp():
+    code = "import sys, specverify.adapters.llamacpp; print('llama_cpp' in sys.modules, 'gguf' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+# ------------------------------------------------------------------------------------------------ engine
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+
+    return CHECKPOINT_PAIRS["main"].build()
+
+
+@needs_llama
+@pytest.mark.parametrize("name", ["main", "sharp-close", "far-eos"])
+def test_gguf_logits_agree_with_the_oracle_on_every_prefix(name):
+    """Every prefix of every length-3 sequence and of 20 random length-12 ones, target and draft: llama.cpp's
+    float32 logits (one batched evaluation per sequence, F32 KV cache) within 1e-5 of the float64 oracle, relative
+    to max(1, |logit|) (the sharp pair's logits reach 10: float32 rounding alone gives 1.3e-5 there), and every
+    next-token probability within 1e-5."""
+    import itertools
+
+    from specverify.adapters.llamacpp import _llama, import_llama_cpp
+    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+
+    models = CHECKPOINT_PAIRS[name].build()
+    rng = np.random.default_rng(3)
+    size = models.target.vocab.size
+    seqs = [list(s) for s in itertools.product(range(size), repeat=3)]
+    seqs += [rng.integers(0, size, 12).tolist() for _ in range(20)]
+    for model in (models.target, models.draft):
+        llm = _llama(import_llama_cpp(), lg.gguf_file(model, "toy"), logits_all=True)
+        worst, worst_prob = 0.0, 0.0
+        for seq in seqs:
+            llm.reset()
+            llm.eval(seq)
+            got = np.array(llm.scores[: len(seq)], dtype=np.float64)
+            want = model.logits([seq[: i + 1] for i in range(len(seq))]).numpy()
+            worst = max(worst, float((np.abs(got - want) / np.maximum(1.0, np.abs(want))).max()))
+            worst_prob = max(worst_prob, float(np.abs(_softmax(got) - _softmax(want)).max()))
+        assert worst < 1e-5 and worst_prob < 1e-5, (name, model, worst, worst_prob)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@needs_llama
+def test_toy_pieces_detokenise_to_the_toy_strings(pair):
+    from specverify.adapters.llamacpp import _llama, import_llama_cpp
+
+    llm = _llama(import_llama_cpp(), lg.gguf_file(pair.target, "toy"))
+    vocab = pair.target.vocab
+    for i, s in enumerate(vocab.strings):
+        assert llm.detokenize([i]).decode() == s, i
+    char = _llama(import_llama_cpp(), lg.gguf_file(pair.target, "char"))
+    tokens = [0, 1, 2, 3, 4, 0, 1]
+    assert char.tokenize(lg.char_text(tokens, 5).encode(), add_bos=False, special=True) == tokens
+
+
+def _law_check(decoder, pair, n, gamma=3):
+    from specverify.oracles.law import exact_law
+    from specverify.stats import battery
+
+    params = SamplingParams(temperature=1.0, max_tokens=3)
+    law = exact_law(pair.target, (0, 1), params)
+    out = decoder([Request((0, 1), params, gamma) for _ in range(n)])
+    counts = collections.Counter((c.tokens, c.finish_reason) for c in out)
+    vec, impossible = law.align(counts)
+    return battery(vec, law.probs, alpha=1e-6, seed=0), impossible, out
+
+
+def _greedy_mismatches(decoder, pair):
+    from specverify.oracles.law import greedy_outcome
+
+    rng = np.random.default_rng(7)
+    prompts = [tuple(int(t) for t in rng.integers(0, 5, size=int(rng.integers(1, 6)))) for _ in range(20)]
+    params = SamplingParams(temperature=0.0, max_tokens=5)
+    got = decoder([Request(p, params, 2 + i % 2) for i, p in enumerate(prompts)])
+    want = [greedy_outcome(pair.target, p, params) for p in prompts]
+    return [(p, c.tokens, w[0]) for p, c, w in zip(prompts, got, want) if (c.tokens, c.finish_reason) != w]
+
+
+PYTHON = ("plain", "python_draft_model", "python_prompt_lookup")
+SERVER = ("server_plain", "server_draft_model")
+
+
+def _make(name, pair):
+    from specverify.adapters import llamacpp
+
+    return getattr(llamacpp, name)(pair.target, pair.draft)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=needs_llama) for n in PYTHON] + [pytest.param(n, marks=needs_server) for n in SERVER]
+)
+def test_exact_paths_pass_the_law_check_and_greedy(name, pair):
+    decoder = _make(name, pair)
+    try:
+        result, impossible, out = _law_check(decoder, pair, LAW_N)
+        assert result.passed and not impossible, (name, result.pvalue_min, result.tv.estimate)
+        assert not _greedy_mismatches(decoder, pair)
+        if name.startswith("python_"):
+            assert any(c.accepted and max(c.accepted) > 0 for c in out)  # speculation happened
+        if name == "server_draft_model":
+            assert decoder.engine_counters["draft_n_accepted"] > 0
+    finally:
+        getattr(decoder, "close", lambda: None)()
+
+
+@needs_example
+def test_speculative_example_is_rejected_finding_1(pair):
+    """FINDING 1 (docs/findings/llamacpp.md): examples/speculative/speculative.cpp drafts ``cur_p->data[0]`` (the
+    draft's most likely token after sorting) yet accepts with min(1, p/q) and resamples from (p - q)+, the rule for
+    a *sampled* draft. Greedy verification is unaffected."""
+    from specverify.stats import battery
+
+    decoder = _make("speculative_example", pair)
+    result, _, out = _law_check(decoder, pair, EXAMPLE_N)
+    assert not result.passed and result.tv.estimate > 0.15, (result.pvalue_min, result.tv.estimate)
+    # ... and the outcomes follow the modelled argmax-draft rule (enumerated by argmax_draft_law) instead
+    model = argmax_draft_law(pair, (0, 1), SamplingParams(temperature=1.0, max_tokens=3), 3)
+    counts = collections.Counter((c.tokens, c.finish_reason) for c in out)
+    assert set(counts) <= set(model), sorted(set(counts) - set(model))[:5]
+    keys = sorted(model)
+    probs = np.array([model[k] for k in keys])
+    fit = battery(np.array([counts.get(k, 0) for k in keys]), probs / probs.sum(), alpha=1e-6, seed=0)
+    assert fit.passed, (fit.pvalue_min, fit.tv.estimate)
+    assert not _greedy_mismatches(decoder, pair)
+
+
+@needs_llama
+def test_same_seed_with_and_without_draft(pair):
+    """The named check: generate() draws one uniform per emitted token from one seeded stream, so the same seed
+    gives the same output with and without a draft model (evidence of the RNG discipline, not the law)."""
+    from specverify.adapters.llamacpp import same_seed_check
+
+    params = SamplingParams(temperature=1.0, max_tokens=6)
+    requests = [Request((0, 1), params, 3, seed=s) for s in range(200)]
+    check = same_seed_check(_make("python_draft_model", pair), _make("plain", pair), requests)
+    assert check["equal"] >= 198, check  # float rounding of batched vs single-token logits may flip a rare draw
+
+
+@needs_server
+def test_server_same_seed_with_and_without_draft(pair):
+    """The same named check for llama-server: per-request seeds, sample and compare in every slot."""
+    from specverify.adapters.llamacpp import same_seed_check
+
+    speculative, control = _make("server_draft_model", pair), _make("server_plain", pair)
+    try:
+        params = SamplingParams(temperature=1.0, max_tokens=6)
+        check = same_seed_check(speculative, control, [Request((0, 1), params, 3, seed=s) for s in range(200)])
+        assert check["equal"] >= 198 and speculative.engine_counters["draft_n_accepted"] > 0, check
+    finally:
+        speculative.close()
+        control.close()
+
+
+@needs_llama
+def test_logits_processors_see_unverified_drafts_finding_2(pair):
+    """FINDING 2: with a draft model, the ``input_ids`` handed to a logits processor end with the drafts evaluated
+    in that round, not at the position being sampled (llama.py, ``_init_sampler``'s ``apply_func`` passes
+    ``self._input_ids`` = ``input_ids[: n_tokens]``). The adapter counts calls instead, so its own masks are exact."""
+    decoder = _make("python_draft_model", pair)
+    decoder([Request((0, 1), SamplingParams(min_tokens=2, max_tokens=6), 3, seed=s) for s in range(20)])
+    ahead = [(pos, seen) for pos, seen in decoder.processor_history if seen != pos]
+    assert ahead and all(seen > pos for pos, seen in ahead), decoder.processor_history[:10]
+    plain = _make("plain", pair)
+    plain([Request((0, 1), SamplingParams(min_tokens=2, max_tokens=6), 3, seed=s) for s in range(20)])
+    assert all(seen == pos for pos, seen in plain.processor_history)
+
+
+@needs_llama
+def test_toy_models_are_a_setup_error():
+    from specverify.adapters import llamacpp
+    from specverify.errors import InvalidArgument
+    from specverify.oracles.pairs import ToyPairSpec
+
+    toy = ToyPairSpec().build()
+    with pytest.raises(InvalidArgument, match="no .path"):
+        llamacpp.plain(toy.target, toy.draft)
+
+
+def argmax_draft_law(pair, prompt, params, gamma):
+    """The output law of finding 1's rule, enumerated: each round drafts γ tokens as the draft's argmax chain,
+    accepts a draft x with probability min(1, p(x)/q(x)), else samples (p - q)+ renormalised; a bonus from p
+    after γ acceptances. Outcomes are cut at the first finishing token (temperature 1, no processors)."""
+    import torch
+
+    from specverify.adapters._llamacpp_common import Finisher
+
+    def probs(model, hist):
+        return torch.softmax(model.logits([tuple(hist)])[0], -1).numpy()
+
+    law = collections.defaultdict(float)
+
+    def emit(hist, gen, token, weight):  # returns the finished outcome or None
+        reason = Finisher(pair.target.vocab, params)
+        for t in gen + [token]:
+            r = reason.push(t)
+        if r:
+            law[(tuple(gen + [token]), r)] += weight
+            return True
+        return False
+
+    def round_from(hist, gen, weight):
+        drafts, h = [], list(hist)
+        for _ in range(gamma):
+            drafts.append(int(np.argmax(probs(pair.draft, h))))
+            h.append(drafts[-1])
+        h, g, w = list(hist), list(gen), weight
+        for d in drafts:
+            p, q = probs(pair.target, h), probs(pair.draft, h)
+            accept = min(1.0, p[d] / q[d])
+            residual = np.maximum(p - q, 0.0)
+            residual /= residual.sum()
+            for t in range(len(p)):
+                if residual[t] > 0 and w * (1 - accept) * residual[t] > 1e-12:
+                    if not emit(h, g, t, w * (1 - accept) * residual[t]):
+                        round_from(h + [t], g + [t], w * (1 - accept) * residual[t])
+            w *= accept
+            if emit(h, g, d, w):
+                return
+            h, g = h + [d], g + [d]
+        p = probs(pair.target, h)
+        for t in range(len(p)):
+            if not emit(h, g, t, w * p[t]):
+                round_from(h + [t], g + [t], w * p[t])
+
+    first = probs(pair.target, list(prompt))
+    for t in range(len(first)):
+        if not emit(list(prompt), [], t, first[t]):
+            round_from(list(prompt) + [t], [t], first[t])
+    return dict(law)
