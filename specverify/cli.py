@@ -181,7 +181,8 @@ def _emit(cert, args, out, err, *, require_reproducible: bool, require_speculati
         return failed
     if cert.verdict == Verdict.ERROR:
         return ExitCode.ERROR
-    ok = cert.meets(args.require, require_reproducible=require_reproducible)
+    require_metrics = bool(getattr(args, "require_metrics", False))
+    ok = cert.meets(args.require, require_reproducible=require_reproducible, require_metrics=require_metrics)
     if require_speculation and cert.speculation_observed is not True:
         ok = False
     return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
@@ -225,17 +226,20 @@ def _speedup(args, out, err) -> int:
     from specverify.metrics import speed_model
 
     try:
-        acceptance = args.acceptance
-        if acceptance is None:
+        acceptance, gamma, source, timed = args.acceptance, args.gamma or 4, None, {}
+        if args.from_cert:
+            acceptance, source, timed = measured_acceptance(args.from_cert, args.from_scenario)
+            gamma = args.gamma or len(acceptance)
+        elif acceptance is None:
             acceptance = _floats(args.acceptance_per_position, "--acceptance-per-position")
-        t_verify = None if args.t_verify is None else _floats(args.t_verify, "--t-verify")
+        t_verify = _floats(args.t_verify, "--t-verify") if args.t_verify is not None else timed.get("verify")
+        given = {"t_target": args.t_target, "t_draft": args.t_draft, "t_state": args.t_state}
+        costs = {k: v if v is not None else timed.get(k[2:], _COST_DEFAULTS[k]) for k, v in given.items()}
         model = speed_model(
             acceptance,
-            args.gamma,
-            t_target=args.t_target,
-            t_draft=args.t_draft,
+            gamma,
             t_verify=t_verify,
-            t_state=args.t_state,
+            **costs,
             batch=args.batch,
             output_len=args.output_len,
             draft_params=args.draft_params,
@@ -245,8 +249,11 @@ def _speedup(args, out, err) -> int:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
     if args.json:
-        out.write(json.dumps(model.to_dict(), indent=2) + "\n")
+        doc = model.to_dict() | ({"acceptance_from": source, "acceptance": list(acceptance)} if source else {})
+        out.write(json.dumps(doc, indent=2) + "\n")
         return ExitCode.MEETS
+    if source:
+        out.write(f"measured acceptance per position ({source}): {', '.join(f'{a:.4f}' for a in acceptance)}\n")
     out.write(f"E[K] = {model.expected_tokens:.4f} tokens per target call at γ = {model.num_draft_tokens}\n")
     out.write(
         f"speed-up S ≈ {model.speedup:.3f} (best γ in 1..16: {model.best_num_draft_tokens}, "
@@ -255,6 +262,36 @@ def _speedup(args, out, err) -> int:
     for w in model.warnings:
         out.write(f"warning: {w.name}: {w.value:.3g} vs threshold {w.threshold:.3g} — {w.message}\n")
     return ExitCode.MEETS
+
+
+_COST_DEFAULTS = {"t_target": 1.0, "t_draft": 0.1, "t_state": 0.0}
+
+
+def measured_acceptance(path: str, scenario: str | None = None) -> tuple[list, str, dict]:
+    """(conditional acceptance per draft position, where it came from, costs) from a certificate: the rates its
+    ``metrics`` check measured on ``scenario`` (default: the first scenario with per-position rates) and the costs
+    its decoder's optional ``timings()`` reported (``draft``, ``state``, ``verify``; the target call's cost is taken
+    as ``verify``'s, one target call on γ + 1 tokens). Flags given on the command line win."""
+    from specverify.errors import InvalidArgument
+    from specverify.report import load_certificate
+
+    cert = load_certificate(path)
+    prefix = "acceptance at position "
+    found = [s for s in cert.scenarios if s.metrics and any(r[0].startswith(prefix) for r in s.metrics["rows"])]
+    if scenario is not None:
+        found = [s for s in found if s.name == scenario]
+    if not found:
+        which = f"scenario {scenario!r}" if scenario else "any scenario"
+        raise InvalidArgument(
+            f"--from {path}: {which} has no measured per-position acceptance (the decoder reported no "
+            "SampleCounts.positions); give --acceptance or --acceptance-per-position instead."
+        )
+    rows = [r for r in found[0].metrics["rows"] if r[0].startswith(prefix)]
+    rates = [float(r[1]) if r[1] is not None else 0.0 for r in rows]
+    timings = cert.timings or {}
+    costs = {"draft": timings.get("draft"), "state": timings.get("state"), "verify": timings.get("verify")}
+    costs["target"] = timings.get("verify")  # one target call; the plain decoder's own cost is not measured here
+    return rates, f"{path}, scenario {found[0].name}", {k: v for k, v in costs.items() if v is not None}
 
 
 def _plan(args, out, err) -> int:

@@ -79,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
         help="also require same seed -> same output (alone, batched, repeated)",
     )
     c.add_argument(
+        "--require-metrics",
+        action="store_true",
+        help="also require the metrics check: reported acceptance consistent and inside its exact interval",
+    )
+    c.add_argument(
         "--require-speculation",
         action="store_true",
         help="also require that speculation was observed (some draft accepted); exit 1 otherwise",
@@ -169,13 +174,20 @@ def parser() -> argparse.ArgumentParser:
     acc = sp.add_mutually_exclusive_group(required=True)
     acc.add_argument("--acceptance", type=float, metavar="A", help="constant per-position acceptance rate in [0, 1]")
     acc.add_argument("--acceptance-per-position", metavar="A1,A2,...", help="acceptance rate of draft 1, 2, ...")
-    sp.add_argument("--gamma", type=int, default=4, help="drafts per round γ (default 4)")
-    sp.add_argument("--t-target", type=float, default=1.0, help="ms per target call (default 1)")
-    sp.add_argument("--t-draft", type=float, default=0.1, help="ms per draft call (default 0.1)")
+    acc.add_argument(
+        "--from",
+        dest="from_cert",
+        metavar="CERT.json",
+        help="measured per-position acceptance from a certificate's metrics check (docs/metrics.md)",
+    )
+    sp.add_argument("--scenario", dest="from_scenario", help="with --from: the scenario to read (default: the first)")
+    sp.add_argument("--gamma", type=int, default=None, help="drafts per round γ (default 4; with --from: its γ)")
+    sp.add_argument("--t-target", type=float, default=None, help="ms per target call (default 1; --from: tpot)")
+    sp.add_argument("--t-draft", type=float, default=None, help="ms per draft call (default 0.1; --from: draft)")
     sp.add_argument(
         "--t-verify", metavar="MS[,MS...]", help="ms per verify call, or one per γ = 1, 2, ... (default: --t-target)"
     )
-    sp.add_argument("--t-state", type=float, default=0.0, help="ms of state work per round (default 0)")
+    sp.add_argument("--t-state", type=float, default=None, help="ms of state work per round (default 0; --from)")
     sp.add_argument("--batch", type=int, default=1, help="sequences the target serves at once (default 1)")
     sp.add_argument("--output-len", type=int, default=None, help="tokens per output, for the short-output warning")
     sp.add_argument("--draft-params", type=float, default=None, help="draft parameters, for the memory warning")
@@ -253,5 +265,6 @@ def extra_flags(args) -> list:
     out = [f"--require {args.require}"] if args.require != Verdict.EXACT.value else []
     out += ["--require-reproducible"] if args.require_reproducible else []
     out += ["--require-speculation"] if args.require_speculation else []
+    out += ["--require-metrics"] if getattr(args, "require_metrics", False) else []
     out += [f"--counts-out {args.counts_out}"] if args.counts_out else []
     return out

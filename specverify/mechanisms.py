@@ -59,6 +59,19 @@ class Mechanism:
         )
 
 
+#: Reported-acceptance mechanisms (the law is exact, the counters are not): id suffix, title, bugs.
+_REPORTED = (
+    ("counts-emitted-token", "Each round's emitted token counted as one more accepted draft", ("SGLang PR #11572",)),
+    (
+        "counts-drafts-after-eos",
+        "Drafts after the finishing token counted as accepted",
+        ("vLLM #56101", "vLLM PR #56137"),
+    ),
+    ("rate-mean-of-ratios", "A rate as a mean of per-request ratios, not a ratio of sums", ("Relax PR #345",)),
+    ("over-reported-in-rejected-rounds", "A round that rejected a draft reports every draft accepted", ()),
+)
+
+
 def _catalogue(*mechanisms: Mechanism) -> dict[str, Mechanism]:
     ids = [m.id for m in mechanisms]
     check(len(set(ids)) == len(ids), f"mechanism ids={ids!r} must be unique.")
@@ -371,6 +384,8 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "recurrent state (hybrid + n-gram)",
         ("vLLM #40831", "vLLM PR #40738"),
     ),
+    # ------------------------------------------------------------------ reported acceptance (metrics check)
+    *(Mechanism(f"acceptance-{name}", title, "acceptance counters", bugs) for name, title, bugs in _REPORTED),
     # ------------------------------------------------------------------ approximate modes engines ship, labelled
     Mechanism("typical-acceptance", "Medusa typical acceptance: p(x) > min(ε, δ·exp(-H))", "acceptance (approx.)"),
     Mechanism("threshold-acceptance", "SGLang threshold_single/threshold_acc < 1", "acceptance (approximate)"),

@@ -17,7 +17,13 @@ __all__ = [
     "MINIMUM_CAPABILITIES",
     "capabilities_of",
     "SampleCounts",
+    "TIMING_PHASES",
 ]
+
+#: Keys of the optional ``decoder.timings()`` (milliseconds; docs/adapters.md): mean per call of the draft model,
+#: the target's verification, sampling, state work (KV / cache bookkeeping) per round, time to first token and time
+#: per output token.
+TIMING_PHASES = ("draft", "verify", "sample", "state", "ttft", "tpot")
 
 FINISH_REASONS = ("eos", "stop", "length", "no_token")
 EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")

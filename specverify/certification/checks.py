@@ -9,8 +9,9 @@ from dataclasses import replace
 import numpy as np
 
 from specverify.certification.acceptance import first_round_acceptance_law
-from specverify.certification.collect import CHUNK, Draws, scenario_seed
+from specverify.certification.collect import CHUNK, Tally, merge_draws, scenario_seed
 from specverify.certification.evidence import ScenarioResult
+from specverify.certification.metrics_check import metrics_evidence
 from specverify.enums import ScenarioKind
 from specverify.oracles.law import exact_law, greedy_outcome
 from specverify.protocol import Request
@@ -143,6 +144,8 @@ def judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None,
             result.update(pvalue=pvalue)
     if draws.accepted:
         result.update(_acceptance_evidence(scenario, draws.accepted, law))
+    if draws.rounds or draws.violation:
+        result.update(metrics=metrics_evidence(scenario, draws, law, alpha=plan.alpha))
     result["elapsed_s"] = time.perf_counter() - started
     return ScenarioResult(**result)
 
@@ -204,24 +207,22 @@ def _draw_sequential(session, handle, request, law, plan, cap=None) -> tuple:
     from specverify.stats import plan_sequential, sequential_decision
 
     design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
-    outcomes, accepted, decision, done = Counter(), Counter(), None, 0
+    draws, decision, done = None, None, 0
     if cap is not None and design.schedule[0] > cap:
         return None, None
     for look, target_n in enumerate(design.schedule):
         if cap is not None and target_n > cap:
             break
         seed = None if request.seed is None else (request.seed + 7919 * look) % 2**63
-        chunk = session.draw(handle, replace(request, seed=seed), target_n - done)
-        outcomes.update(chunk.outcomes)
-        accepted.update(chunk.accepted or {})
+        draws = merge_draws(draws, session.draw(handle, replace(request, seed=seed), target_n - done))
         done = target_n
-        vec, impossible = law.align(outcomes)
+        vec, impossible = law.align(draws.outcomes)
         if impossible:
             break
         decision = sequential_decision(design, vec, look, previous=decision)
         if decision.status != "continue":
             break
-    return Draws(outcomes, accepted or None, done), decision
+    return draws, decision
 
 
 def run_mixed(session, scenario, members, plan, reproduce) -> list:
@@ -248,17 +249,14 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
         )
         for j, i in enumerate(order)
     ]
-    counts = [Counter() for _ in members]
-    accepted = [Counter() for _ in members]
+    tallies = [Tally(m.num_draft_tokens) for m in members]
     completions = session.call_in_chunks(handle, requests, CHUNK)
     for i, (_, comp) in zip(order, completions):
-        counts[i][(comp.tokens, comp.finish_reason)] += 1
-        if comp.accepted:
-            accepted[i][comp.accepted[0]] += 1
+        tallies[i].add(comp)
     out = []
     for i, member in enumerate(members):
         named = replace(member, name=f"{scenario.name}/{member.name}", kind=ScenarioKind.MIXED, pair=scenario.pair)
-        draws = Draws(counts[i], accepted[i] or None, sizes[i])
+        draws = tallies[i].draws(sizes[i])
         out.append(
             judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started, planned=planned[i])
         )

@@ -10,10 +10,12 @@ from typing import Iterable, Iterator, Optional
 
 from specverify.certification.validate import completion_violation, outcome_violation
 from specverify.errors import ProtocolViolation
+from specverify.metrics.acceptance import PREFILL_TOKENS, consistency_violation
+from specverify.metrics.acceptance import completion_violation as accepted_violation
 from specverify.oracles.pairs import ModelPair
 from specverify.protocol import Completion, Request
 
-__all__ = ["Session", "DecoderHandle", "Draws", "scenario_seed", "CHUNK"]
+__all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "CHUNK"]
 
 CHUNK = 8192  # requests per call on the slow path at most (per-call overhead amortised; ~10 MB of objects)
 FIRST_CALL = 256  # requests in the first call of a loop; later calls grow with the decoder's measured speed
@@ -49,6 +51,57 @@ class Draws:
     outcomes: Counter
     accepted: Optional[Counter]
     n: int
+    rounds: Optional[Counter] = None  # all-round histogram (docs/metrics.md), None when not reported
+    positions: Optional[tuple] = None  # per draft position (verified, accepted); the fast path only
+    violation: Optional[str] = None  # the first breach of the law-free acceptance consistency rule
+    prefill: int = 0  # tokens before the first round, inferred from the slow path's counts (docs/metrics.md)
+
+
+class Tally:
+    """Slow-path counts of one request shape: outcomes, first-round and all-round accepted counts, and the first
+    completion whose ``accepted`` breaks the consistency rule (``specverify.metrics.acceptance``)."""
+
+    def __init__(self, gamma: int):
+        self.gamma, self.outcomes, self.accepted, self.rounds = gamma, Counter(), Counter(), Counter()
+        self.violation = None
+        self.slack = 0  # the most tokens a completion emitted beyond Σ(accepted + 1) - 1
+
+    def add(self, comp: Completion) -> None:
+        self.outcomes[(comp.tokens, comp.finish_reason)] += 1
+        if comp.accepted:
+            self.accepted[comp.accepted[0]] += 1
+            self.rounds.update(comp.accepted)
+            self.slack = max(self.slack, len(comp.tokens) - sum(comp.accepted) - len(comp.accepted) + 1)
+            if self.violation is None:
+                problem = accepted_violation(len(comp.tokens), comp.accepted, self.gamma)
+                self.violation = f"{problem} (tokens {list(comp.tokens)})" if problem else None
+
+    def draws(self, n: int) -> Draws:
+        prefill = min(max(self.slack - 1, 0), PREFILL_TOKENS)  # the finishing round may account for one
+        rounds = self.rounds or None
+        return Draws(self.outcomes, self.accepted or None, n, rounds=rounds, violation=self.violation, prefill=prefill)
+
+
+def merge_draws(first: Optional[Draws], second: Draws) -> Draws:
+    """Two batches of draws of one request shape as one (sequential looks)."""
+    if first is None:
+        return second
+
+    def add(a, b):
+        return None if a is None and b is None else Counter(a or {}) + Counter(b or {})
+
+    positions = None
+    if first.positions is not None and second.positions is not None:
+        positions = tuple((v1 + v2, a1 + a2) for (v1, a1), (v2, a2) in zip(first.positions, second.positions))
+    return Draws(
+        first.outcomes + second.outcomes,
+        add(first.accepted, second.accepted),
+        first.n + second.n,
+        rounds=add(first.rounds, second.rounds),
+        positions=positions,
+        violation=first.violation or second.violation,
+        prefill=max(first.prefill, second.prefill),
+    )
 
 
 class Session:
@@ -74,6 +127,14 @@ class Session:
         for spec in [s for s in self._made if s not in needed]:
             del self._made[spec]
             self.runner.request("release", spec)
+
+    def timings(self, scenario) -> Optional[dict]:
+        """The optional ``decoder.timings()`` of the scenario's decoder (None when it has none, or on failure:
+        timings are evidence for the speed model, never for the verdict)."""
+        try:
+            return self.runner.request("timings", self.decoder(scenario).pair.spec)
+        except Exception:  # noqa: BLE001 - a failing timings() costs the speed model its input, nothing else
+            return None
 
     def call(self, handle: DecoderHandle, requests: list) -> list:
         """One decoder call, validated: completions in order, each obeying the protocol."""
@@ -121,12 +182,10 @@ class Session:
             )
             for i in range(n)
         )
-        outcomes, accepted = Counter(), Counter()
+        tally = Tally(request.num_draft_tokens)
         for _, comp in self.call_in_chunks(handle, requests, handle.requests_per_call()):
-            outcomes[(comp.tokens, comp.finish_reason)] += 1
-            if comp.accepted:
-                accepted[comp.accepted[0]] += 1
-        return Draws(outcomes, accepted or None, n)
+            tally.add(comp)
+        return tally.draws(n)
 
     def _draw_fast(self, handle: DecoderHandle, request: Request, n: int) -> Draws:
         result = self.runner.request("sample", handle.pair.spec, request, n)
@@ -145,4 +204,12 @@ class Session:
             bad = [a for a in accepted if not 0 <= a <= request.num_draft_tokens]
             if bad or sum(accepted.values()) != n:
                 raise ProtocolViolation(f"accepted counts {dict(accepted)!r} are not n={n} values in [0, γ]")
-        return Draws(Counter(result.outcomes), accepted, n)
+        rounds = positions = violation = None
+        if result.rounds is not None:
+            rounds = Counter({int(m): int(c) for m, c in result.rounds.items()})
+            positions = None if result.positions is None else tuple((int(v), int(a)) for v, a in result.positions)
+            tokens = sum(len(t) * c for (t, _), c in result.outcomes.items())
+            violation = consistency_violation(
+                rounds, positions, requests=n, tokens=tokens, gamma=request.num_draft_tokens, first_round=accepted
+            )
+        return Draws(Counter(result.outcomes), accepted, n, rounds=rounds, positions=positions, violation=violation)

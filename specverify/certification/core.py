@@ -171,6 +171,7 @@ def certify(
     except SetupFailure as exc:
         return error_certificate(exc.reason, elapsed_s=_now() - started, **meta)
     cert = finish_certificate(results, violation, repro, elapsed_s=_now() - started, drafts=drafts, **meta)
+    cert = replace(cert, timings=getattr(plan, "timings", None))
     note = slow_note(results)
     if note and cert.verdict not in (Verdict.INVALID, Verdict.ERROR):
         cert = replace(cert, reason=f"{cert.reason}\n{note}")
@@ -334,7 +335,9 @@ def _run_all(session, chosen, plan, started, budget_s, base_cmd, progress, check
             )
     if violation is not None:
         return results, violation, (None, "not run: the decoder broke the protocol")
-    return results, violation, _reproducibility(session, chosen, plan, check_repro)
+    repro = _reproducibility(session, chosen, plan, check_repro)
+    plan.timings = session.timings(chosen[0]) if chosen else None  # optional decoder.timings(), for `speedup --from`
+    return results, violation, repro
 
 
 def _reproducibility(session, chosen, plan, check_repro) -> tuple:

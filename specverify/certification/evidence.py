@@ -44,6 +44,7 @@ class ScenarioResult:
     accepted_observed: Optional[dict] = None
     accepted_expected: Optional[tuple] = None
     accepted_pvalue: Optional[float] = None
+    metrics: Optional[dict] = None  # the all-round acceptance check (certification/metrics_check.py)
     num_outcomes: int = 0
     reproduce: str = ""
     elapsed_s: float = 0.0
@@ -88,10 +89,20 @@ class Certificate:
     versions: dict = field(default_factory=dict)
     command: str = ""
     shard_info: Optional[dict] = None  # a shard's counts file (certify(..., shard=...)); None for a whole run
+    metrics_ok: Optional[bool] = None  # the named check ``metrics`` (docs/metrics.md); None: not checked
+    metrics_note: str = ""
+    timings: Optional[dict] = None  # the decoder's optional per-phase milliseconds (decoder.timings())
 
-    def meets(self, require: Verdict | str = Verdict.EXACT, *, require_reproducible: bool = False) -> bool:
+    def meets(
+        self,
+        require: Verdict | str = Verdict.EXACT,
+        *,
+        require_reproducible: bool = False,
+        require_metrics: bool = False,
+    ) -> bool:
         """Whether the verdict is at least ``require`` (exact > greedy-only > approximate > invalid); inconclusive
-        and error meet nothing."""
+        and error meet nothing. ``require_reproducible`` / ``require_metrics``: the named check must also have
+        passed (not merely not failed)."""
         require = Verdict.parse(require, "require")
         if require.rank < 0:
             raise InvalidArgument(
@@ -100,8 +111,15 @@ class Certificate:
             )
         if require_reproducible and self.reproducible is not True:
             return False
+        if require_metrics and self.metrics_ok is not True:
+            return False
         verdict = Verdict(self.verdict)
         return verdict.rank >= require.rank
+
+    @property
+    def failed_checks(self) -> tuple:
+        """The named checks beside the verdict that failed: ``reproducible``, ``metrics``."""
+        return tuple(n for n, ok in (("reproducible", self.reproducible), ("metrics", self.metrics_ok)) if ok is False)
 
     @property
     def failures(self) -> tuple:

@@ -15,7 +15,7 @@ import traceback
 from typing import Callable, Union
 
 from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError, check
-from specverify.protocol import Completion, SampleCounts, capabilities_of
+from specverify.protocol import TIMING_PHASES, Completion, SampleCounts, capabilities_of
 
 __all__ = [
     "DecoderFailure",
@@ -161,9 +161,13 @@ def _as_counts(result) -> SampleCounts:
             raise TypeError(f"counts {sorted(set(map(repr, clean.values())))[:3]} must be integers")
         accepted = getattr(result, "accepted", None)
         accepted = None if accepted is None else {_as_int(k): _as_int(v) for k, v in accepted.items()}
+        rounds = getattr(result, "rounds", None)  # all-round acceptance (docs/metrics.md), optional
+        rounds = None if rounds is None else {_as_int(k): _as_int(v) for k, v in rounds.items()}
+        positions = getattr(result, "positions", None)
+        positions = None if positions is None else tuple((_as_int(v), _as_int(a)) for v, a in positions)
     except (TypeError, ValueError) as exc:
         raise DecoderFailure(f"decoder.sample returned malformed counts: {exc}") from None
-    return SampleCounts(outcomes=clean, accepted=accepted)
+    return SampleCounts(outcomes=clean, accepted=accepted, rounds=rounds, positions=positions)
 
 
 class _Host:
@@ -209,6 +213,24 @@ class _Host:
 
     def sample(self, key, request, n):
         return _as_counts(self.decoders[key].sample(request, n))
+
+    def timings(self, key):
+        """The decoder's optional per-phase times (``decoder.timings()``, docs/adapters.md), checked; None without."""
+        report = getattr(self.decoders.get(key), "timings", None)
+        if not callable(report):
+            return None
+        got = report()
+        if got is None:
+            return None
+        if not isinstance(got, dict) or not set(got) <= set(TIMING_PHASES):
+            raise DecoderFailure(f"decoder.timings() returned {got!r}: expected a dict with keys among {TIMING_PHASES}")
+        try:
+            out = {str(k): float(v) for k, v in got.items()}
+        except (TypeError, ValueError):
+            raise DecoderFailure(f"decoder.timings() returned {got!r}: values must be milliseconds") from None
+        if not all(v >= 0 and v == v for v in out.values()):
+            raise DecoderFailure(f"decoder.timings() returned {got!r}: milliseconds must be finite and >= 0")
+        return out
 
 
 class InProcessRunner:

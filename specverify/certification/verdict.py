@@ -38,6 +38,9 @@ def finish_certificate(
     results = _apply_holm(results, alpha)
     verdict, reason = _verdict(results, violation, drafts)
     spec = [r.accepted_observed for r in results if r.accepted_observed]
+    from specverify.certification.metrics_check import metrics_summary
+
+    metrics_ok, metrics_note = metrics_summary(results)
     found = versions()
     return Certificate(
         verdict=verdict,
@@ -55,6 +58,8 @@ def finish_certificate(
         speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
         versions=found,
         command=command,
+        metrics_ok=metrics_ok,
+        metrics_note=metrics_note,
     )
 
 

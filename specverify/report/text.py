@@ -133,8 +133,25 @@ def _reproducibility_line(cert) -> str:
     return f"reproducibility (same seed → same output, alone and batched): {status}{note}"
 
 
+def _metrics_lines(cert) -> list:
+    """The named check ``metrics`` (docs/metrics.md) and, for the first scenario it judged, its headline metrics."""
+    status = {True: "yes", False: "NO", None: "not checked"}[getattr(cert, "metrics_ok", None)]
+    note = getattr(cert, "metrics_note", "") or ""
+    if note.startswith("not checked: "):
+        note = note[len("not checked: ") :]
+    line = f"metrics (reported acceptance against its exact expectation, evidence only): {status} — {note}"
+    out = [line.rstrip(" —")]
+    judged = [s for s in cert.scenarios if s.metrics and s.metrics.get("rows")]
+    if judged:
+        s = judged[0]
+        for name, measured, expected, lo, hi, inside in s.metrics["rows"][:3]:
+            mark = {True: "inside", False: "OUTSIDE", None: "not judged"}[inside]
+            out.append(f"    {s.name}: {name} {measured:.4f}, exact {expected:.4f} [{lo:.4f}, {hi:.4f}] {mark}")
+    return out
+
+
 def _extras(cert) -> list:
-    out = [_reproducibility_line(cert)]
+    out = [_reproducibility_line(cert), *_metrics_lines(cert)]
     rows = [s for s in cert.scenarios if s.accepted_observed]
     first = rows[0] if rows else None
     if first is None:

@@ -7,7 +7,9 @@ draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`Z
 ``specverify.mechanisms.MECHANISMS`` and through it the engines' issues, showcases, estimated TV); each factory's
 docstring derives its verdict from docs/design.md's rules.
 Entries for draft families, trees and block verification (``specverify.zoo.drafts``) run on their family's
-scenarios (``ZooEntry.drafts``, ``--drafts FAMILY``) and are not in the table below (no showcase TV measured).
+scenarios (``ZooEntry.drafts``, ``--drafts FAMILY``) and are not in the table below (no showcase TV measured);
+neither are the entries of ``specverify.zoo.metrics``: the reference's law with wrong reported acceptance, exact
+with the certificate's ``metrics`` check failed (``ZooEntry.checks``).
 
 TV to the exact law (``benchmarks/zoo_tv.py``: 200k seeded draws, plug-in minus its null bias, ~95 % interval; "p=0"
 counts draws whose outcome has exact probability 0; showcases in ``specverify.zoo.SHOWCASES``; the noise floor at
@@ -70,6 +72,8 @@ from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importabl
 from specverify.zoo.controls import __all__ as _controls
 from specverify.zoo.drafts import *  # noqa: E402,F401,F403 -- draft families, trees, block (ZooEntry.drafts)
 from specverify.zoo.drafts import __all__ as _drafts  # noqa: E402
+from specverify.zoo.metrics import *  # noqa: E402,F401,F403 -- exact law, wrong reported acceptance (ZooEntry.checks)
+from specverify.zoo.metrics import __all__ as _metrics  # noqa: E402
 from specverify.zoo.processors import *  # noqa: F401,F403
 from specverify.zoo.processors import __all__ as _processors
 from specverify.zoo.rule import *  # noqa: F401,F403
@@ -92,6 +96,7 @@ __all__ = [
     *_state,
     *_batch,
     *_drafts,
+    *_metrics,
 ]
 
 

@@ -38,6 +38,9 @@ class ZooEntry:
     drafts : str
         The draft family whose scenarios it runs on (``certify(..., drafts=...)``; "ar": the AR toy draft and the
         showcases; others: ``specverify.zoo.drafts``).
+    checks : tuple of str
+        The named checks beside the verdict that it fails (``Certificate.failed_checks``: ``"metrics"``,
+        ``"reproducible"``); empty for an entry that fails none.
     """
 
     name: str
@@ -48,6 +51,7 @@ class ZooEntry:
     showcases: tuple = field(default=("plain",))
     tv: Optional[float] = None
     drafts: str = "ar"
+    checks: tuple = ()
 
     @property
     def bugs(self) -> tuple[str, ...]:
@@ -57,7 +61,13 @@ class ZooEntry:
 
 
 def zoo_entry(
-    *, verdict: str, mechanism: str, showcases: tuple = ("plain",), tv: Optional[float] = None, drafts: str = "ar"
+    *,
+    verdict: str,
+    mechanism: str,
+    showcases: tuple = ("plain",),
+    tv: Optional[float] = None,
+    drafts: str = "ar",
+    checks: tuple = (),
 ) -> Callable[[Callable], Callable]:
     """Register the decorated factory as a zoo entry; its summary is the docstring's first line."""
     tag = Verdict.parse(verdict, "verdict")
@@ -71,11 +81,16 @@ def zoo_entry(
         "there (with its bugs) or use one of its ids.",
     )
 
+    check(
+        set(checks) <= {"metrics", "reproducible"},
+        f"checks={checks!r} must name checks of the certificate: 'metrics', 'reproducible'.",
+    )
+
     def register(factory: Callable) -> Callable:
         summary = (factory.__doc__ or "").strip().splitlines()[0]
         check(factory.__name__ not in _REGISTRY, f"zoo entry {factory.__name__!r} is registered twice.")
         _REGISTRY[factory.__name__] = ZooEntry(
-            factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv, drafts
+            factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv, drafts, tuple(checks)
         )
         return factory
 

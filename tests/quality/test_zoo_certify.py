@@ -46,6 +46,31 @@ def test_levels_follow_the_entries_tv():
 def test_reference_is_exact():
     cert = certified("reference", "quick", list(CORE))
     assert cert.verdict == "exact", cert.reason
+    assert cert.failed_checks == () and cert.metrics_ok is True, cert.metrics_note
+
+
+METRIC_ENTRIES = [n for n in ZOO if ZOO[n].checks]
+# ~3 s each: the fast suite decides one entry caught by the consistency rule and one caught by an interval
+FAST_METRIC_ENTRIES = ("acceptance_counts_emitted_token", "acceptance_rate_mean_of_ratios")
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[] if n in FAST_METRIC_ENTRIES else [pytest.mark.slow]) for n in METRIC_ENTRIES]
+)
+def test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check(name):
+    """Entries whose law is exact and whose reported acceptance is wrong (specverify.zoo.metrics): the core decides
+    the verdict; the named check fails, and only it."""
+    entry = ZOO[name]
+    cert = certified(name, level_for(entry), list(CORE))
+    assert cert.verdict == entry.verdict, f"{name}: {cert.verdict} ({cert.reason})"
+    assert cert.failed_checks == entry.checks, f"{name}: {cert.failed_checks} ({cert.metrics_note})"
+    assert cert.meets(entry.verdict) and not cert.meets(entry.verdict, require_metrics=True)
+
+
+def test_the_metric_entries_are_the_metrics_modules():
+    from specverify.zoo.metrics import __all__ as metric_entries
+
+    assert set(METRIC_ENTRIES) == set(metric_entries) and all(ZOO[n].checks == ("metrics",) for n in metric_entries)
 
 
 @pytest.mark.parametrize("name", sorted(SHOWS_IN))
@@ -117,7 +142,7 @@ def test_every_draft_family_entry_has_its_deciding_scenarios():
     [
         pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" or n in SLOW_HERE else [])
         for n in ZOO
-        if ZOO[n].verdict != "invalid"
+        if ZOO[n].verdict != "invalid" and not ZOO[n].checks  # those: test_metric_entry_keeps_its_verdict_...
     ],
 )
 def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):

@@ -1,0 +1,91 @@
+"""The certificate's ``metrics`` check: reported all-round acceptance against its exact expectation (docs/metrics.md).
+
+Per sampling scenario where the decoder reports all-round acceptance, the law-free consistency rule
+(``specverify.metrics.acceptance``) and every metric against ``acceptance_law`` for the scenario's draft family: the
+tree rule for trees; for a chain family the chain rule, or block verification when the chain rule does not fit and
+the block rule does (the certifier cannot ask a decoder which rule it runs; a decoder fitting neither fails); on the
+slow path, after the tokens an engine emits before its first round (inferred from the counts: vLLM's prefill
+token). The check is evidence beside the verdict, never part of it; ``--require-metrics`` makes it binding.
+"""
+
+from __future__ import annotations
+
+from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
+
+__all__ = ["metrics_evidence", "metrics_summary"]
+
+MAX_FAILED_SHOWN = 3
+
+
+_LAWS: dict = {}
+
+
+def _law(pair_spec, models, prompt, params, gamma, rule, prefill):
+    """``acceptance_law`` for one request shape (after ``prefill`` plain tokens), cached (a scenario's sequential
+    looks and reruns share it)."""
+    from specverify.metrics.prefill import acceptance_law_after
+
+    key = (pair_spec, prompt, params, gamma, rule, prefill)
+    if key not in _LAWS:
+        if len(_LAWS) >= 64:
+            _LAWS.pop(next(iter(_LAWS)))
+        _LAWS[key] = acceptance_law_after(
+            models.target, models.draft, prompt, params, gamma, rule=rule, prefill=prefill
+        )
+    return _LAWS[key]
+
+
+def metrics_evidence(scenario, draws, law, *, alpha: float) -> dict:
+    """The ``metrics`` evidence of one scenario's draws: JSON-ready (rule, ok, violation, rows, p-value)."""
+    gamma = scenario.num_draft_tokens
+    out = dict(rule=None, ok=False, violation=draws.violation, requests=draws.n, rounds_pvalue=None, rows=[])
+    out.update(prefill=draws.prefill)
+    if draws.violation:
+        return out
+    pair = scenario.models()
+    tokens = sum(len(t) * c for (t, _), c in draws.outcomes.items())
+    counts = AcceptanceCounts(dict(draws.rounds), draws.positions, draws.n, tokens)
+    family = getattr(pair.draft, "family", "ar")
+    rules = ("tree",) if family == "tree" else ("chain", "block")
+    for rule in rules:
+        exact = _law(scenario.pair, pair, law.prompt, law.params, gamma, rule, draws.prefill)
+        report = acceptance_metrics(counts, exact, alpha=float(alpha))
+        if report.ok or rule == rules[-1]:
+            break
+        first = report  # shown when no rule fits
+    if not report.ok and len(rules) > 1:
+        report, rule = first, rules[0]
+    judged = [m for m in report.metrics if m.inside is not None]
+    out.update(
+        rule=rule,
+        ok=(None if not judged else report.ok),
+        rounds_pvalue=report.rounds_pvalue,
+        rows=[[m.name, m.measured, m.expected, m.interval[0], m.interval[1], m.inside] for m in report.metrics],
+    )
+    return out
+
+
+def metrics_summary(results) -> tuple:
+    """(ok, note) over the scenarios' ``metrics`` evidence: None when no scenario reported all-round acceptance."""
+    checked = [r for r in results if getattr(r, "metrics", None)]
+    if not checked:
+        return None, "not checked: the decoder reports no all-round acceptance (SampleCounts.rounds / accepted)"
+    bad = []
+    for r in checked:
+        ev = r.metrics
+        if ev["violation"]:
+            bad.append(f"{r.name}: inconsistent accepted counts: {ev['violation']}")
+        elif ev["ok"] is False:
+            rows = [row for row in ev["rows"] if row[5] is False][:MAX_FAILED_SHOWN]
+            what = "; ".join(f"{n} {m:.4g} outside [{lo:.4g}, {hi:.4g}] (exact {e:.4g})" for n, m, e, lo, hi, _ in rows)
+            bad.append(f"{r.name} ({ev['rule']} rule): {what}")
+    if bad:
+        return False, f"{len(bad)} of {len(checked)} scenarios: " + " | ".join(bad[:MAX_FAILED_SHOWN])
+    judged = [r for r in checked if r.metrics["ok"] is not None]
+    if not judged:
+        return None, f"not judged: too few rounds in {len(checked)} scenarios for the intervals"
+    rules = sorted({r.metrics["rule"] for r in judged})
+    return True, (
+        f"{len(judged)} scenarios: reported acceptance consistent with the tokens emitted and inside its exact "
+        f"expectation's interval ({'/'.join(rules)} rule)"
+    )

@@ -1,0 +1,121 @@
+"""The exact acceptance law of an engine whose first tokens come before any verification round (docs/metrics.md).
+
+vLLM emits the prefill's token (and, on its draft-model path, one more decode step without drafts) before its first
+round. Its rounds then start from those plain target draws, so its acceptance statistics have another exact
+expectation than a decoder speculating from the first token. :func:`acceptance_law_after` is
+``acceptance_law`` started from the law of the first ``prefill`` plain draws (requests that finish inside them have
+no rounds); the tokens counted include them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from specverify.errors import check
+from specverify.oracles.acceptance_rounds import AcceptanceLaw, _setup, _z_vector, acceptance_law
+from specverify.params import SamplingParams
+
+__all__ = ["acceptance_law_after"]
+
+
+def acceptance_law_after(
+    target: object,
+    draft: object,
+    prompt: Sequence[int],
+    params: SamplingParams,
+    num_draft_tokens: int,
+    *,
+    prefill: int = 0,
+    rule: str | None = None,
+) -> AcceptanceLaw:
+    """:func:`~specverify.oracles.acceptance_rounds.acceptance_law` when ``prefill`` plain target tokens precede the
+    first round (0: the same law). ``first_round`` is the first *verification* round's law, over the requests that
+    reach one, and ``outcome_law`` is left as the rounds' own.
+
+    Examples
+    --------
+    >>> from specverify.oracles import draft_near, make_vocab, random_target
+    >>> target = random_target(make_vocab(4), seed=0)
+    >>> draft, p = draft_near(target, distance=0.5, seed=1), SamplingParams(max_tokens=3)
+    >>> law = acceptance_law_after(target, draft, (0,), p, 2, prefill=1)
+    >>> bool(law.expected_rounds < acceptance_law(target, draft, (0,), p, 2).expected_rounds)
+    True
+    """
+    check(isinstance(prefill, int) and 0 <= prefill <= 4, f"prefill={prefill!r} must be an int in [0, 4].")
+    if prefill == 0:
+        return acceptance_law(target, draft, prompt, params, num_draft_tokens, rule=rule)
+    ctx, round_law, rule = _setup(target, draft, tuple(prompt), params, num_draft_tokens, rule, None)
+    gamma = ctx.gamma
+    size = 3 * gamma + 2
+    roots, finished = {(): 1.0}, defaultdict(float)  # finished: {tokens emitted: probability}
+    for _ in range(prefill):
+        nxt: dict = defaultdict(float)
+        for g, mass in roots.items():
+            p = ctx.target_row(g)
+            if p.sum() <= 0:
+                finished[len(g)] += mass
+                continue
+            for t in np.flatnonzero(p > 0).tolist():
+                kind, value = ctx.after(g + (t,))
+                if kind == "done":
+                    finished[len(value[0])] += mass * float(p[t])
+                else:
+                    nxt[value] += mass * float(p[t])
+        roots = dict(nxt)
+    mean, second = _moments(ctx, round_law, gamma, list(roots))
+    mu, s2 = np.zeros(size), np.zeros((size, size))
+    tok = np.zeros(size)
+    tok[gamma + 1] = 1.0
+    for tokens, mass in finished.items():
+        mu += mass * tokens * tok
+        s2 += mass * tokens**2 * np.outer(tok, tok)
+    first = np.zeros(gamma + 1)
+    for g, mass in roots.items():
+        c = float(len(g))
+        mu += mass * (c * tok + mean[g])
+        s2 += mass * (c**2 * np.outer(tok, tok) + c * (np.outer(tok, mean[g]) + np.outer(mean[g], tok)) + second[g])
+        for (_, m, _, _), prob in round_law(g).items():
+            first[m] += mass * prob
+    cov = s2 - np.outer(mu, mu)
+    rounds = slice(0, gamma + 1)
+    base = acceptance_law(target, draft, prompt, params, num_draft_tokens, rule=rule)
+    return replace(
+        base,
+        first_round=first / first.sum() if first.sum() > 0 else first,
+        rounds_mean=mu[rounds],
+        rounds_cov=cov[rounds, rounds],
+        position_verified=mu[gamma + 2 : 2 * gamma + 2],
+        position_accepted=mu[2 * gamma + 2 :],
+        expected_rounds=float(mu[rounds].sum()),
+        expected_tokens=float(mu[gamma + 1]),
+        _mean=mu,
+        _cov=cov,
+    )
+
+
+def _moments(ctx, round_law, gamma: int, roots: list) -> tuple[dict, dict]:
+    """Per reachable round start: the mean and second moment of the rest of the request's vector."""
+    transitions: dict = {}
+    todo = list(roots)
+    while todo:
+        g = todo.pop()
+        if g in transitions:
+            continue
+        transitions[g] = round_law(g)
+        todo += [nxt[1] for (nxt, _, _, _) in transitions[g] if nxt[0] == "next" and nxt[1] not in transitions]
+    mean, second = {}, {}
+    size = 3 * gamma + 2
+    for g in sorted(transitions, key=len, reverse=True):  # every round commits >= 1 token or ends the request
+        f, s = np.zeros(size), np.zeros((size, size))
+        for (nxt, m, tokens, verified), prob in transitions[g].items():
+            z = _z_vector(gamma, m, tokens, verified)
+            f_next = mean[nxt[1]] if nxt[0] == "next" else np.zeros(size)
+            s_next = second[nxt[1]] if nxt[0] == "next" else np.zeros((size, size))
+            f += prob * (z + f_next)
+            s += prob * (np.outer(z, z) + np.outer(z, f_next) + np.outer(f_next, z) + s_next)
+        mean[g], second[g] = f, s
+    return mean, second
