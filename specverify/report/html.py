@@ -65,6 +65,7 @@ def _banner(cert) -> str:
     achieved = f"; the least sensitive scenario detects TV ≥ {max(detect):.4f} at the N reached" if detect else ""
     repro = {True: "yes", False: "NO", None: "not checked"}[cert.reproducible]
     spec = {None: "not reported", True: "yes", False: "no (every accepted count is 0)"}[cert.speculation_observed]
+    metrics = {True: "yes", False: "NO", None: "not checked"}[getattr(cert, "metrics_ok", None)]
     versions = " · ".join(f"{k} {v}" for k, v in cert.versions.items()) or cert.version
     items = [
         ("Decoder", f"<code>{_e(cert.factory)}</code>"),
@@ -74,6 +75,7 @@ def _banner(cert) -> str:
         ("N", _draws(cert)),
         ("Reproducible", f"{repro} — {_e(cert.reproducibility_note)}"),
         ("Speculation observed", spec),
+        ("Acceptance metrics", f"{metrics} — {_e(getattr(cert, 'metrics_note', '') or '')} (docs/metrics.md)"),
         ("Elapsed", f"{cert.elapsed_s:.1f} s"),
         ("Versions", _e(versions)),
         ("Command", f"<code>{_e(cert.command)}</code>"),

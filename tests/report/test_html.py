@@ -30,7 +30,7 @@ def test_the_failing_page_shows_the_worst_outcome_and_embedded_plots(zoo_cert, z
     assert "VERDICT: GREEDY-ONLY" in page and html.escape(worst_text) in page
     images = [base64.b64decode(data, validate=True) for data in IMG.findall(page)]
     assert len(images) >= 2 and all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in images)
-    for key in ("seed", "α", "detects TV", "Versions", "numpy", zoo_cert.factory, "Reproduce:"):
+    for key in ("seed", "α", "detects TV", "Versions", "numpy", zoo_cert.factory, "Reproduce:", "Acceptance metrics"):
         assert key in page, key
     assert not re.search(r"<script|<link|\b(?:src|href)=\"(?!data:)|url\(", page)
 
