@@ -1,8 +1,9 @@
 """The plugin's tests drive a real pytest with ``pytester`` (in-process unless they say otherwise).
 
 pytester removes the modules an in-process run imported when it ends (torch cannot be imported twice in one
-process, and re-importing scipy each run costs seconds), so one small certification here imports, once, what
-every run certifies with.
+process, and re-importing scipy each run costs seconds; a matplotlib imported twice fails the later report tests'
+plots with "Invalid arguments to set_clip_path"), so one small certification here imports, once, what every run
+certifies and reports with.
 """
 
 import os
@@ -12,6 +13,13 @@ import pytest
 import specverify
 import specverify.testing.session  # noqa: F401
 import specverify.zoo  # noqa: F401
+
+try:  # --specverify-html imports matplotlib inside a run; removed afterwards, a second copy breaks later plots
+    import matplotlib.pyplot  # noqa: F401
+
+    import specverify.report.plots  # noqa: F401
+except ImportError:  # the report extra is optional
+    pass
 
 specverify.certify("specverify.reference:make_decoder", level="quick", scenarios=["gamma-1"], isolation="none")
 
