@@ -179,7 +179,7 @@ def certify_user_pair(
         seed=seed,
         epsilon=level.epsilon,
         power=power,
-        alpha_test=alpha / (len(sampling) * 1),
+        alpha_test=alpha / len(sampling),  # one homogeneity test per sampling scenario (Bonferroni plan, Holm)
         against=against,
         max_samples=max_samples,
     )

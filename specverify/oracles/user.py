@@ -34,7 +34,13 @@ def user_vocab(path: Path) -> Vocab:
     """Token strings by id from the tokenizer in ``path`` (special tokens as ""), EOS from the config."""
     import json
 
-    from transformers import AutoTokenizer
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise InvalidArgument(
+            f"--target={str(path)!r}: reading a checkpoint's tokenizer needs transformers; install the hf extra "
+            "(pip install -e '.[hf]')"
+        ) from None
 
     from specverify.oracles.checkpoint_tokenizer import quiet_transformers
 
