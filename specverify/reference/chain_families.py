@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specverify.reference.finish import NO_TOKEN
 from specverify.reference.vectorized import VectorizedDecoder, _State
 from specverify.sampling import Purpose, sample_from_uniforms
 
@@ -70,15 +69,9 @@ class FamilyChainDecoder(VectorizedDecoder):
         verified = np.zeros(rows.size, dtype=np.int64)
         committed = np.zeros(rows.size, dtype=np.int64)
         for k in range(st.gamma + 1):
-            sel = np.flatnonzero(live)
-            if sel.size == 0:
+            sel, p_row = self.live_rows(st, rows, live, target_probs, k)
+            if sel is None:
                 break
-            p_row = target_probs[sel, k]
-            dead = (p_row.sum(-1) <= 0).numpy()
-            if dead.any():
-                self.finish(st, rows[sel[dead]], NO_TOKEN)
-                live[sel[dead]] = False
-                sel, p_row = sel[~dead], p_row[~dead]
             tok = sample_from_uniforms(p_row, self.uniforms(st, rows[sel], k, Purpose.TARGET)).numpy()
             match = (draft_len[sel] > k) & (tok == drafts[sel, np.minimum(k, st.gamma - 1)])
             accepted[sel[match]] += 1

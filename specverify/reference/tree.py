@@ -18,11 +18,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specverify.errors import InvalidArgument, check
+from specverify.errors import check
 from specverify.protocol import Request, SampleCounts
 from specverify.reference.chain_families import sync_cache
 from specverify.reference.finish import NO_TOKEN
-from specverify.reference.outcomes import completions_of
 from specverify.reference.tree_data import Tree, canonical_tree, permute_tree
 from specverify.reference.vectorized import VectorizedDecoder, _State
 from specverify.sampling import Purpose, keyed_uniforms, residual_probs, sample_from_uniforms
@@ -51,23 +50,8 @@ class TreeDecoder(VectorizedDecoder):
         self._shape = None
 
     # ------------------------------------------------------------------------------------------- protocol
-    def __call__(self, requests):
-        requests = list(requests)
-        for i, req in enumerate(requests):
-            if not isinstance(req, Request):
-                raise InvalidArgument(f"requests[{i}]={req!r} must be a specverify Request.")
-            self.vocab.check_tokens(req.prompt, "requests[i].prompt")
-        seeds = self._request_seeds([r.seed for r in requests])
-        groups: dict = {}
-        for i, req in enumerate(requests):
-            groups.setdefault((req.params, req.num_draft_tokens, req.tree), []).append(i)
-        completions = [None] * len(requests)
-        for (params, gamma, tree), members in groups.items():
-            self._shape = self.draft.shape_for(gamma, tree)
-            result = self.run_group([requests[i].prompt for i in members], params, gamma, seeds[members])
-            for i, completion in zip(members, completions_of(result)):
-                completions[i] = completion
-        return completions
+    def prepare_group(self, num_draft_tokens: int, tree: tuple | None) -> None:
+        self._shape = self.draft.shape_for(num_draft_tokens, tree)
 
     def sample(self, request: Request, n: int) -> SampleCounts:
         check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")

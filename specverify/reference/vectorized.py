@@ -111,14 +111,18 @@ class VectorizedDecoder:
         seeds = self._request_seeds([r.seed for r in requests])
         groups: dict = {}
         for i, req in enumerate(requests):
-            groups.setdefault((req.params, req.num_draft_tokens), []).append(i)
+            groups.setdefault((req.params, req.num_draft_tokens, req.tree), []).append(i)
         completions = [None] * len(requests)
-        for (params, gamma), members in groups.items():
+        for (params, gamma, tree), members in groups.items():
+            self.prepare_group(gamma, tree)
             prompts = [requests[i].prompt for i in members]
             result = self.run_group(prompts, params, gamma, seeds[members])
             for i, completion in zip(members, completions_of(result)):
                 completions[i] = completion
         return completions
+
+    def prepare_group(self, num_draft_tokens: int, tree: tuple | None) -> None:
+        """Called before each group of requests sharing (params, γ, tree) is decoded; tree decoders set their shape."""
 
     def sample(self, request: Request, n: int) -> SampleCounts:
         """Counts of distinct outcomes over ``n`` independent draws of ``request`` (seeded: draw i uses a seed
@@ -286,15 +290,9 @@ class VectorizedDecoder:
         verified = np.zeros(rows.size, dtype=np.int64)
         committed = np.zeros(rows.size, dtype=np.int64)
         for k in range(st.gamma + 1):
-            sel = np.flatnonzero(live)
-            if sel.size == 0:
+            sel, p_row = self.live_rows(st, rows, live, target_probs, k)
+            if sel is None:
                 break
-            p_row = target_probs[sel, k]
-            dead = (p_row.sum(-1) <= 0).numpy()
-            if dead.any():
-                self.finish(st, rows[sel[dead]], NO_TOKEN)
-                live[sel[dead]] = False
-                sel, p_row = sel[~dead], p_row[~dead]
             has_draft = draft_len[sel] > k
             tok = np.empty(sel.size, dtype=np.int64)
             ends = ~has_draft
@@ -324,6 +322,20 @@ class VectorizedDecoder:
         st.accepted[rows, r] = accepted
         st.verified[rows, r] = verified
         st.chunks[rows, r] = committed
+
+    def live_rows(self, st, rows, live, target_probs, k) -> tuple:
+        """(positions still inside the round, their target rows at k); rows without mass finish as no_token.
+        ``(None, None)`` once no row is live."""
+        sel = np.flatnonzero(live)
+        if sel.size == 0:
+            return None, None
+        p_row = target_probs[sel, k]
+        dead = (p_row.sum(-1) <= 0).numpy()
+        if dead.any():
+            self.finish(st, rows[sel[dead]], NO_TOKEN)
+            live[sel[dead]] = False
+            sel, p_row = sel[~dead], p_row[~dead]
+        return sel, p_row
 
     # ------------------------------------------------------------------------------------------- commit
     def commit(self, st, rows, tokens: np.ndarray) -> None:
