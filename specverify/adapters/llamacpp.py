@@ -88,7 +88,12 @@ def import_llama_cpp() -> object:
     except ImportError as exc:
         raise RuntimeError(
             f"llama_cpp cannot be imported ({exc}): pip install llama-cpp-python==0.3.36 (a source build, ~11 min "
-            "on 2 cores; .ci/llamacpp builds a wheel once)."
+            "on 2 cores), or install it on top of a llama.cpp CMake build as .ci/llamacpp and the README do."
+        ) from exc
+    except OSError as exc:  # installed without its own library (LLAMA_BUILD=OFF) and LLAMA_CPP_LIB_PATH unset
+        raise RuntimeError(
+            f"llama_cpp is installed but cannot load libllama ({exc}): set LLAMA_CPP_LIB_PATH to the llama.cpp "
+            "build's bin directory (the one holding libllama.so), as .ci/llamacpp does."
         ) from exc
     return llama_cpp
 

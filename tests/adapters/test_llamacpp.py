@@ -94,6 +94,25 @@ def test_missing_executables_name_the_variable(monkeypatch):
     executable.cache_clear()
 
 
+class _LibraryMissing:  # a meta-path finder: importing llama_cpp fails as it does without its shared library
+    def find_spec(self, name, path=None, target=None):
+        if name == "llama_cpp":
+            raise FileNotFoundError("Shared library with base name 'llama' not found")
+        return None
+
+
+def test_missing_llama_cpp_or_its_library_is_a_setup_error_saying_how_to_fix_it(monkeypatch):
+    from specverify.adapters.llamacpp import import_llama_cpp
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed
+    with pytest.raises(RuntimeError, match="pip install llama-cpp-python==0.3.36"):
+        import_llama_cpp()
+    monkeypatch.delitem(sys.modules, "llama_cpp")
+    monkeypatch.setattr(sys, "meta_path", [_LibraryMissing(), *sys.meta_path])
+    with pytest.raises(RuntimeError, match="LLAMA_CPP_LIB_PATH"):
+        import_llama_cpp()
+
+
 def test_import_does_not_load_llama_cpp():
     code = "import sys, specverify.adapters.llamacpp; print('llama_cpp' in sys.modules, 'gguf' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
