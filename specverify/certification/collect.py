@@ -59,27 +59,37 @@ class Draws:
 
 class Tally:
     """Slow-path counts of one request shape: outcomes, first-round and all-round accepted counts, and the first
-    completion whose ``accepted`` breaks the consistency rule (``specverify.metrics.acceptance``)."""
+    completion whose ``accepted`` breaks the consistency rule (``specverify.metrics.acceptance``).
+
+    Completions are counted per (tokens emitted, ``accepted``) shape, and each shape is checked once: a tally sees
+    hundreds of thousands of completions and a few dozen shapes."""
 
     def __init__(self, gamma: int):
-        self.gamma, self.outcomes, self.accepted, self.rounds = gamma, Counter(), Counter(), Counter()
+        self.gamma, self.outcomes = gamma, Counter()
+        self.shapes = Counter()  # (len(tokens), accepted) -> completions
         self.violation = None
         self.slack = 0  # the most tokens a completion emitted beyond Σ(accepted + 1) - 1
 
     def add(self, comp: Completion) -> None:
         self.outcomes[(comp.tokens, comp.finish_reason)] += 1
         if comp.accepted:
-            self.accepted[comp.accepted[0]] += 1
-            self.rounds.update(comp.accepted)
-            self.slack = max(self.slack, len(comp.tokens) - sum(comp.accepted) - len(comp.accepted) + 1)
-            if self.violation is None:
-                problem = accepted_violation(len(comp.tokens), comp.accepted, self.gamma)
-                self.violation = f"{problem} (tokens {list(comp.tokens)})" if problem else None
+            shape = (len(comp.tokens), comp.accepted)
+            if shape not in self.shapes:
+                emitted, accepted = shape
+                self.slack = max(self.slack, emitted - sum(accepted) - len(accepted) + 1)
+                if self.violation is None:
+                    problem = accepted_violation(emitted, accepted, self.gamma)
+                    self.violation = f"{problem} (tokens {list(comp.tokens)})" if problem else None
+            self.shapes[shape] += 1
 
     def draws(self, n: int) -> Draws:
         prefill = min(max(self.slack - 1, 0), PREFILL_TOKENS)  # the finishing round may account for one
-        rounds = self.rounds or None
-        return Draws(self.outcomes, self.accepted or None, n, rounds=rounds, violation=self.violation, prefill=prefill)
+        first, rounds = Counter(), Counter()
+        for (_, accepted), count in self.shapes.items():
+            first[accepted[0]] += count
+            for a in accepted:
+                rounds[a] += count
+        return Draws(self.outcomes, first or None, n, rounds=rounds or None, violation=self.violation, prefill=prefill)
 
 
 def merge_draws(first: Optional[Draws], second: Draws) -> Draws:

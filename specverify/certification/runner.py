@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import multiprocessing
 import os
 import sys
@@ -124,6 +125,15 @@ def _ints(seq) -> tuple:
     return tuple(_as_int(t) for t in seq)
 
 
+def _already_clean(items: list) -> bool:
+    """Every item a ``Completion`` without a stream whose tokens and ``accepted`` are tuples of Python ints: the
+    common case, checked in bulk (a call returns up to thousands of them) instead of field by field."""
+    if not all(type(c) is Completion and c.stream is None for c in items):
+        return False
+    fields = [c.tokens for c in items] + [c.accepted for c in items if c.accepted is not None]
+    return all(type(f) is tuple for f in fields) and set(map(type, itertools.chain.from_iterable(fields))) <= {int}
+
+
 def _as_completions(result, count: int) -> list:
     if result is None or isinstance(result, (str, bytes)):
         raise DecoderFailure(f"decoder returned {type(result).__name__}, expected a sequence of {count} Completions")
@@ -131,6 +141,8 @@ def _as_completions(result, count: int) -> list:
         items = list(result)
     except TypeError:
         raise DecoderFailure(f"decoder returned {type(result).__name__}, expected a sequence of Completions") from None
+    if _already_clean(items):
+        return items
     out = []
     for i, c in enumerate(items):
         if not hasattr(c, "tokens") or not hasattr(c, "finish_reason"):

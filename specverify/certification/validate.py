@@ -34,7 +34,8 @@ def outcome_violation(tokens, reason, vocab, params) -> str | None:
 def completion_violation(completion, request, vocab, *, known_ok=None) -> str | None:
     """Protocol check of one ``Completion`` (tokens, finish reason, stream, accepted) for ``request``.
 
-    ``known_ok``: an optional set of (tokens, finish_reason, params) already found valid, to skip re-checking."""
+    ``known_ok``: an optional set of what was already found valid, to skip re-checking: (tokens, finish_reason,
+    params) outcomes and (tokens emitted, accepted, γ) shapes."""
     key = (completion.tokens, completion.finish_reason, request.params)
     if known_ok is None or key not in known_ok:
         problem = outcome_violation(completion.tokens, completion.finish_reason, vocab, request.params)
@@ -46,10 +47,16 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
         joined = tuple(t for chunk in completion.stream for t in chunk)
         if joined != completion.tokens:
             return f"stream {completion.stream!r} does not concatenate to the tokens {completion.tokens!r}"
-    if completion.accepted is not None:
-        bad = [a for a in completion.accepted if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
+    accepted = completion.accepted
+    if accepted is not None:
+        shape = (len(completion.tokens), accepted, request.num_draft_tokens)
+        if known_ok is not None and shape in known_ok:
+            return None
+        bad = [a for a in accepted if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
         if bad:
-            return f"accepted={completion.accepted!r} holds counts outside [0, γ={request.num_draft_tokens}]"
-        if sum(completion.accepted) > len(completion.tokens):
-            return f"accepted={completion.accepted!r} sums past the {len(completion.tokens)} tokens emitted"
+            return f"accepted={accepted!r} holds counts outside [0, γ={request.num_draft_tokens}]"
+        if sum(accepted) > len(completion.tokens):
+            return f"accepted={accepted!r} sums past the {len(completion.tokens)} tokens emitted"
+        if known_ok is not None:
+            known_ok.add(shape)
     return None
