@@ -25,6 +25,7 @@ FACTORIES = (
     "server_plain",
     "server_draft_model",
     "speculative_example",
+    "speculative_example_tree",
 )
 
 

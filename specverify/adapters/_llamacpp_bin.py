@@ -15,7 +15,8 @@ frequency/presence penalties (they count the prompt too), min_tokens (no such fi
 accepted (the server reports only per-request totals, ``timings.draft_n`` / ``draft_n_accepted``, which are summed
 into ``decoder.engine_counters`` as evidence).
 
-**llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (no tree), the
+**llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (a chain; the tree
+factory ``-np 2 --spec-draft-p-split 0.1``), the
 one-letter GGUF pieces (it takes text: ``-p``), ``--spec-draft-n-max`` γ, the same sampler order through
 ``--samplers``. The generated text is read back from stdout (the prompt echo is removed) and cut at the first
 finishing token: the example writes tokens past EOS within a round and past ``-n`` (speculative.cpp, the
@@ -44,6 +45,7 @@ import numpy as np
 
 from specverify.adapters._llamacpp_common import check_request, executable, finish_tokens, seed32
 from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
+from specverify.errors import check
 from specverify.protocol import Completion, Request
 
 __all__ = ["ServerDecoder", "ExampleDecoder", "SERVER_CAPABILITIES", "EXAMPLE_CAPABILITIES", "close_all"]
@@ -268,10 +270,20 @@ class ServerDecoder:
 
 
 class ExampleDecoder:
-    """``llama-speculative`` (examples/speculative), one process per request."""
+    """``llama-speculative`` (examples/speculative), one process per request; ``branches`` > 1 drafts a tree
+    (``-np branches``, a branch splits off where the draft's next candidate has probability above ``p_split``)."""
 
-    def __init__(self, target, draft, *, timeout_s: float = 60.0):
+    def __init__(self, target, draft, *, timeout_s: float = 60.0, branches: int = 1, p_split: float = 0.1):
+        check(
+            isinstance(branches, int) and not isinstance(branches, bool) and branches >= 1,
+            f"branches={branches!r} must be an int >= 1 (llama-speculative's -np: 1 for a chain, more for a tree).",
+        )
+        check(
+            isinstance(p_split, (int, float)) and not isinstance(p_split, bool) and 0.0 <= p_split <= 1.0,
+            f"p_split={p_split!r} must be a probability in [0, 1] (--spec-draft-p-split; llama.cpp's default 0.1).",
+        )
         self.vocab, self.timeout_s = target.vocab, timeout_s
+        self.branches, self.p_split = branches, float(p_split)
         self.exe = executable("llama-speculative")
         self.target_file = str(gguf_file(target, "char"))
         self.draft_file = str(gguf_file(draft, "char"))
@@ -281,6 +293,7 @@ class ExampleDecoder:
         self.lost_output = 0  # runs whose stdout tail was lost at exit and were replayed (findings, evidence)
         self.garbled_output: list = []  # (stdout, n_predict) of runs whose letters did not match n_predict (replayed)
         self.attempts = 30  # the loss rate was ~50 % under load: 30 losses in a row is ~1e-9
+        self.factory = "speculative_example" if branches == 1 else "speculative_example_tree"
 
     def args(self, request: Request, seed: int) -> list:
         """The command line of one request."""
@@ -288,7 +301,8 @@ class ExampleDecoder:
         return [
             self.exe, "-m", self.target_file, "--spec-draft-model", self.draft_file,
             "-p", char_text(request.prompt, eos), "-n", str(p.max_tokens),
-            "--spec-draft-n-max", str(request.num_draft_tokens), "--spec-draft-n-min", "0", "-np", "1",
+            "--spec-draft-n-max", str(request.num_draft_tokens), "--spec-draft-n-min", "0",
+            "-np", str(self.branches), "--spec-draft-p-split", repr(self.p_split),
             "-c", str(N_CTX), "-t", "1", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32",
             "--temp", repr(float(p.temperature)), "--top-k", str(p.top_k),
             "--top-p", repr(float(p.top_p)), "--min-p", repr(float(p.min_p)), "--typical", "1",
@@ -299,7 +313,7 @@ class ExampleDecoder:
         return [self.generate(r) for r in requests]
 
     def generate(self, request: Request) -> Completion:
-        check_request(request, self.capabilities, "speculative_example", cut_before_temperature=False)
+        check_request(request, self.capabilities, self.factory, cut_before_temperature=False)
         eos = int(self.vocab.eos_token_id)
         args = self.args(request, seed32(request.seed, self.rng))
         for _ in range(self.attempts):

@@ -10,7 +10,9 @@ Factories (docs/adapters.md; docs/findings/llamacpp.md has the verdicts and the 
 - ``server_draft_model``: ``llama-server -m target.gguf --spec-type draft-simple --spec-draft-model draft.gguf`` on
   127.0.0.1, one server per γ (``--spec-draft-n-max`` γ, ``--spec-draft-n-min 0``, ``--spec-draft-p-min 0``);
   ``server_plain``: the same server without a draft (its control).
-- ``speculative_example``: ``llama-speculative`` (examples/speculative), one process per request, ``-np 1``.
+- ``speculative_example``: ``llama-speculative`` (examples/speculative), one process per request, ``-np 1``;
+  ``speculative_example_tree``: the same with tree drafts, ``-np 2 --spec-draft-p-split 0.1`` (a branch splits off
+  where the draft's second candidate has probability above 0.1).
 
 Models are ``CheckpointModel`` s exported by ``llamacpp_gguf.gguf_file`` (token-id paths use the toy pieces, the
 example the one-letter pieces). The executables are found in ``$SPECVERIFY_LLAMACPP_BIN``.
@@ -54,6 +56,7 @@ __all__ = [
     "server_draft_model",
     "server_plain",
     "speculative_example",
+    "speculative_example_tree",
     "PythonDecoder",
     "METHODS",
     "CAPABILITIES",
@@ -295,6 +298,13 @@ def speculative_example(target, draft) -> object:
     from specverify.adapters._llamacpp_bin import ExampleDecoder
 
     return ExampleDecoder(target, draft)
+
+
+def speculative_example_tree(target, draft) -> object:
+    """``llama-speculative`` with tree drafts: two branches (``-np 2``), split at draft probability 0.1."""
+    from specverify.adapters._llamacpp_bin import ExampleDecoder
+
+    return ExampleDecoder(target, draft, branches=2, p_split=0.1)
 
 
 def same_seed_check(speculative, control, requests: Sequence[Request]) -> dict:

@@ -5,7 +5,8 @@ factory, the same-seed check, set-up errors. Engine tests run in the llama.cpp v
 
 The law checks pin what llama.cpp (llama-cpp-python 0.3.36's vendored tree) does today (docs/findings/llamacpp.md):
 plain, the two Python speculative paths and both server factories pass; ``llama-speculative`` is rejected (finding 1:
-it drafts the draft's most likely token but verifies as if the draft had been sampled).
+it drafts the draft's most likely token but verifies as if the draft had been sampled), and with tree drafts it
+aborts (finding 4: no unified KV cache for tokens shared by branches).
 """
 
 import collections
@@ -246,6 +247,35 @@ def test_speculative_example_is_rejected_finding_1(pair):
     fit = battery(np.array([counts.get(k, 0) for k in keys]), probs / probs.sum(), alpha=1e-6, seed=0)
     assert fit.passed, (fit.pvalue_min, fit.tv.estimate)
     assert not _greedy_mismatches(decoder, pair)
+
+
+@needs_example
+def test_speculative_example_tree_aborts_finding_4():
+    """FINDING 4: with tree drafts (``-np 2``) the example puts a drafted token in several sequences but never asks
+    for a unified KV cache (``-kvu`` is not among its flags), so the target batch cannot be split
+    (src/llama-batch.cpp, ``split_equal``) and sampling aborts (common/sampling.cpp, GGML_ASSERT): a crash in a
+    call, which the certifier reports as ``invalid`` with the engine's message."""
+    from specverify import certify
+
+    cert = certify(
+        "specverify.adapters.llamacpp:speculative_example_tree",
+        level="quick",
+        models="checkpoint",
+        scenarios=["temperature-1", "greedy"],
+        isolation="none",
+        sequential=True,
+    )
+    assert cert.verdict == "invalid", cert.reason
+    assert "coupled sequences" in cert.reason and "GGML_ASSERT" in cert.reason, cert.reason
+
+
+def test_tree_example_arguments_are_checked(pair):
+    from specverify.adapters._llamacpp_bin import ExampleDecoder
+    from specverify.errors import InvalidArgument
+
+    for bad in (dict(branches=0), dict(branches=True), dict(p_split=1.5), dict(p_split="0.1")):
+        with pytest.raises(InvalidArgument, match=next(iter(bad))):
+            ExampleDecoder(pair.target, pair.draft, **bad)
 
 
 @needs_llama
