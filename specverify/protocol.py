@@ -16,6 +16,8 @@ __all__ = [
     "EXTRA_CAPABILITIES",
     "MINIMUM_CAPABILITIES",
     "capabilities_of",
+    "draft_law_of",
+    "DRAFT_LAWS",
     "SampleCounts",
     "TIMING_PHASES",
 ]
@@ -27,6 +29,9 @@ TIMING_PHASES = ("draft", "verify", "sample", "state", "ttft", "tpot")
 
 FINISH_REASONS = ("eos", "stop", "length", "no_token")
 EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")
+# decoder.draft_law (optional; docs/adapters.md): what the decoder's drafts are, so the acceptance evidence compares
+# its reported acceptance with the right exact expectation
+DRAFT_LAWS = ("model", "model-argmax", "unmodelled")
 MINIMUM_CAPABILITIES = frozenset({"temperature", "max_tokens"})
 
 
@@ -126,3 +131,19 @@ def capabilities_of(decoder) -> frozenset[str]:
             + f"; expected SamplingParams field names or {EXTRA_CAPABILITIES!r}."
         )
     return frozenset(caps) | MINIMUM_CAPABILITIES
+
+
+def draft_law_of(decoder) -> str:
+    """What the decoder's drafts are (``decoder.draft_law``; absent: ``"model"``).
+
+    ``"model"``: samples of the draft model's processed law (the reference's way); ``"model-argmax"``: the draft
+    model's argmax chain on its raw logits, whatever the request's processors (greedy drafting); ``"unmodelled"``:
+    anything else (prompt lookup, an engine's own heuristic). The certifier compares reported acceptance with the
+    exact expectation of the first two; for the third it checks only that the counts add up."""
+    law = getattr(decoder, "draft_law", "model")
+    if law not in DRAFT_LAWS:
+        raise InvalidArgument(
+            f"decoder.draft_law={law!r} must be one of {DRAFT_LAWS!r}: 'model' when drafts are samples of the draft "
+            "model, 'model-argmax' for its greedy tokens, 'unmodelled' otherwise (docs/adapters.md)."
+        )
+    return law

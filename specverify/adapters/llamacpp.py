@@ -186,6 +186,9 @@ class PythonDecoder:
         if method != "plain" and draft.vocab.size != target.vocab.size:
             raise InvalidArgument(f"draft vocab {draft.vocab.size!r} != target vocab {target.vocab.size!r}.")
         self.capabilities = frozenset(CAPABILITIES[method])
+        # what the drafts are (specverify.protocol.draft_law_of): the draft GGUF's greedy tokens on its raw logits,
+        # or prompt lookup, which the acceptance oracle does not model
+        self.draft_law = "unmodelled" if method == "python_prompt_lookup" else "model-argmax"
         inner = None
         if method == "python_draft_model":
             inner = _draft_model_class(llama_cpp)(gguf_file(draft, "toy"))

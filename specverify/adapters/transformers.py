@@ -105,6 +105,9 @@ class TransformersDecoder:
         if mode != "plain":
             caps.add("accepted")
         self.capabilities = frozenset(caps)
+        # what the drafts are (specverify.protocol.draft_law_of): the assistant samples its processed law; prompt
+        # lookup is not modelled by the acceptance oracle
+        self.draft_law = "unmodelled" if mode == "prompt_lookup" else "model"
 
     def __repr__(self) -> str:
         return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size})"

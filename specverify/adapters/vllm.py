@@ -247,6 +247,8 @@ class VllmDecoder:
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
         self.capabilities = frozenset(CAPABILITIES[method])
+        # what the drafts are (specverify.protocol.draft_law_of): samples of the draft, its argmax, or n-gram lookup
+        self.draft_law = {"draft_model_greedy": "model-argmax", "ngram": "unmodelled"}.get(method, "model")
         self.engine_counters: dict = {}  # spec-decode counters summed over this decoder's calls (evidence)
         self.last_counters: dict = {}  # ... of the last call
         self.engine_start_s: list = []  # seconds each engine took to start

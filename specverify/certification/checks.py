@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specverify.certification.acceptance import first_round_acceptance_law
+from specverify.certification.acceptance import acceptance_evidence
 from specverify.certification.collect import CHUNK, Tally, merge_draws, scenario_seed
 from specverify.certification.evidence import ScenarioResult
 from specverify.certification.metrics_check import metrics_evidence
@@ -20,7 +20,6 @@ from specverify.stats import (
     collision_probability,
     collision_test,
     detectable_tv,
-    goodness_of_fit,
     plan_sample_size,
 )
 
@@ -93,11 +92,14 @@ def _decode(law, outcome) -> str:
     return f"{law.text(outcome)!r} {list(tokens)} {reason}"
 
 
-def judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None, decision=None) -> ScenarioResult:
+def judge(
+    scenario, law, draws, plan, *, seed, reproduce, started, planned=None, decision=None, draft_law="model"
+) -> ScenarioResult:
     """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
 
     ``planned``: the scenario's planned N (default ``draws.n``); ``decision``: the sequential decision it stopped
-    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only)."""
+    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only); ``draft_law``: the
+    decoder's (``DecoderHandle.draft_law``), which picks the acceptance expectation its counts are compared with."""
     vec, impossible = law.align(draws.outcomes)
     result = dict(
         name=scenario.name,
@@ -143,27 +145,11 @@ def judge(scenario, law, draws, plan, *, seed, reproduce, started, planned=None,
         if not impossible:
             result.update(pvalue=pvalue)
     if draws.accepted:
-        result.update(_acceptance_evidence(scenario, draws.accepted, law))
+        result.update(acceptance_evidence(scenario, draws.accepted, law, draft_law, draws.prefill))
     if draws.rounds or draws.violation:
-        result.update(metrics=metrics_evidence(scenario, draws, law, alpha=plan.alpha))
+        result.update(metrics=metrics_evidence(scenario, draws, law, alpha=plan.alpha, draft_law=draft_law))
     result["elapsed_s"] = time.perf_counter() - started
     return ScenarioResult(**result)
-
-
-def _acceptance_evidence(scenario, accepted, law) -> dict:
-    pair = scenario.models()
-    gamma = scenario.num_draft_tokens
-    expected = first_round_acceptance_law(pair.target, pair.draft, law.prompt, law.params, gamma)
-    observed = np.array([accepted.get(m, 0) for m in range(gamma + 1)])
-    support = expected > 0
-    pvalue = None
-    if observed[~support].sum() == 0 and support.sum() > 1:
-        pvalue = float(goodness_of_fit(observed[support], expected[support]).pvalue)
-    return dict(
-        accepted_observed={int(m): int(c) for m, c in enumerate(observed)},
-        accepted_expected=tuple(float(e) for e in expected),
-        accepted_pvalue=pvalue,
-    )
 
 
 def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
@@ -185,7 +171,16 @@ def run_sampling(session, scenario, plan, reproduce) -> ScenarioResult:
     if decision is None:
         draws = session.draw(handle, request, n)
     return judge(
-        scenario, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned, decision=decision
+        scenario,
+        law,
+        draws,
+        plan,
+        seed=seed,
+        reproduce=reproduce,
+        started=started,
+        planned=planned,
+        decision=decision,
+        draft_law=handle.draft_law,
     )
 
 
@@ -258,7 +253,17 @@ def run_mixed(session, scenario, members, plan, reproduce) -> list:
         named = replace(member, name=f"{scenario.name}/{member.name}", kind=ScenarioKind.MIXED, pair=scenario.pair)
         draws = tallies[i].draws(sizes[i])
         out.append(
-            judge(named, laws[i], draws, plan, seed=base + i, reproduce=reproduce, started=started, planned=planned[i])
+            judge(
+                named,
+                laws[i],
+                draws,
+                plan,
+                seed=base + i,
+                reproduce=reproduce,
+                started=started,
+                planned=planned[i],
+                draft_law=handle.draft_law,
+            )
         )
     return out
 

@@ -33,6 +33,7 @@ class DecoderHandle:
     pair: ModelPair
     capabilities: frozenset
     has_sample: bool
+    draft_law: str = "model"  # decoder.draft_law (specverify.protocol.draft_law_of)
 
     def requests_per_call(self, chunk: int = CHUNK) -> int:
         """``chunk`` when the decoder declares ``batch``, else 1."""
@@ -126,8 +127,8 @@ class Session:
         spec = scenario.pair
         if spec not in self._made:
             pair = scenario.models()
-            caps, has_sample = self.runner.request("make", spec, pair.target, pair.draft)
-            self._made[spec] = DecoderHandle(pair, frozenset(caps), has_sample)
+            caps, has_sample, draft_law = self.runner.request("make", spec, pair.target, pair.draft)
+            self._made[spec] = DecoderHandle(pair, frozenset(caps), has_sample, draft_law)
         return self._made[spec]
 
     def release_unused(self, upcoming: Iterable, keep: Iterable = ()) -> None:

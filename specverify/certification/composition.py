@@ -105,5 +105,17 @@ def run_composition(session, scenario, plan, reproduce) -> list:
                 if comp.accepted:
                     accepted[comp.accepted[0]] += 1
         draws = Draws(outcomes, accepted or None, n)
-        out.append(judge(named, law, draws, plan, seed=seed, reproduce=reproduce, started=started, planned=planned))
+        out.append(
+            judge(
+                named,
+                law,
+                draws,
+                plan,
+                seed=seed,
+                reproduce=reproduce,
+                started=started,
+                planned=planned,
+                draft_law=handle.draft_law,
+            )
+        )
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
 
-__all__ = ["metrics_evidence", "metrics_summary"]
+__all__ = ["acceptance_draft", "first_round_after", "metrics_evidence", "metrics_summary"]
 
 MAX_FAILED_SHOWN = 3
 
@@ -20,27 +20,50 @@ MAX_FAILED_SHOWN = 3
 _LAWS: dict = {}
 
 
-def _law(pair_spec, models, prompt, params, gamma, rule, prefill):
+def acceptance_draft(draft, draft_law: str) -> object:
+    """The draft object whose exact acceptance expectation fits a decoder of this ``draft_law``
+    (``specverify.protocol.draft_law_of``): the pair's draft, its argmax chain, or None (not modelled)."""
+    if draft_law == "model":
+        return draft
+    if draft_law == "model-argmax":
+        from specverify.oracles.argmax_draft import ArgmaxDraft
+
+        return ArgmaxDraft(draft)
+    return None
+
+
+def _law(pair_spec, models, prompt, params, gamma, rule, prefill, draft_law):
     """``acceptance_law`` for one request shape (after ``prefill`` plain tokens), cached (a scenario's sequential
     looks and reruns share it)."""
     from specverify.metrics.prefill import acceptance_law_after
 
-    key = (pair_spec, prompt, params, gamma, rule, prefill)
+    key = (pair_spec, prompt, params, gamma, rule, prefill, draft_law)
     if key not in _LAWS:
         if len(_LAWS) >= 64:
             _LAWS.pop(next(iter(_LAWS)))
-        _LAWS[key] = acceptance_law_after(
-            models.target, models.draft, prompt, params, gamma, rule=rule, prefill=prefill
-        )
+        draft = acceptance_draft(models.draft, draft_law)
+        _LAWS[key] = acceptance_law_after(models.target, draft, prompt, params, gamma, rule=rule, prefill=prefill)
     return _LAWS[key]
 
 
-def metrics_evidence(scenario, draws, law, *, alpha: float) -> dict:
-    """The ``metrics`` evidence of one scenario's draws: JSON-ready (rule, ok, violation, rows, p-value)."""
+def first_round_after(scenario, pair, law, prefill: int, draft_law: str) -> object:
+    """The law of the first verification round's accepted count after ``prefill`` plain tokens (float64 [γ+1])."""
+    exact = _law(scenario.pair, pair, law.prompt, law.params, scenario.num_draft_tokens, None, prefill, draft_law)
+    return exact.first_round
+
+
+def metrics_evidence(scenario, draws, law, *, alpha: float, draft_law: str = "model") -> dict:
+    """The ``metrics`` evidence of one scenario's draws: JSON-ready (rule, ok, violation, rows, p-value).
+
+    ``draft_law`` (``decoder.draft_law``): ``"unmodelled"`` drafts get the law-free consistency rule only (``ok``
+    None unless the counts break it)."""
     gamma = scenario.num_draft_tokens
     out = dict(rule=None, ok=False, violation=draws.violation, requests=draws.n, rounds_pvalue=None, rows=[])
-    out.update(prefill=draws.prefill)
+    out.update(prefill=draws.prefill, draft_law=draft_law)
     if draws.violation:
+        return out
+    if draft_law == "unmodelled":  # no exact expectation to hold the counts against
+        out.update(ok=None)
         return out
     pair = scenario.models()
     tokens = sum(len(t) * c for (t, _), c in draws.outcomes.items())
@@ -48,7 +71,7 @@ def metrics_evidence(scenario, draws, law, *, alpha: float) -> dict:
     family = getattr(pair.draft, "family", "ar")
     rules = ("tree",) if family == "tree" else ("chain", "block")
     for rule in rules:
-        exact = _law(scenario.pair, pair, law.prompt, law.params, gamma, rule, draws.prefill)
+        exact = _law(scenario.pair, pair, law.prompt, law.params, gamma, rule, draws.prefill, draft_law)
         report = acceptance_metrics(counts, exact, alpha=float(alpha))
         if report.ok or rule == rules[-1]:
             break
@@ -83,6 +106,12 @@ def metrics_summary(results) -> tuple:
         return False, f"{len(bad)} of {len(checked)} scenarios: " + " | ".join(bad[:MAX_FAILED_SHOWN])
     judged = [r for r in checked if r.metrics["ok"] is not None]
     if not judged:
+        if all(r.metrics.get("draft_law") == "unmodelled" for r in checked):
+            return None, (
+                f"not judged: the decoder's drafts are not modelled (decoder.draft_law = 'unmodelled'), so there is "
+                f"no exact expectation; its reported acceptance is consistent with the tokens emitted in "
+                f"{len(checked)} scenarios"
+            )
         return None, f"not judged: too few rounds in {len(checked)} scenarios for the intervals"
     rules = sorted({r.metrics["rule"] for r in judged})
     return True, (

@@ -16,7 +16,7 @@ import traceback
 from typing import Callable, Union
 
 from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError, check
-from specverify.protocol import TIMING_PHASES, Completion, SampleCounts, capabilities_of
+from specverify.protocol import TIMING_PHASES, Completion, SampleCounts, capabilities_of, draft_law_of
 
 __all__ = [
     "DecoderFailure",
@@ -195,11 +195,11 @@ class _Host:
         except Exception as exc:  # noqa: BLE001 - the factory's own failure: a set-up failure, shown once
             raise SetupFailure(f"the factory raised {_user_traceback(exc)}") from None
         try:
-            caps = capabilities_of(decoder)
+            caps, draft_law = capabilities_of(decoder), draft_law_of(decoder)
         except InvalidArgument as exc:
             raise SetupFailure(str(exc)) from None
         self.decoders[key] = decoder
-        return sorted(caps), callable(getattr(decoder, "sample", None))
+        return sorted(caps), callable(getattr(decoder, "sample", None)), draft_law
 
     def call(self, key, requests):
         return _as_completions(self.decoders[key](list(requests)), len(requests))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+import torch
 
 from specverify.oracles.drafts import draft_family
 from specverify.oracles.law import first_finish
@@ -62,7 +63,10 @@ class RoundContext:
                 logits = self.draft.proposal_logits(history, drafted)
             else:  # an AR toy (or checkpoint) model
                 logits = self.draft.logits([history + drafted])[0]
-            self._draft[key] = self._probs(logits, committed + drafted)
+            if getattr(self.draft, "unprocessed", False):  # proposed whatever the processors (ArgmaxDraft)
+                self._draft[key] = torch.softmax(logits.to(torch.float64), -1).numpy()
+            else:
+                self._draft[key] = self._probs(logits, committed + drafted)
         return self._draft[key]
 
     def finish(self, generated: tuple) -> tuple | None:
