@@ -269,6 +269,26 @@ def test_speculative_example_tree_aborts_finding_4():
     assert "coupled sequences" in cert.reason and "GGML_ASSERT" in cert.reason, cert.reason
 
 
+@needs_llama
+def test_greedy_draft_acceptance_meets_its_expectation_when_declared(pair):
+    """python_draft_model drafts the draft GGUF's greedy tokens (``draft_law = "model-argmax"``): its reported
+    acceptance, every round, sits inside the exact expectation of that draft (judged as samples of the draft, the
+    same counts fail: docs/metrics.md); prompt lookup is not modelled."""
+    from specverify import certify
+
+    cert = certify(
+        "specverify.adapters.llamacpp:python_draft_model",
+        level="quick",
+        models="checkpoint",
+        scenarios=["gamma-1"],
+        isolation="none",
+    )
+    first = cert.scenarios[0]
+    assert first.passed and cert.metrics_ok is True, cert.metrics_note
+    assert first.metrics["draft_law"] == "model-argmax" and first.accepted_pvalue > 1e-6, first.accepted_pvalue
+    assert _make("python_prompt_lookup", pair).draft_law == "unmodelled"
+
+
 def test_tree_example_arguments_are_checked(pair):
     from specverify.adapters._llamacpp_bin import ExampleDecoder
     from specverify.errors import InvalidArgument
