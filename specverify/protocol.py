@@ -136,9 +136,10 @@ def capabilities_of(decoder) -> frozenset[str]:
 def draft_law_of(decoder) -> str:
     """What the decoder's drafts are (``decoder.draft_law``; absent: ``"model"``).
 
-    ``"model"``: samples of the draft model's processed law (the reference's way); ``"model-argmax"``: the draft
-    model's argmax chain on its raw logits, whatever the request's processors (greedy drafting); ``"unmodelled"``:
-    anything else (prompt lookup, an engine's own heuristic). The certifier compares reported acceptance with the
+    ``"model"``: γ samples of the draft model's processed law every round (the reference's way); ``"model-argmax"``:
+    the draft model's argmax chain on its raw logits, γ a round, whatever the request's processors (greedy
+    drafting); ``"unmodelled"``: anything else (prompt lookup, an engine's own heuristic, a draft length that
+    varies). The certifier compares reported acceptance with the
     exact expectation of the first two; for the third it checks only that the counts add up."""
     law = getattr(decoder, "draft_law", "model")
     if law not in DRAFT_LAWS:

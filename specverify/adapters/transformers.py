@@ -105,9 +105,12 @@ class TransformersDecoder:
         if mode != "plain":
             caps.add("accepted")
         self.capabilities = frozenset(caps)
-        # what the drafts are (specverify.protocol.draft_law_of): the assistant samples its processed law; prompt
-        # lookup is not modelled by the acceptance oracle
-        self.draft_law = "unmodelled" if mode == "prompt_lookup" else "model"
+        # what the drafts are (specverify.protocol.draft_law_of): not modelled by the acceptance oracle, which
+        # drafts γ tokens every round. The assistant stops drafting once its sampled token's own probability is
+        # below assistant_confidence_threshold (ConfidenceCriteria, generation/utils.py:1692-1699 and
+        # stopping_criteria.py:609-613; 0.4 by default, configuration_utils.py:640) and drafts fewer near the
+        # length cap (candidate_generator.py:288); prompt lookup drafts what it finds
+        self.draft_law = "unmodelled"
 
     def __repr__(self) -> str:
         return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size})"
