@@ -160,6 +160,12 @@ def _extras(cert) -> list:
             out.append(spec)
         return out
     hist = ", ".join(f"{m}:{c}" for m, c in first.accepted_observed.items())
+    if first.accepted_expected is None:  # decoder.draft_law = "unmodelled"
+        out.append(
+            f"first-round accepted drafts ({first.name}): observed {{{hist}}}; no exact law to compare with (the "
+            "decoder's drafts are not modelled: decoder.draft_law = 'unmodelled')"
+        )
+        return out
     exp = ", ".join(f"{e:.2f}" for e in first.accepted_expected)
     p = first.accepted_pvalue
     judged = "" if p is None else (" ≥ α: consistent with the exact law" if p >= cert.alpha else " < α: differs")

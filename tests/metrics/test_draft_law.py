@@ -1,6 +1,8 @@
 """``decoder.draft_law``: the acceptance evidence compares reported acceptance with the expectation of the drafts
 the decoder really makes — samples of the draft model (default), its argmax chain, or nothing it can model."""
 
+import json
+
 import pytest
 import torch
 
@@ -10,6 +12,8 @@ from specverify.oracles.argmax_draft import ArgmaxDraft
 from specverify.oracles.models import make_vocab, random_target
 from specverify.protocol import DRAFT_LAWS, draft_law_of
 from specverify.reference.vectorized import VectorizedDecoder
+from specverify.report import render_json, render_text
+from specverify.report.schema import validate_document
 
 SCENARIOS = ["temperature-1", "gamma-1"]
 
@@ -65,6 +69,9 @@ def test_unmodelled_drafts_get_the_consistency_rule_only(certs):
     first = cert.scenarios[0]
     assert first.accepted_observed and first.accepted_expected is None and first.accepted_pvalue is None
     assert first.metrics["ok"] is None and first.metrics["rows"] == [] and first.metrics["violation"] is None
+    text = render_text(cert)
+    assert "no exact law to compare with" in text and "not modelled" in text
+    assert validate_document(json.loads(render_json(cert))) == "specverify-certificate"
 
 
 def test_an_unknown_draft_law_is_a_setup_error_naming_the_choices():
