@@ -50,13 +50,16 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
     accepted = completion.accepted
     if accepted is not None:
         shape = (len(completion.tokens), accepted, request.num_draft_tokens)
-        if known_ok is not None and shape in known_ok:
-            return None
+        try:
+            if known_ok is not None and shape in known_ok:
+                return None
+        except TypeError:  # an unhashable entry: the checks below name it
+            shape = None
         bad = [a for a in accepted if not isinstance(a, int) or not 0 <= a <= request.num_draft_tokens]
         if bad:
             return f"accepted={accepted!r} holds counts outside [0, γ={request.num_draft_tokens}]"
         if sum(accepted) > len(completion.tokens):
             return f"accepted={accepted!r} sums past the {len(completion.tokens)} tokens emitted"
-        if known_ok is not None:
+        if known_ok is not None and shape is not None:
             known_ok.add(shape)
     return None

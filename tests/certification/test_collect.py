@@ -91,3 +91,5 @@ def test_a_known_accepted_shape_is_not_rechecked_but_a_new_one_is():
     bad = Completion((1, 2, 3), "length", accepted=(3,))
     assert "outside [0, γ=2]" in completion_violation(bad, request, vocab, known_ok=known)
     assert (3, (3,), 2) not in known
+    odd = Completion((1, 2, 3), "length", accepted=([1], 0))  # an unhashable entry is named, not a crash
+    assert "outside [0, γ=2]" in completion_violation(odd, request, vocab, known_ok=known)
