@@ -18,6 +18,8 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from _engine_report import print_certificate  # noqa: E402 -- benchmarks/, the script's own folder
+
 FACTORIES = (
     "plain",
     "python_draft_model",
@@ -56,19 +58,7 @@ def run_one(factory: str, args) -> None:
         f"specverify.adapters.llamacpp:{factory}", timeout_s=args.timeout, sequential=args.sequential, **kwargs
     )
     wall = time.perf_counter() - started
-    draws = sum(r.n for r in cert.scenarios if r.covered and r.n)
-    print(f"== {factory}: verdict {cert.verdict} ({cert.reason.splitlines()[0] if cert.reason else ''})")
-    for r in cert.scenarios:
-        if not r.covered:
-            print(f"   {r.name:26s} not covered: {r.note}")
-            continue
-        p = "-" if r.pvalue is None else f"{r.pvalue:.3g}"
-        status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
-        extra = f" violation: {r.violation}" if getattr(r, "violation", None) else ""
-        tv = f" TV~{r.tv_estimate:.3f}" if getattr(r, "tv_estimate", None) is not None else ""
-        print(f"   {r.name:26s} {status} N={r.n} (planned {r.planned_n}) p={p}{tv} {r.elapsed_s:.0f}s{extra}")
-    print(f"   reproducible={cert.reproducible} ({cert.reproducibility_note}) speculation={cert.speculation_observed}")
-    print(f"   set-up {start_s:.1f} s; {draws} draws, {draws / wall:.0f} samples/s, wall {wall:.0f} s", flush=True)
+    print_certificate(factory, cert, wall, setup=f"set-up {start_s:.1f} s")
 
 
 def main() -> None:

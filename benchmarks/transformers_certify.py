@@ -15,11 +15,12 @@ Findings: docs/findings/transformers.md.
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny matrices: threads only add overhead (workers inherit this)
+
+from _engine_report import print_certificate, write_certificate  # noqa: E402 -- benchmarks/, this folder
 
 FACTORIES = ("assisted", "prompt_lookup", "plain")
 FAMILIES = ("toy", "checkpoint")
@@ -30,33 +31,13 @@ def run_one(factory: str, family: str, level: str, scenarios, isolation: str, se
 
     kwargs = {"level": level, "scenarios": scenarios or None, "isolation": isolation, "sequential": sequential}
     kwargs["progress"] = lambda message: print(f"   {factory}/{family} {message}", flush=True)
-    if "models" in inspect.signature(sv.certify).parameters:
-        kwargs["models"] = family
-    elif family != "toy":
-        print(f"== {factory} / {family}: skipped (certify has no `models` keyword yet)", flush=True)
-        return
+    kwargs["models"] = family
     name = f"specverify.adapters.transformers:{factory}"
     started = time.perf_counter()
     cert = sv.certify(name, **kwargs)
     wall = time.perf_counter() - started
-    draws = sum(r.n for r in cert.scenarios)
-    print(f"== {factory} / {family}: verdict {cert.verdict} ({cert.reason.splitlines()[0] if cert.reason else ''})")
-    for r in cert.scenarios:
-        if not r.covered:
-            print(f"   {r.name:26s} not covered: {r.note}")
-            continue
-        p = "-" if r.pvalue is None else f"{r.pvalue:.3g}"
-        status = "pass" if r.passed else "FAIL"
-        extra = f" violation: {r.violation}" if r.violation else ""
-        print(f"   {r.name:26s} {status} N={r.n} (planned {r.planned_n}) p={p} {r.elapsed_s:.0f}s{extra}")
-    print(f"   reproducible={cert.reproducible} speculation_observed={cert.speculation_observed}")
-    print(f"   {draws} draws, {draws / wall:.1f} calls/s, wall {wall:.0f} s", flush=True)
-    if json_dir:
-        from specverify.report import render_json
-
-        os.makedirs(json_dir, exist_ok=True)
-        with open(os.path.join(json_dir, f"{factory}-{family}.json"), "w") as fh:
-            fh.write(render_json(cert))
+    print_certificate(f"{factory} / {family}", cert, wall)
+    write_certificate(cert, json_dir, f"{factory}-{family}")
 
 
 def main() -> None:

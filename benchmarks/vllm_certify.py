@@ -22,6 +22,8 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine runs 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
+from _engine_report import print_certificate, write_certificate  # noqa: E402 -- benchmarks/, this folder
+
 FACTORIES = ("draft_model", "ngram", "draft_model_greedy", "plain")
 
 
@@ -53,26 +55,8 @@ def run_one(
     cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
     wall = time.perf_counter() - started
     adapter.close_all()
-    draws = sum(r.n for r in cert.scenarios if r.covered and r.n)
-    print(f"== {factory}: verdict {cert.verdict} ({cert.reason.splitlines()[0] if cert.reason else ''})")
-    for r in cert.scenarios:
-        if not r.covered:
-            print(f"   {r.name:26s} not covered: {r.note}")
-            continue
-        p = "-" if r.pvalue is None else f"{r.pvalue:.3g}"
-        status = {True: "pass", False: "FAIL", None: "-"}[r.passed]
-        extra = f" violation: {r.violation}" if r.violation else ""
-        tv = f" TV~{r.tv_estimate:.3f}" if getattr(r, "tv_estimate", None) is not None else ""
-        print(f"   {r.name:26s} {status} N={r.n} (planned {r.planned_n}) p={p}{tv} {r.elapsed_s:.0f}s{extra}")
-    print(f"   reproducible={cert.reproducible} ({cert.reproducibility_note}) speculation={cert.speculation_observed}")
-    rate = draws / wall
-    print(f"   engine start {start_s:.1f} s; {draws} draws, {rate:.0f} samples/s, wall {wall:.0f} s", flush=True)
-    if json_dir:
-        from specverify.report import render_json
-
-        os.makedirs(json_dir, exist_ok=True)
-        with open(os.path.join(json_dir, f"{factory}.json"), "w") as fh:
-            fh.write(render_json(cert))
+    print_certificate(factory, cert, wall, setup=f"engine start {start_s:.1f} s")
+    write_certificate(cert, json_dir, factory)
 
 
 def main() -> None:
