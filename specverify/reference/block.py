@@ -104,6 +104,4 @@ class BlockDecoder(FamilyChainDecoder):
             self.commit(st, rows[draw], sample_from_uniforms(row, u).numpy())
         committed = tau.copy()
         committed[draw] += 1
-        st.accepted[rows, st.rounds] = tau
-        st.verified[rows, st.rounds] = size
-        st.chunks[rows, st.rounds] = committed
+        self.store_round(st, rows, tau, size, committed)

@@ -76,10 +76,5 @@ class FamilyChainDecoder(VectorizedDecoder):
             match = (draft_len[sel] > k) & (tok == drafts[sel, np.minimum(k, st.gamma - 1)])
             accepted[sel[match]] += 1
             verified[sel[draft_len[sel] > k]] += 1
-            self.commit(st, rows[sel], tok)
-            committed[sel] += 1
-            live[sel[~match]] = False
-            live[sel[st.reason[rows[sel]] != 0]] = False
-        st.accepted[rows, st.rounds] = accepted
-        st.verified[rows, st.rounds] = verified
-        st.chunks[rows, st.rounds] = committed
+            self.commit_step(st, rows, sel, tok, ~match, live, committed)
+        self.store_round(st, rows, accepted, verified, committed)

@@ -21,7 +21,6 @@ import torch
 from specverify.errors import check
 from specverify.protocol import Request, SampleCounts
 from specverify.reference.chain_families import sync_cache
-from specverify.reference.finish import NO_TOKEN
 from specverify.reference.tree_data import Tree, canonical_tree, permute_tree
 from specverify.reference.vectorized import VectorizedDecoder, _State
 from specverify.sampling import Purpose, keyed_uniforms, residual_probs, sample_from_uniforms
@@ -162,12 +161,7 @@ class TreeDecoder(VectorizedDecoder):
             sel = np.flatnonzero(live)
             if sel.size == 0:
                 break
-            p = p_at[sel, cur[sel] + 1]
-            dead = (p.sum(-1) <= 0).numpy()
-            if dead.any():
-                self.finish(st, rows[sel[dead]], NO_TOKEN)
-                live[sel[dead]] = False
-                sel, p = sel[~dead], p[~dead]
+            sel, p = self.drop_dead(st, rows, live, sel, p_at[sel, cur[sel] + 1])
             if depth == len(self._shape):
                 tok = self.bonus(p, self.keyed(st, rows[sel], depth, 0, Purpose.TARGET)).numpy()
                 choice = np.full(sel.size, -1, dtype=np.int64)
@@ -181,13 +175,8 @@ class TreeDecoder(VectorizedDecoder):
             accepted[sel[took]] += 1
             if took.any():
                 cur[sel[took]] = kids[took, choice[took]]
-            self.commit(st, rows[sel], tok)
-            committed[sel] += 1
-            live[sel[~took]] = False
-            live[sel[st.reason[rows[sel]] != 0]] = False
-        st.accepted[rows, st.rounds] = accepted
-        st.verified[rows, st.rounds] = verified
-        st.chunks[rows, st.rounds] = committed
+            self.commit_step(st, rows, sel, tok, ~took, live, committed)
+        self.store_round(st, rows, accepted, verified, committed)
 
     def choose(self, st, rows, depth, p, q, kid_tok, kid_ok) -> tuple[np.ndarray, np.ndarray]:
         """(index of the accepted child or -1, the token committed) per row at one node."""

@@ -314,14 +314,8 @@ class VectorizedDecoder:
             b = np.flatnonzero(~has_draft)
             if b.size:
                 tok[b] = self.bonus(p_row[b], self.uniforms(st, rows[sel[b]], k, Purpose.TARGET)).numpy()
-            self.commit(st, rows[sel], tok)
-            committed[sel] += 1
-            live[sel[ends]] = False
-            live[sel[st.reason[rows[sel]] != 0]] = False
-        r = st.rounds
-        st.accepted[rows, r] = accepted
-        st.verified[rows, r] = verified
-        st.chunks[rows, r] = committed
+            self.commit_step(st, rows, sel, tok, ends, live, committed)
+        self.store_round(st, rows, accepted, verified, committed)
 
     def live_rows(self, st, rows, live, target_probs, k) -> tuple:
         """(positions still inside the round, their target rows at k); rows without mass finish as no_token.
@@ -329,13 +323,31 @@ class VectorizedDecoder:
         sel = np.flatnonzero(live)
         if sel.size == 0:
             return None, None
-        p_row = target_probs[sel, k]
+        return self.drop_dead(st, rows, live, sel, target_probs[sel, k])
+
+    def drop_dead(self, st, rows, live, sel, p_row) -> tuple:
+        """``(sel, p_row)`` without the rows whose target row has no mass: those finish as no_token."""
         dead = (p_row.sum(-1) <= 0).numpy()
         if dead.any():
             self.finish(st, rows[sel[dead]], NO_TOKEN)
             live[sel[dead]] = False
             sel, p_row = sel[~dead], p_row[~dead]
         return sel, p_row
+
+    def commit_step(self, st, rows, sel, tok, stop, live, committed) -> None:
+        """Commit one position's tokens for the live rows ``sel``; a row leaves the round where ``stop`` or where
+        its token finished the request."""
+        self.commit(st, rows[sel], tok)
+        committed[sel] += 1
+        live[sel[stop]] = False
+        live[sel[st.reason[rows[sel]] != 0]] = False
+
+    @staticmethod
+    def store_round(st, rows, accepted, verified, committed) -> None:
+        """The round's accepted drafts, drafts verified and tokens committed, per row."""
+        st.accepted[rows, st.rounds] = accepted
+        st.verified[rows, st.rounds] = verified
+        st.chunks[rows, st.rounds] = committed
 
     # ------------------------------------------------------------------------------------------- commit
     def commit(self, st, rows, tokens: np.ndarray) -> None:
