@@ -10,13 +10,12 @@ no rounds); the tokens counted include them.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
 from specverify.errors import check
-from specverify.oracles.acceptance_rounds import AcceptanceLaw, _setup, _z_vector, acceptance_law
+from specverify.oracles.acceptance_rounds import AcceptanceLaw, _setup, _z_vector, acceptance_law, law_from_moments
 from specverify.params import SamplingParams
 
 __all__ = ["acceptance_law_after"]
@@ -34,7 +33,7 @@ def acceptance_law_after(
 ) -> AcceptanceLaw:
     """:func:`~specverify.oracles.acceptance_rounds.acceptance_law` when ``prefill`` plain target tokens precede the
     first round (0: the same law). ``first_round`` is the first *verification* round's law, over the requests that
-    reach one, and ``outcome_law`` is left as the rounds' own.
+    reach one; ``outcome_law`` is empty (the complete outcomes are the target's law: ``exact_law``).
 
     Examples
     --------
@@ -81,20 +80,8 @@ def acceptance_law_after(
         for (_, m, _, _), prob in round_law(g).items():
             first[m] += mass * prob
     cov = s2 - np.outer(mu, mu)
-    rounds = slice(0, gamma + 1)
-    base = acceptance_law(target, draft, prompt, params, num_draft_tokens, rule=rule)
-    return replace(
-        base,
-        first_round=first / first.sum() if first.sum() > 0 else first,
-        rounds_mean=mu[rounds],
-        rounds_cov=cov[rounds, rounds],
-        position_verified=mu[gamma + 2 : 2 * gamma + 2],
-        position_accepted=mu[2 * gamma + 2 :],
-        expected_rounds=float(mu[rounds].sum()),
-        expected_tokens=float(mu[gamma + 1]),
-        _mean=mu,
-        _cov=cov,
-    )
+    # the outcome law of rounds started from the prompt does not apply after a prefill: left empty
+    return law_from_moments(gamma, rule, first / first.sum() if first.sum() > 0 else first, mu, cov, {})
 
 
 def _moments(ctx, round_law, gamma: int, roots: list) -> tuple[dict, dict]:

@@ -238,6 +238,12 @@ def _aggregate(ctx: RoundContext, round_law, rule: str) -> AcceptanceLaw:
             s += prob * (np.outer(z, z) + np.outer(z, f_next) + np.outer(f_next, z) + s_next)
         mean[g], second[g] = f, s
     mu, cov = mean[()], second[()] - np.outer(mean[()], mean[()])
+    return law_from_moments(gamma, rule, first, mu, cov, dict(outcomes))
+
+
+def law_from_moments(gamma: int, rule: str, first, mu, cov, outcome_law: dict) -> AcceptanceLaw:
+    """An ``AcceptanceLaw`` from the first round's law and the mean ``mu`` / covariance ``cov`` of the per-request
+    vector (accepted-length histogram [γ+1], tokens, positions verified [γ], positions accepted [γ])."""
     rounds = slice(0, gamma + 1)
     return AcceptanceLaw(
         gamma=gamma,
@@ -249,7 +255,7 @@ def _aggregate(ctx: RoundContext, round_law, rule: str) -> AcceptanceLaw:
         position_accepted=mu[2 * gamma + 2 :],
         expected_rounds=float(mu[rounds].sum()),
         expected_tokens=float(mu[gamma + 1]),
-        outcome_law=dict(outcomes),
+        outcome_law=outcome_law,
         _mean=mu,
         _cov=cov,
     )
