@@ -1,4 +1,4 @@
-"""xgrammar behind specverify's ``Grammar`` protocol (extra ``grammar``: ``pip install specverify[grammar]``).
+"""xgrammar behind specverify's ``Grammar`` protocol (extra ``grammar``: ``pip install specverify-toolkit[grammar]``).
 
 ``XGrammar`` compiles an EBNF or JSON-schema grammar for a toy ``Vocab`` (built from the explicit token strings,
 no hub download; EOS is the stop token) and answers ``allowed`` / ``accepting`` / ``advance`` from xgrammar's token
@@ -30,7 +30,8 @@ def import_xgrammar() -> object:
     try:
         import xgrammar
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("specverify.grammar_xgrammar needs xgrammar: pip install 'specverify[grammar]'") from exc
+        hint = "pip install 'specverify-toolkit[grammar]'"
+        raise ImportError(f"specverify.grammar_xgrammar needs xgrammar: {hint}") from exc
     return xgrammar
 
 

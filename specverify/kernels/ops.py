@@ -39,7 +39,7 @@ def _triton_module():
         return importlib.import_module("specverify.kernels._triton")
     except ImportError as error:  # pragma: no cover - triton is a test extra
         raise InvalidArgument(
-            f"backend='triton' needs triton ({error}); install specverify[test] or use backend='torch'."
+            f"backend='triton' needs triton ({error}); install specverify-toolkit[test] or use backend='torch'."
         ) from error
 
 

@@ -27,7 +27,9 @@ __all__ = [
     "write_plots",
 ]
 
-MATPLOTLIB_HINT = "the HTML report and plots need matplotlib: pip install 'specverify[report]' (the `report` extra)"
+MATPLOTLIB_HINT = (
+    "the HTML report and plots need matplotlib: pip install 'specverify-toolkit[report]' (the `report` extra)"
+)
 _SAMPLING_KINDS = ("sampling", "collision", "mixed", "composition")
 _FAIL, _PASS, _GREY, _EXACT = "#c0392b", "#2e7d32", "#8a8a8a", "#9bb7d4"
 _CAP = 50.0  # -log10 p drawn at most this far (p = 0 reads "p = 0")

@@ -3,7 +3,9 @@ and the reference decoders keep the exact law under xgrammar EBNF and JSON-schem
 
 import pytest
 
-xgrammar = pytest.importorskip("xgrammar", reason="xgrammar is not installed: pip install 'specverify[grammar]'")
+xgrammar = pytest.importorskip(
+    "xgrammar", reason="xgrammar is not installed: pip install 'specverify-toolkit[grammar]'"
+)
 
 from hypothesis import event, find, given  # noqa: E402
 
