@@ -10,17 +10,25 @@ temperature, top_k, top_p, min_p``, the canonical order (common/sampling.cpp, ``
 sampler accepts the prompt tokens (server-context.cpp, ``init_sampler``), so the penalty window is prompt +
 generated (``repeat_last_n`` 64). Declared: temperature max_tokens top_k top_p min_p repetition_penalty (CTRL, over
 prompt + generated: canonical) bad_token_ids (``logit_bias`` [[id, false]] = -inf) stop (server stop strings on the
-toy text; the adapter cuts at the first finishing token and calls an early stop invalid) seed batch. Not declared:
+toy text) seed batch. Not declared:
 frequency/presence penalties (they count the prompt too), min_tokens (no such field), ignore_eos, grammar, stream,
 accepted (the server reports only per-request totals, ``timings.draft_n`` / ``draft_n_accepted``, which are summed
-into ``decoder.engine_counters`` as evidence).
+into ``decoder.engine_counters`` as evidence). **Ends:** the server is asked to honour all three (EOS, ``stop``,
+``n_predict``: ``process_token``, server-context.cpp:1814-1942, stops the slot at the first), so the adapter cuts
+nothing (``specverify.adapters._finish``): tokens past an end are returned for the certifier to report, an early stop
+raises ``EngineStoppedEarly`` (with the server's ``stop_type``). **Prefill** (``prefill_tokens`` = 1, speculative
+server): the slot samples its first token from the prompt's evaluation (server-context.cpp:3818-3837) before any
+draft is made (:2983, slots in ``SLOT_STATE_GENERATING`` only); declared although the server reports no rounds.
 
 **llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (a chain; the tree
 factory ``-np 2 --spec-draft-p-split 0.1``), the
 one-letter GGUF pieces (it takes text: ``-p``), ``--spec-draft-n-max`` γ, the same sampler order through
-``--samplers``. The generated text is read back from stdout (the prompt echo is removed) and cut at the first
-finishing token: the example writes tokens past EOS within a round and past ``-n`` (speculative.cpp, the
-``n_predict > params.n_predict`` check after the round). The example's asynchronous logger is not drained at exit
+``--samplers``. The generated text is read back from stdout (the prompt echo is removed). **Ends:** the example is
+asked to honour EOS and ``-n`` = ``max_tokens``; it knows no stop strings, which the adapter matches itself and cuts
+at (``specverify.adapters._finish``). Tokens it writes past EOS within a round, or past ``-n`` (speculative.cpp:485
+stops only once ``n_predict > params.n_predict``, after the round), are returned uncut, so the certifier reports
+them (docs/findings/llamacpp.md, finding 6); ``decoder.overshoot`` counts such requests. The example reports no
+rounds (no ``prefill_tokens``). The example's asynchronous logger is not drained at exit
 (common/log.cpp, ``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends
 with ``n_predict = K`` and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the
 same seed (up to 30 times, then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
@@ -43,7 +51,8 @@ from typing import Sequence
 
 import numpy as np
 
-from specverify.adapters._llamacpp_common import check_request, executable, finish_tokens, seed32
+from specverify.adapters._finish import finish
+from specverify.adapters._llamacpp_common import check_request, executable, seed32
 from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
 from specverify.errors import check
 from specverify.protocol import Completion, Request
@@ -230,6 +239,8 @@ class ServerDecoder:
         self.capabilities = SERVER_CAPABILITIES
         self.servers: dict = {}
         self.engine_counters = {"draft_n": 0, "draft_n_accepted": 0, "requests": 0}
+        if speculative:
+            self.prefill_tokens = 1  # the prompt's token comes before the first draft (module docstring)
         self.rng = np.random.default_rng()
         self._server(3)  # fail at set-up, not in the first call
 
@@ -259,8 +270,14 @@ class ServerDecoder:
                 self.engine_counters["draft_n"] += int(t.get("draft_n", 0) or 0)
                 self.engine_counters["draft_n_accepted"] += int(t.get("draft_n_accepted", 0) or 0)
                 self.engine_counters["requests"] += 1
-                tokens, reason = finish_tokens(self.vocab, requests[i].params, answer["tokens"], "llama-server")
-                out[i] = Completion(tokens, reason)
+                done = finish(
+                    answer["tokens"],
+                    self.vocab,
+                    requests[i].params,
+                    engine="llama-server",
+                    detail=f"the server's stop_type {answer['stop_type']!r}",
+                )
+                out[i] = Completion(done.tokens, done.finish_reason)
         return out
 
     def close(self) -> None:
@@ -289,7 +306,7 @@ class ExampleDecoder:
         self.draft_file = str(gguf_file(draft, "char"))
         self.capabilities = EXAMPLE_CAPABILITIES
         self.rng = np.random.default_rng()
-        self.overshoot = 0  # requests whose output ran past EOS or max_tokens (cut by the adapter)
+        self.overshoot = 0  # requests whose output ran past EOS or max_tokens (returned uncut: invalid)
         self.lost_output = 0  # runs whose stdout tail was lost at exit and were replayed (findings, evidence)
         self.garbled_output: list = []  # (stdout, n_predict) of runs whose letters did not match n_predict (replayed)
         self.attempts = 30  # the loss rate was ~50 % under load: 30 losses in a row is ~1e-9
@@ -328,9 +345,9 @@ class ExampleDecoder:
             if generated is None or len(generated) != int(done.group(1)):  # the same exit race, on stdout
                 self.garbled_output.append((out, int(done.group(1))))
                 continue
-            tokens, reason = finish_tokens(self.vocab, request.params, generated, "llama-speculative")
-            self.overshoot += len(generated) > len(tokens)
-            return Completion(tokens, reason)
+            done = finish(generated, self.vocab, request.params, engine="llama-speculative", cuts={"stop"})
+            self.overshoot += done.passed_through > 0
+            return Completion(done.tokens, done.finish_reason)
         raise RuntimeError(
             f"llama-speculative's output was lost or garbled {self.attempts} times in a row (no 'n_predict = ' line, "
             f"or not n_predict letters): {args!r}"

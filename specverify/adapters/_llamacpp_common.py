@@ -1,6 +1,7 @@
-"""Pieces the llama.cpp decoders share: seeds, the finish rule, the executables, the request checks.
+"""Pieces the llama.cpp decoders share: seeds, the executables, the request checks.
 
-Nothing here imports llama_cpp; see ``specverify.adapters.llamacpp`` for the mapping these serve.
+Nothing here imports llama_cpp; see ``specverify.adapters.llamacpp`` for the mapping these serve. The finish rule is
+every adapter's, in ``specverify.adapters._finish``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request
 
-__all__ = ["BIN_ENV", "DEFAULT_SEED", "seed32", "Finisher", "executable", "check_request", "finish_tokens"]
+__all__ = ["BIN_ENV", "DEFAULT_SEED", "seed32", "executable", "check_request"]
 
 BIN_ENV = "SPECVERIFY_LLAMACPP_BIN"
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed)
@@ -31,40 +32,6 @@ def seed32(seed: Optional[int], rng: np.random.Generator) -> int:
     if seed is None:
         return int(rng.integers(0, DEFAULT_SEED))
     return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0] % DEFAULT_SEED)
-
-
-class Finisher:
-    """The canonical finish rule over one request's tokens, one token at a time (reference copy, not the oracle's)."""
-
-    def __init__(self, vocab, params):
-        from specverify.reference.stops import stop_tables
-
-        self.params, self.eos = params, int(vocab.eos_token_id)
-        self.tables = stop_tables(tuple(vocab.strings), tuple(params.stop)) if params.stop else None
-        self.state = np.zeros(1, dtype=np.int64)
-        self.n = 0
-
-    def push(self, token: int) -> str:
-        """The finish reason after ``token`` ('' while unfinished)."""
-        from specverify.reference.finish import finish_reason, stop_step
-
-        self.n += 1
-        hit, self.state = stop_step(self.tables, self.state, np.array([token]), np.array([self.n]), self.params)
-        return finish_reason(int(token), bool(hit[0]), self.n, self.params, self.eos) or ""
-
-
-def finish_tokens(vocab, params, tokens, engine: str) -> tuple[tuple[int, ...], str]:
-    """``tokens`` cut after the first finishing token, with its reason; raises ``RuntimeError`` (the call is then
-    invalid) when the engine stopped before any finishing token."""
-    finisher = Finisher(vocab, params)
-    for i, token in enumerate(tokens):
-        reason = finisher.push(int(token))
-        if reason:
-            return tuple(int(t) for t in tokens[: i + 1]), reason
-    raise RuntimeError(
-        f"{engine} stopped after {len(tokens)} tokens {tuple(tokens)!r} without EOS, a stop string or "
-        f"max_tokens={params.max_tokens!r}: its output does not end where plain sampling would."
-    )
 
 
 @lru_cache(maxsize=None)

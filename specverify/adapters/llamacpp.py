@@ -24,8 +24,17 @@ temperature 0 a greedy sampler replaces the cuts. Every parameter is passed expl
 top_p 0.95, min_p 0.05, temp 0.8): ``top_k`` (0 = off), ``top_p``, ``min_p``, ``typical_p=1``, ``temp``,
 ``repeat_penalty=1``, ``frequency_penalty``, ``presence_penalty``, no mirostat, no grammar. ``bad_token_ids`` and
 ``min_tokens`` are a logits processor writing -inf (first in the chain, as canonically); it counts its own calls,
-one per emitted token, because the ``input_ids`` it is handed include unverified drafts (finding 2). generate() never
-stops by itself: the adapter stops reading at the first EOS, stop string (on the toy text) or ``max_tokens``.
+one per emitted token, because the ``input_ids`` it is handed include unverified drafts (finding 2).
+
+**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). generate() never stops by
+itself (no stopping criteria are passed; its loop, llama.py:976-1025, yields token after token), so this adapter
+implements all three ends: it stops reading at the first EOS, stop string (on the toy text) or ``max_tokens``, and
+asks the generator for nothing past it. A generator that ends before any of them raises ``EngineStoppedEarly``.
+``accepted`` counts the drafts among the tokens read.
+
+**Prefill** (``decoder.prefill_tokens``, docs/adapters.md): 1 with a draft. generate() evaluates the prompt
+(llama.py:977) and samples the first token from it (:973, ``sample_idx`` = the prompt's last position) before the
+draft model is first called (:1016-1018); each later round verifies the drafts proposed after the last token.
 Per request ``Llama.set_seed(seed32(seed))``. Declared: temperature max_tokens top_k top_p min_p frequency_penalty
 presence_penalty bad_token_ids min_tokens stop seed (+ ``accepted`` with speculation: rounds are recorded from the
 draft calls). Not declared: ``repetition_penalty`` (prompt not penalised), ``ignore_eos``, ``grammar``, ``batch``,
@@ -44,7 +53,8 @@ from typing import Sequence
 
 import numpy as np
 
-from specverify.adapters._llamacpp_common import Finisher, check_request, seed32
+from specverify.adapters._finish import ENDS, Finisher, finish
+from specverify.adapters._llamacpp_common import check_request, seed32
 from specverify.adapters.llamacpp_gguf import gguf_file
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, Request
@@ -189,6 +199,8 @@ class PythonDecoder:
         # what the drafts are (specverify.protocol.draft_law_of): the draft GGUF's greedy tokens on its raw logits,
         # or prompt lookup, which the acceptance oracle does not model
         self.draft_law = "unmodelled" if method == "python_prompt_lookup" else "model-argmax"
+        if method != "plain":
+            self.prefill_tokens = 1  # the prompt's own token comes before the first draft (module docstring)
         inner = None
         if method == "python_draft_model":
             inner = _draft_model_class(llama_cpp)(gguf_file(draft, "toy"))
@@ -226,7 +238,7 @@ class PythonDecoder:
         return LogitsProcessorList([mask]) if (bad or p.min_tokens) else None
 
     def generate(self, request: Request) -> Completion:
-        """One request through ``generate()``: tokens up to the first finishing one, ``accepted`` per round."""
+        """One request through ``generate()``: tokens read up to the first finishing one, ``accepted`` per round."""
         check_request(request, self.capabilities, self.method, cut_before_temperature=True)
         p, prompt = request.params, list(request.prompt)
         if len(prompt) + p.max_tokens + request.num_draft_tokens + 1 > N_CTX:
@@ -250,21 +262,19 @@ class PythonDecoder:
             logits_processor=self._processors(request, len(prompt)),
             grammar=None,
         )
-        finisher, tokens, reason = Finisher(self.vocab, p), [], ""
+        finisher, tokens = Finisher(self.vocab, p), []
         try:
             for token in gen:
                 tokens.append(int(token))
-                reason = finisher.push(int(token))
-                if reason:
+                if finisher.push(int(token)):
                     break
         finally:
             gen.close()
-        if not reason:
-            raise RuntimeError(f"llama-cpp-python's generate() ended after {tokens!r} without a finishing token.")
+        done = finish(tokens, self.vocab, p, engine="llama-cpp-python's generate()", cuts=ENDS)
         accepted = None
         if self.rounds is not None:
-            accepted = accepted_rounds(self.rounds.calls, len(prompt), tokens)
-        return Completion(tuple(tokens), reason, accepted=accepted)
+            accepted = accepted_rounds(self.rounds.calls, len(prompt), done.tokens)
+        return Completion(done.tokens, done.finish_reason, accepted=accepted)
 
 
 def python_draft_model(target, draft) -> PythonDecoder:

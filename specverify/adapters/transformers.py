@@ -36,6 +36,16 @@ tokens at the cut survives differs from the canonical stable order), ``frequency
 (transformers has none), ``ignore_eos``, ``grammar``, ``stop_after_min_tokens``, ``stream`` and ``batch``. top_k
 and top_p are still passed through when a caller sets them, with those tie semantics.
 
+**Where a completion ends** (``specverify.adapters._finish``, the one finish rule of every adapter). transformers is
+asked to honour EOS (``eos_token_id``) and ``max_tokens`` (``max_new_tokens``); the adapter implements stop strings
+only, and cuts only there. Tokens after an EOS or past ``max_new_tokens`` are returned as ``generate()`` emitted
+them, so the certifier reports them (``invalid``); tokens that end before any end raise ``EngineStoppedEarly``.
+``accepted`` counts the drafts among the tokens returned.
+
+**Prefill** (``decoder.prefill_tokens``, docs/adapters.md): 0 for ``assisted`` and ``prompt_lookup``. The first
+round fetches candidates from the prompt (``get_candidates``, generation/utils.py:4051) before the target's first
+forward (:4091, ``is_first_iteration``), which verifies them: every token comes from a verification round.
+
 Unseeded requests draw a fresh 63-bit seed from the decoder's own numpy generator. Engine exceptions propagate.
 """
 
@@ -111,6 +121,8 @@ class TransformersDecoder:
         # stopping_criteria.py:609-613; 0.4 by default, configuration_utils.py:640) and drafts fewer near the
         # length cap (candidate_generator.py:288); prompt lookup drafts what it finds
         self.draft_law = "unmodelled"
+        if mode != "plain":
+            self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
 
     def __repr__(self) -> str:
         return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size})"
@@ -148,7 +160,7 @@ class TransformersDecoder:
         return kwargs
 
     def generate(self, request: Request) -> Completion:
-        """One request through ``generate()``; tokens cut by the finish rule, ``accepted`` per round."""
+        """One request through ``generate()``; tokens by the finish rule (cut at a stop string), ``accepted``."""
         import torch
 
         from specverify.adapters import _transformers_hooks as hooks
@@ -168,21 +180,12 @@ class TransformersDecoder:
         return Completion(tokens, reason, accepted=accepted)
 
     def _finish(self, generated: tuple, params) -> tuple:
-        """Cut ``generated`` after its first finishing token (EOS, stop string, max_tokens: docs/design.md)."""
-        from specverify.reference.finish import finish_reason, stop_step
-        from specverify.reference.stops import stop_tables
+        """``(tokens, finish_reason)`` by the adapters' finish rule: cut only at a stop string (the adapter's own
+        end); tokens after EOS or ``max_new_tokens`` are kept for the certifier to report."""
+        from specverify.adapters._finish import finish
 
-        tables = stop_tables(self.vocab.strings, params.stop) if params.stop else None
-        state = np.zeros(1, dtype=np.int64)
-        for i, tok in enumerate(generated):
-            hit, state = stop_step(tables, state, np.array([tok]), np.array([i + 1]), params)
-            reason = finish_reason(tok, bool(hit[0]), i + 1, params, self.eos)
-            if reason:
-                return generated[: i + 1], reason
-        raise RuntimeError(
-            f"transformers stopped after {len(generated)} tokens {generated!r} without EOS, a stop string or "
-            f"max_tokens={params.max_tokens!r}: its stopping criteria disagree with the finish rule."
-        )
+        done = finish(generated, self.vocab, params, engine="transformers' generate()", cuts={"stop"})
+        return done.tokens, done.finish_reason
 
 
 def assisted(target, draft) -> TransformersDecoder:

@@ -27,15 +27,33 @@ with the penalties (-inf stays -inf), so this is the canonical order:
   top-p keeps the tokens after the ascending cumulative mass exceeds 1 - p. Both equal the canonical cuts unless a
   probability sits exactly on the cut, which the checkpoint scenarios exclude (every cut >= 1e-3 away).
 - ``bad_token_ids``: ``allowed_token_ids`` = the other ids, an exact id mask (vLLM's ``bad_words`` are strings).
-- ``stop``: vLLM's stop strings on the detokenised text; tokens are returned as vLLM emits them and the finish
-  reason is recomputed from them. vLLM holds stop strings back until ``min_tokens`` tokens exist, which is
-  ``stop_after_min_tokens=True``; a request with both and the flag off raises ``InvalidArgument``, so the flag itself
-  is not declared (only one of its values is honoured).
+- ``stop``: vLLM's stop strings on the detokenised text (v1/engine/detokenizer.py:133-153 drops the tokens after the one
+  that completes a stop string within a step). vLLM holds stop strings back until ``min_tokens`` tokens exist, which is
+  ``stop_after_min_tokens=True``; a request with both and the flag off raises ``InvalidArgument``, so the flag itself is
+  not declared (only one of its values is honoured).
 - ``min_p``, ``plain`` only (vLLM refuses it with speculation); vLLM applies it before top-k/top-p, so it is exact
   alone, and a request combining them raises ``InvalidArgument``.
 - ``batch``; ``accepted`` for the speculative factories, from vLLM's per-request ``per_step_accepted`` (one entry per
-  verification step with drafts; the first token comes from the prefill, and with a draft model the second from a
-  step without drafts), clipped so that drafts counted past the finishing token are not reported.
+  verification step with drafts, v1/metrics/stats.py:394), clipped to the tokens returned
+  (``_finish.clip_accepted``): vLLM counts drafts accepted past the finishing token before it cuts its output
+  (v1/core/sched/scheduler.py:2118).
+
+**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). vLLM is asked to honour
+EOS, ``stop`` and ``max_tokens``; the adapter cuts nothing: the tokens are returned as vLLM emits them, with the finish
+reason the rule gives, so tokens past an end reach the certifier, which reports them. Tokens that end before any end
+raise ``EngineStoppedEarly`` (naming vLLM's own ``finish_reason``), as on every engine.
+
+**Prefill** (``decoder.prefill_tokens``, docs/adapters.md). ``draft_model`` / ``draft_model_greedy``: 1. The prefill
+step samples the first token and the drafter proposes from it in the same step (v1/worker/gpu_model_runner.py:4380-4410,
+``propose_draft_token_ids`` after sampling); the scheduler keeps those drafts for the next step unless the prefill was a
+partial chunk (v1/core/sched/scheduler.py:2559-2568), which the adapter never makes, so the first decode step verifies γ
+drafts. Measured (3000 requests, prompt (0, 1), ``min_tokens = max_tokens`` 5 and 12, γ 3): every request's counts fit 1
+before the first round (docs/findings/vllm.md, finding 7; the adapter assumed 2 before), though a decode step without
+drafts is rare, not impossible (11 of 3000 with the greedy draft: 2-3 tokens outside the rounds). ``ngram``: not
+declared, because it is not a constant: vLLM records a step only when it carried drafts (scheduler.py:2113-2149), and
+the n-gram proposer drafts nothing while the context holds no match, so besides the prefill's token every decode step
+without a match commits a token outside the reported rounds (1 to 4 such tokens per request measured); its rounds are
+clipped from 1.
 
 ``max_num_batched_tokens`` covers every running request's whole prompt, so no prefill is ever split: a split prefill
 of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_runner.py:3502, finding 3).
@@ -56,11 +74,11 @@ import time
 from collections import OrderedDict
 from typing import Optional, Sequence
 
+from specverify.adapters._finish import clip_accepted, finish
 from specverify.errors import InvalidArgument
-from specverify.oracles.law import first_finish
 from specverify.protocol import Completion, Request
 
-__all__ = ["draft_model", "draft_model_greedy", "ngram", "plain", "VllmDecoder", "METHODS", "close_all"]
+__all__ = ["draft_model", "draft_model_greedy", "ngram", "plain", "VllmDecoder", "METHODS", "close_all", "completion"]
 
 METHODS = ("draft_model", "draft_model_greedy", "ngram", "plain")
 MAX_MODEL_LEN = 64
@@ -88,6 +106,7 @@ CAPABILITIES = {
     "ngram": _SPEC,
     "plain": (_SPEC - {"accepted"}) | {"min_p", "top_k"},
 }
+PREFILL_TOKENS = {"draft_model": 1, "draft_model_greedy": 1}  # module docstring, "Prefill"; ngram: varies
 _LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
 
 
@@ -170,19 +189,6 @@ def _add(total: dict, delta: dict) -> None:
             total[key] = total.get(key, 0) + value
 
 
-def _clip_accepted(per_step: Sequence[int], num_tokens: int, start: int = 1) -> tuple[int, ...]:
-    """vLLM counts accepted drafts before cutting at EOS / max_tokens / stop (v1/core/sched/scheduler.py:2118); keep
-    only those at or before the finishing token. ``start`` tokens are committed before the first verification step
-    (1: the prefill's; 2 for the draft model, whose first decode step carries no drafts)."""
-    out, consumed = [], start
-    for accepted in per_step:
-        if consumed >= num_tokens:
-            break
-        out.append(min(int(accepted), num_tokens - consumed))
-        consumed += int(accepted) + 1
-    return tuple(out)
-
-
 def _check_request(request: Request, method: str) -> None:
     p = request.params
     if p.grammar is not None or p.ignore_eos:
@@ -235,6 +241,19 @@ def _vllm_params(request: Request, vocab_size: int) -> object:
     )
 
 
+def completion(request: Request, output, vocab, method: str) -> Completion:
+    """The ``Completion`` of one vLLM ``CompletionOutput`` (``token_ids``, ``finish_reason``, ``spec_decode_metrics``):
+    tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens."""
+    detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
+    done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
+    accepted = None
+    if method != "plain":
+        per_step = getattr(getattr(output, "spec_decode_metrics", None), "per_step_accepted", None) or ()
+        start = PREFILL_TOKENS.get(method, 1)  # ngram: at least the prefill's token (module docstring)
+        accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
+    return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)
+
+
 class VllmDecoder:
     """Decoder over vLLM engines for one model pair and one ``method`` in ``METHODS``; one engine per γ."""
 
@@ -249,6 +268,8 @@ class VllmDecoder:
         self.capabilities = frozenset(CAPABILITIES[method])
         # what the drafts are (specverify.protocol.draft_law_of): samples of the draft, its argmax, or n-gram lookup
         self.draft_law = {"draft_model_greedy": "model-argmax", "ngram": "unmodelled"}.get(method, "model")
+        if method in PREFILL_TOKENS:  # tokens committed before the first verification round (module docstring)
+            self.prefill_tokens = PREFILL_TOKENS[method]
         self.engine_counters: dict = {}  # spec-decode counters summed over this decoder's calls (evidence)
         self.last_counters: dict = {}  # ... of the last call
         self.engine_start_s: list = []  # seconds each engine took to start
@@ -319,18 +340,7 @@ class VllmDecoder:
         for r, o in zip(requests, outputs):
             if tuple(o.prompt_token_ids) != r.prompt:
                 raise RuntimeError(f"vLLM returned the output of prompt {o.prompt_token_ids} for prompt {r.prompt}")
-        return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outputs)]
-
-    def _completion(self, request: Request, output) -> Completion:
-        tokens = tuple(int(t) for t in output.token_ids)
-        finish = first_finish(self.vocab, tokens, request.params)
-        reason = finish[1] if finish is not None else ("length" if len(tokens) >= request.params.max_tokens else "")
-        accepted = None
-        metrics = getattr(output, "spec_decode_metrics", None)
-        if self.method != "plain":
-            start = 1 if self.method == "ngram" else 2
-            accepted = _clip_accepted(getattr(metrics, "per_step_accepted", None) or (), len(tokens), start)
-        return Completion(tokens=tokens, finish_reason=reason or "no_token", accepted=accepted)
+        return [completion(r, o.outputs[0], self.vocab, self.method) for r, o in zip(requests, outputs)]
 
     def close(self) -> None:
         """Shut down this decoder's engines (idempotent)."""

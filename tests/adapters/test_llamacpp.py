@@ -4,9 +4,10 @@ factory, the same-seed check, set-up errors. Engine tests run in the llama.cpp v
     SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/test_llamacpp.py -q
 
 The law checks pin what llama.cpp (llama-cpp-python 0.3.36's vendored tree) does today (docs/findings/llamacpp.md):
-plain, the two Python speculative paths and both server factories pass; ``llama-speculative`` is rejected (finding 1:
-it drafts the draft's most likely token but verifies as if the draft had been sampled), and with tree drafts it
-aborts (finding 4: no unified KV cache for tokens shared by branches).
+plain, the two Python speculative paths and both server factories pass; ``llama-speculative`` writes tokens past EOS
+and past ``-n`` (finding 6: reported, not cut, so it is invalid), its law up to the first finishing token is rejected
+(finding 1: it drafts the draft's most likely token but verifies as if the draft had been sampled), and with tree
+drafts it aborts (finding 4: no unified KV cache for tokens shared by branches).
 """
 
 import collections
@@ -19,7 +20,8 @@ import numpy as np
 import pytest
 
 from specverify.adapters import llamacpp_gguf as lg
-from specverify.adapters._llamacpp_common import BIN_ENV, Finisher, executable, seed32
+from specverify.adapters._finish import EngineStoppedEarly, Finisher
+from specverify.adapters._llamacpp_common import BIN_ENV, executable, seed32
 from specverify.params import SamplingParams
 from specverify.protocol import Request
 
@@ -64,16 +66,6 @@ def test_seed32_is_a_uint32_and_never_the_default_seed():
     assert len(seeds) == 2000 and max(seeds) < 0xFFFFFFFF
     rng = np.random.default_rng(0)
     assert seed32(None, rng) != seed32(None, rng)
-
-
-def test_finisher_stops_where_plain_sampling_would():
-    from specverify.oracles.models import make_vocab
-
-    vocab = make_vocab(6)  # a b ab " " ba EOS
-    f = Finisher(vocab, SamplingParams(stop=("ab",), max_tokens=4))
-    assert [f.push(t) for t in (1, 0, 1)] == ["", "", "stop"]  # "b" "a" "b": "ab" completed by the third token
-    f = Finisher(vocab, SamplingParams(max_tokens=2))
-    assert [f.push(t) for t in (0, 0)] == ["", "length"]
 
 
 def test_accepted_rounds_from_draft_calls():
@@ -178,27 +170,51 @@ def test_toy_pieces_detokenise_to_the_toy_strings(pair):
     assert char.tokenize(lg.char_text(tokens, 5).encode(), add_bos=False, special=True) == tokens
 
 
-def _law_check(decoder, pair, n, gamma=3):
+def _up_to_the_end(vocab, completion, params):
+    from specverify.oracles.law import first_finish
+
+    end = first_finish(vocab, completion.tokens, params)
+    if end is None:
+        return completion.tokens, completion.finish_reason
+    return completion.tokens[: end[0] + 1], end[1]
+
+
+def _law_check(decoder, pair, n, gamma=3, *, up_to_the_end=False):
     from specverify.oracles.law import exact_law
     from specverify.stats import battery
 
     params = SamplingParams(temperature=1.0, max_tokens=3)
     law = exact_law(pair.target, (0, 1), params)
     out = decoder([Request((0, 1), params, gamma) for _ in range(n)])
-    counts = collections.Counter((c.tokens, c.finish_reason) for c in out)
-    vec, impossible = law.align(counts)
+    outcomes = [(c.tokens, c.finish_reason) for c in out]
+    if up_to_the_end:
+        outcomes = [_up_to_the_end(pair.target.vocab, c, params) for c in out]
+    vec, impossible = law.align(collections.Counter(outcomes))
     return battery(vec, law.probs, alpha=1e-6, seed=0), impossible, out
 
 
-def _greedy_mismatches(decoder, pair):
+def _greedy_mismatches(decoder, pair, *, up_to_the_end=False):
     from specverify.oracles.law import greedy_outcome
 
     rng = np.random.default_rng(7)
     prompts = [tuple(int(t) for t in rng.integers(0, 5, size=int(rng.integers(1, 6)))) for _ in range(20)]
     params = SamplingParams(temperature=0.0, max_tokens=5)
     got = decoder([Request(p, params, 2 + i % 2) for i, p in enumerate(prompts)])
+    if up_to_the_end:
+        got = [_up_to_the_end(pair.target.vocab, c, params) for c in got]
+    else:
+        got = [(c.tokens, c.finish_reason) for c in got]
     want = [greedy_outcome(pair.target, p, params) for p in prompts]
-    return [(p, c.tokens, w[0]) for p, c, w in zip(prompts, got, want) if (c.tokens, c.finish_reason) != w]
+    return [(p, c[0], w[0]) for p, c, w in zip(prompts, got, want) if c != w]
+
+
+def _consistent_with_prefill(completion, gamma, prefill):
+    """metrics.acceptance's consistency rule for one completion with ``prefill`` tokens before the first round."""
+    full = sum(a + 1 for a in completion.accepted)
+    return (
+        all(0 <= a <= gamma for a in completion.accepted)
+        and full - 1 + prefill <= len(completion.tokens) <= full + prefill
+    )
 
 
 PYTHON = ("plain", "python_draft_model", "python_prompt_lookup")
@@ -222,6 +238,8 @@ def test_exact_paths_pass_the_law_check_and_greedy(name, pair):
         assert not _greedy_mismatches(decoder, pair)
         if name.startswith("python_"):
             assert any(c.accepted and max(c.accepted) > 0 for c in out)  # speculation happened
+            # one token from the prompt's evaluation, then rounds (llama.py:973-1018): prefill_tokens = 1 fits all
+            assert decoder.prefill_tokens == 1 and all(_consistent_with_prefill(c, 3, 1) for c in out)
         if name == "server_draft_model":
             assert decoder.engine_counters["draft_n_accepted"] > 0
     finally:
@@ -232,21 +250,41 @@ def test_exact_paths_pass_the_law_check_and_greedy(name, pair):
 def test_speculative_example_is_rejected_finding_1(pair):
     """FINDING 1 (docs/findings/llamacpp.md): examples/speculative/speculative.cpp drafts ``cur_p->data[0]`` (the
     draft's most likely token after sorting) yet accepts with min(1, p/q) and resamples from (p - q)+, the rule for
-    a *sampled* draft. Greedy verification is unaffected."""
+    a *sampled* draft. Greedy verification is unaffected. Judged up to the first finishing token: what the example
+    writes after it is finding 6."""
     from specverify.stats import battery
 
     decoder = _make("speculative_example", pair)
-    result, _, out = _law_check(decoder, pair, EXAMPLE_N)
+    result, _, out = _law_check(decoder, pair, EXAMPLE_N, up_to_the_end=True)
     assert not result.passed and result.tv.estimate > 0.15, (result.pvalue_min, result.tv.estimate)
     # ... and the outcomes follow the modelled argmax-draft rule (enumerated by argmax_draft_law) instead
-    model = argmax_draft_law(pair, (0, 1), SamplingParams(temperature=1.0, max_tokens=3), 3)
-    counts = collections.Counter((c.tokens, c.finish_reason) for c in out)
+    params = SamplingParams(temperature=1.0, max_tokens=3)
+    model = argmax_draft_law(pair, (0, 1), params, 3)
+    counts = collections.Counter(_up_to_the_end(pair.target.vocab, c, params) for c in out)
     assert set(counts) <= set(model), sorted(set(counts) - set(model))[:5]
     keys = sorted(model)
     probs = np.array([model[k] for k in keys])
     fit = battery(np.array([counts.get(k, 0) for k in keys]), probs / probs.sum(), alpha=1e-6, seed=0)
     assert fit.passed, (fit.pvalue_min, fit.tv.estimate)
-    assert not _greedy_mismatches(decoder, pair)
+    assert not _greedy_mismatches(decoder, pair, up_to_the_end=True)
+
+
+@needs_example
+def test_speculative_example_writes_past_eos_and_max_tokens_finding_6(pair):
+    """FINDING 6: the example stops only after a round, once ``n_predict > params.n_predict`` or an EOS was
+    written (speculative.cpp:485), so it emits max_tokens + 1 or more tokens, and tokens after an EOS accepted
+    inside a round. The adapter returns them uncut (specverify/adapters/_finish.py): the certifier's protocol
+    check reports them (invalid)."""
+    from specverify.oracles.law import first_finish
+
+    decoder = _make("speculative_example", pair)
+    params = SamplingParams(temperature=0.0, max_tokens=3)
+    out = decoder([Request((0, 1), params, 3, seed=s) for s in range(4)])
+    assert all(len(c.tokens) > params.max_tokens for c in out), [c.tokens for c in out]
+    assert decoder.overshoot == len(out)
+    for c in out:  # what protocol validation sees: a finish before the last token, past max_tokens
+        end = first_finish(pair.target.vocab, c.tokens, params)
+        assert end is not None and end[0] < len(c.tokens) - 1 and c.finish_reason == end[1]
 
 
 @needs_example
@@ -296,6 +334,92 @@ def test_tree_example_arguments_are_checked(pair):
     for bad in (dict(branches=0), dict(branches=True), dict(p_split=1.5), dict(p_split="0.1")):
         with pytest.raises(InvalidArgument, match=next(iter(bad))):
             ExampleDecoder(pair.target, pair.draft, **bad)
+
+
+# ----------------------------------------------------------------- the finish rule at each path's boundary (fakes)
+
+
+@needs_llama
+def test_python_path_reads_up_to_its_own_end_and_an_early_stop_is_the_one_exception(pair, monkeypatch):
+    """generate() never stops (llama.py:976-1025), so the adapter implements every end and stops reading there; a
+    generator that ends before any end is EngineStoppedEarly, as on every engine."""
+    decoder = _make("plain", pair)
+    eos = pair.target.vocab.eos_token_id
+    closed = []
+
+    def fake(tokens):
+        def generate(prompt, **kwargs):
+            try:
+                yield from tokens
+            finally:
+                closed.append(True)
+
+        return generate
+
+    monkeypatch.setattr(decoder.llm, "generate", fake([2, eos, 1, 1, 1]))
+    c = decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])[0]
+    assert (c.tokens, c.finish_reason) == ((2, eos), "eos") and closed
+    monkeypatch.setattr(decoder.llm, "generate", fake([2, 2]))
+    with pytest.raises(EngineStoppedEarly, match=r"generate\(\) stopped after 2 tokens \(2, 2\)"):
+        decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])
+
+
+class _FakeServer:
+    def __init__(self, tokens, stop_type):
+        self.answer = {"tokens": tokens, "timings": {}, "stop_type": stop_type}
+
+    def complete(self, body):
+        return self.answer
+
+    def close(self):
+        pass
+
+
+@needs_llama
+def test_server_tokens_after_eos_are_reported_not_cut(pair, monkeypatch):
+    """llama-server is asked to honour EOS, stop strings and n_predict, so the adapter cuts nothing."""
+    from specverify.adapters._llamacpp_bin import ServerDecoder
+
+    eos = pair.target.vocab.eos_token_id
+    server = {"now": _FakeServer([2, eos, 1], "eos")}
+    monkeypatch.setattr(ServerDecoder, "_server", lambda self, gamma: server["now"])
+    decoder = ServerDecoder(pair.target, pair.draft, speculative=True)
+    assert decoder.prefill_tokens == 1
+    c = decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])[0]
+    assert (c.tokens, c.finish_reason) == ((2, eos, 1), "eos")
+    server["now"] = _FakeServer([2, 2, 2, 2, 2], "limit")
+    assert decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])[0].tokens == (2, 2, 2, 2, 2)
+    server["now"] = _FakeServer([2], "word")
+    with pytest.raises(EngineStoppedEarly, match="llama-server stopped after 1 tokens .* stop_type 'word'"):
+        decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])
+
+
+@needs_llama
+def test_example_output_past_its_ends_is_reported_and_its_stop_strings_cut(pair, monkeypatch):
+    """llama-speculative honours EOS and -n (tokens past them are returned: finding 6) but knows no stop strings,
+    which the adapter matches and cuts at."""
+    from specverify.adapters import _llamacpp_bin as lb
+
+    monkeypatch.setattr(lb, "executable", lambda name: "/bin/true")
+    decoder = lb.ExampleDecoder(pair.target, pair.draft)
+    eos = pair.target.vocab.eos_token_id
+    prompt = (0, 1)
+
+    def run_printing(tokens):
+        text = "\n\n" + lg.char_text(prompt, eos) + lg.char_text(tokens, eos)
+        return lambda args: (text, f"n_predict = {len(tokens)}\n", 0)
+
+    monkeypatch.setattr(decoder, "_run", run_printing([2, eos, 1]))
+    c = decoder([Request(prompt, SamplingParams(max_tokens=4), 3)])[0]
+    assert (c.tokens, c.finish_reason) == ((2, eos, 1), "eos") and decoder.overshoot == 1
+    monkeypatch.setattr(decoder, "_run", run_printing([2, 2, 2, 2]))
+    assert decoder([Request(prompt, SamplingParams(max_tokens=3), 3)])[0].tokens == (2, 2, 2, 2)
+    stop = pair.target.vocab.strings[2] * 2  # completed by the second token
+    c = decoder([Request(prompt, SamplingParams(max_tokens=4, stop=(stop,)), 3)])[0]
+    assert (c.tokens, c.finish_reason) == ((2, 2), "stop")
+    monkeypatch.setattr(decoder, "_run", run_printing([2]))
+    with pytest.raises(EngineStoppedEarly, match="llama-speculative stopped after 1 tokens"):
+        decoder([Request(prompt, SamplingParams(max_tokens=3), 3)])
 
 
 @needs_llama
@@ -355,8 +479,6 @@ def argmax_draft_law(pair, prompt, params, gamma):
     accepts a draft x with probability min(1, p(x)/q(x)), else samples (p - q)+ renormalised; a bonus from p
     after γ acceptances. Outcomes are cut at the first finishing token (temperature 1, no processors)."""
     import torch
-
-    from specverify.adapters._llamacpp_common import Finisher
 
     def probs(model, hist):
         return torch.softmax(model.logits([tuple(hist)])[0], -1).numpy()

@@ -7,7 +7,6 @@ import collections
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install -e '.[hf]'")
@@ -186,11 +185,36 @@ def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair):
     assert verdicts == {"plain": True, "assisted": True}
 
 
-def test_finish_rule_cuts_at_first_stop(toy_pair):
+def test_finish_rule_cuts_only_at_stop_strings(toy_pair):
+    """The adapter matches stop strings itself and cuts there; EOS and max_new_tokens are transformers' to honour, so
+    tokens past them are returned for the certifier to report (specverify/adapters/_finish.py)."""
+    from specverify.adapters._finish import EngineStoppedEarly
+
     decoder = tfa.plain(toy_pair.target, toy_pair.draft)
+    eos = toy_pair.target.vocab.eos_token_id
     params = SamplingParams(max_tokens=5, stop=("ab",))
     assert decoder._finish((0, 1, 2, 0, 1), params) == ((0, 1), "stop")
-    assert decoder._finish((1, 3, 0), params) == ((1, 3), "eos")
-    with pytest.raises(RuntimeError, match="stopping criteria"):
+    assert decoder._finish((1, eos, 0), params) == ((1, eos, 0), "eos")  # not cut: tokens after EOS
+    assert decoder._finish((1, 1, 1, 1, 1, 1), params) == ((1, 1, 1, 1, 1, 1), "length")  # past max_new_tokens
+    with pytest.raises(EngineStoppedEarly, match=r"transformers' generate\(\) stopped after 2 tokens \(1, 1\)"):
         decoder._finish((1, 1), params)
-    assert np.all(np.isfinite([1.0]))
+
+
+@pytest.mark.parametrize("name", ["assisted", "prompt_lookup"])
+def test_tokens_after_eos_from_generate_are_reported_not_cut(toy_pair, monkeypatch, name):
+    """generate() faked to run on past EOS (transformers #47912's mechanism): the completion keeps every token and
+    ``accepted`` counts the drafts among them; an early stop is the one exception."""
+    from specverify.adapters._finish import EngineStoppedEarly
+
+    decoder = getattr(tfa, name)(toy_pair.target, toy_pair.draft)
+    assert decoder.prefill_tokens == 0
+    eos = toy_pair.target.vocab.eos_token_id
+    prompt, tail = (0, 1), [eos, 1, eos]
+    fake = {"out": torch.tensor([list(prompt) + [2] + tail])}
+    monkeypatch.setattr(decoder.model, "generate", lambda input_ids, **kw: fake["out"], raising=False)
+    c = decoder([Request(prompt, SamplingParams(max_tokens=6), num_draft_tokens=2)])[0]
+    assert (c.tokens, c.finish_reason) == ((2, eos, 1, eos), "eos") and c.accepted == ()
+    fake["out"] = torch.tensor([list(prompt) + [2, 2]])
+    with pytest.raises(EngineStoppedEarly, match="without EOS, a stop string or max_tokens=6"):
+        decoder([Request(prompt, SamplingParams(max_tokens=6), num_draft_tokens=2)])
+    assert not hasattr(tfa.plain(toy_pair.target, toy_pair.draft), "prefill_tokens")
