@@ -11,30 +11,29 @@ Each model is written once, with ``save_pretrained(safe_serialization=True)`` an
 ``$SPECVERIFY_CHECKPOINT_CACHE`` or ``~/.cache/specverify/checkpoints``. Writing goes to a temporary directory next to
 the target, renamed into place; if another process published first, its copy wins and ours is discarded.
 
+The specs are plain data in ``specverify.oracles.checkpoint_spec`` (light: no torch, no transformers), re-exported
+here; ``CheckpointPairSpec.build()`` calls back into this module.
+
 The law is defined by ``CheckpointModel.logits``: the stored float32 weights cast to float64 and run through
 transformers' eager Llama forward in float64 (the rotary tables are computed in float32 by transformers and cast).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from specverify.errors import InvalidArgument, check
+from specverify.oracles.checkpoint_spec import FORMAT_VERSION, CheckpointPairSpec, CheckpointSpec, _fields
 from specverify.oracles.checkpoint_tokenizer import MAX_POSITIONS, parameter_shapes, quiet_transformers
 from specverify.oracles.checkpoint_tokenizer import write_checkpoint as _write_checkpoint
-from specverify.oracles.models import Vocab, make_vocab
+from specverify.oracles.models import make_vocab
 from specverify.oracles.pairs import ModelPair
 
 __all__ = [
@@ -50,98 +49,8 @@ __all__ = [
     "describe_pair",
 ]
 
-FORMAT_VERSION = 1  # bump when the recipe (draw order, config, files) changes: it is part of every directory's hash
 CACHE_ENV = "SPECVERIFY_CHECKPOINT_CACHE"
 _CHUNK = 4096  # prefixes per forward call
-
-
-@dataclass(frozen=True)
-class CheckpointSpec:
-    """A tiny Llama target, fully determined by these fields.
-
-    ``eos_scale`` multiplies the EOS row of ``lm_head`` after the draw, so the EOS logit is exactly ``eos_scale`` times
-    its unscaled value after every prefix (0: the EOS logit is 0 everywhere, which lowers the EOS rate; > 1 widens it).
-    An additive EOS offset is not offered: Llama's head has no bias and its input is RMS-normalised, so no weight edit
-    adds the same constant after every prefix.
-    """
-
-    family: ClassVar[str] = "checkpoint"
-    vocab_size: int = 6
-    num_layers: int = 1
-    hidden_size: int = 64
-    head_dim: int = 32
-    intermediate_size: int = 128
-    init_scale: float = 0.2
-    eos_scale: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self):
-        for name in ("vocab_size", "num_layers", "hidden_size", "head_dim", "intermediate_size", "seed"):
-            value = getattr(self, name)
-            check(
-                isinstance(value, int) and not isinstance(value, bool) and value >= (0 if name == "seed" else 1),
-                f"{name}={value!r} must be an int >= {0 if name == 'seed' else 1}.",
-            )
-        make_vocab(self.vocab_size)  # raises for sizes the toy vocabulary cannot hold
-        check(
-            self.head_dim % 2 == 0 and self.hidden_size % self.head_dim == 0,
-            f"head_dim={self.head_dim!r} must be even and divide hidden_size={self.hidden_size!r} (rotary halves).",
-        )
-        check(
-            isinstance(self.init_scale, (int, float)) and math.isfinite(self.init_scale) and self.init_scale > 0,
-            f"init_scale={self.init_scale!r} must be a finite number > 0 (the std of every matrix entry).",
-        )
-        check(
-            isinstance(self.eos_scale, (int, float)) and math.isfinite(self.eos_scale),
-            f"eos_scale={self.eos_scale!r} must be a finite number (1 = no change to the EOS row).",
-        )
-        object.__setattr__(self, "init_scale", float(self.init_scale))
-        object.__setattr__(self, "eos_scale", float(self.eos_scale))
-
-    @property
-    def vocab(self) -> Vocab:
-        return make_vocab(self.vocab_size)
-
-    def key(self) -> str:
-        """Hex digest naming this target's directory (spec fields and ``FORMAT_VERSION``)."""
-        return _digest({"kind": "target", **_fields(self)})
-
-
-@dataclass(frozen=True)
-class CheckpointPairSpec:
-    """A checkpoint ``target`` and a draft equal to it plus ``draft_sigma`` · N(0, 1) noise on every parameter,
-    drawn from ``default_rng(draft_seed)`` (σ = 0: a copy). ``build()`` writes both if needed and is cached."""
-
-    family: ClassVar[str] = "checkpoint"
-    target: CheckpointSpec = CheckpointSpec()
-    draft_sigma: float = 0.005
-    draft_seed: int = 1
-
-    def __post_init__(self):
-        check(isinstance(self.target, CheckpointSpec), f"target={self.target!r} must be a CheckpointSpec.")
-        check(
-            isinstance(self.draft_sigma, (int, float)) and math.isfinite(self.draft_sigma) and self.draft_sigma >= 0,
-            f"draft_sigma={self.draft_sigma!r} must be a finite number >= 0 (0 = the draft copies the target).",
-        )
-        check(
-            isinstance(self.draft_seed, int) and self.draft_seed >= 0,
-            f"draft_seed={self.draft_seed!r} must be an int >= 0.",
-        )
-        object.__setattr__(self, "draft_sigma", float(self.draft_sigma))
-
-    def key(self) -> str:
-        """Hex digest naming the draft's directory (target fields, σ, draft seed and ``FORMAT_VERSION``)."""
-        return _digest(
-            {
-                "kind": "draft",
-                "target": _fields(self.target),
-                "draft_sigma": self.draft_sigma,
-                "draft_seed": self.draft_seed,
-            }
-        )
-
-    def build(self) -> ModelPair:
-        return _build_pair(self, str(cache_root()))
 
 
 @lru_cache(maxsize=16)
@@ -149,15 +58,6 @@ def _build_pair(spec: CheckpointPairSpec, root: str) -> ModelPair:
     target = CheckpointModel(target_dir(spec.target, root=root))
     draft = CheckpointModel(draft_dir(spec, root=root))
     return ModelPair(spec=spec, target=target, draft=draft)
-
-
-def _fields(spec: CheckpointSpec) -> dict:
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-
-
-def _digest(payload: dict) -> str:
-    text = json.dumps({"format": FORMAT_VERSION, **payload}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 # ------------------------------------------------------------------------------------------------- building

@@ -6,6 +6,8 @@ lines), so it follows the protocol and differs from the exact decoder only by it
 draws of unseeded requests (reproducible tests). ``ZOO`` maps names to :class:`ZooEntry` (verdict, mechanism id in
 ``specverify.mechanisms.MECHANISMS`` and through it the engines' issues, showcases, estimated TV); each factory's
 docstring derives its verdict from docs/design.md's rules.
+Importing the package is light: the entry modules (torch, the reference decoders) load on first use of any other
+name than ``ZooEntry``; ``specverify.zoo.catalogue`` holds what ``specverify zoo`` lists as plain data.
 Entries for draft families, trees and block verification (``specverify.zoo.drafts``) run on their family's
 scenarios (``ZooEntry.drafts``, ``--drafts FAMILY``) and are not in the table below (no showcase TV measured);
 neither are the entries of ``specverify.zoo.metrics``: the reference's law with wrong reported acceptance, exact
@@ -65,41 +67,50 @@ on the plain showcase most processor bugs are exactly 0 and residual bugs shrink
 
 from __future__ import annotations
 
-from specverify.zoo._registry import ZooEntry, registered
-from specverify.zoo.batch import *  # noqa: E402,F401,F403 -- registered last: catalogue order
-from specverify.zoo.batch import __all__ as _batch  # noqa: E402
-from specverify.zoo.controls import *  # noqa: F401,F403 -- factories, importable as specverify.zoo:NAME
-from specverify.zoo.controls import __all__ as _controls
-from specverify.zoo.drafts import *  # noqa: E402,F401,F403 -- draft families, trees, block (ZooEntry.drafts)
-from specverify.zoo.drafts import __all__ as _drafts  # noqa: E402
-from specverify.zoo.metrics import *  # noqa: E402,F401,F403 -- exact law, wrong reported acceptance (ZooEntry.checks)
-from specverify.zoo.metrics import __all__ as _metrics  # noqa: E402
-from specverify.zoo.processors import *  # noqa: F401,F403
-from specverify.zoo.processors import __all__ as _processors
-from specverify.zoo.rule import *  # noqa: F401,F403
-from specverify.zoo.rule import __all__ as _rule
-from specverify.zoo.showcases import SHOWCASES, ShowcaseScenario
-from specverify.zoo.state import *  # noqa: F401,F403
-from specverify.zoo.state import __all__ as _state
+import importlib
 
-ZOO: dict = registered()
+from specverify.zoo._registry import ZooEntry, registered  # noqa: F401 -- ZooEntry: public (__all__)
 
-__all__ = [
-    "ZOO",
-    "ZooEntry",
-    "SHOWCASES",
-    "ShowcaseScenario",
-    "zoo_entries",
-    *_controls,
-    *_processors,
-    *_rule,
-    *_state,
-    *_batch,
-    *_drafts,
-    *_metrics,
-]
+# the modules that register entries, in catalogue order (the order of ``ZOO``), and the order of their names in
+# ``__all__``
+_MODULES = ("batch", "controls", "drafts", "metrics", "processors", "rule", "state")
+_ALL_ORDER = ("controls", "processors", "rule", "state", "batch", "drafts", "metrics")
+
+
+def _load() -> None:
+    """Import the entry modules (torch, the reference decoders) and bind their factories, ``ZOO``, ``SHOWCASES`` and
+    ``__all__`` here. Done on first use, so that ``specverify.zoo.catalogue`` (what ``specverify zoo`` lists) is
+    light."""
+    bound, exported = globals(), {}
+    for short in _MODULES:
+        module = importlib.import_module(f"{__name__}.{short}")
+        exported[short] = list(module.__all__)
+        bound.update({name: getattr(module, name) for name in module.__all__})
+    from specverify.zoo.showcases import SHOWCASES, ShowcaseScenario
+
+    rank = {f"{__name__}.{short}": i for i, short in enumerate(_MODULES)}
+    # by module, then in each module's own order: the same whichever zoo module was imported first
+    entries = sorted(registered().values(), key=lambda e: rank.get(e.factory.__module__, len(rank)))
+    bound.update(SHOWCASES=SHOWCASES, ShowcaseScenario=ShowcaseScenario)
+    bound["__all__"] = ["ZOO", "ZooEntry", "SHOWCASES", "ShowcaseScenario", "zoo_entries"]
+    bound["__all__"] += [name for short in _ALL_ORDER for name in exported[short]]
+    bound["ZOO"] = {e.name: e for e in entries}  # last: its presence says the zoo is loaded
+
+
+def __getattr__(name: str) -> object:
+    if name.startswith("__") and name != "__all__":  # probed by tools (__wrapped__, ...): never worth a load
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if "ZOO" not in globals():
+        _load()
+    if name not in globals():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return globals()[name]
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__getattr__("__all__")))
 
 
 def zoo_entries() -> list:
-    """Every zoo entry, in catalogue order (controls, processors, rule, state, batch)."""
-    return list(ZOO.values())
+    """Every zoo entry, in catalogue order (``specverify.zoo.catalogue`` lists them without importing any)."""
+    return list(__getattr__("ZOO").values())

@@ -1,0 +1,48 @@
+"""The checkpoint specs are light plain data: scenario matrices name their pairs without torch or transformers."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specverify.errors import InvalidArgument
+from specverify.oracles import checkpoint_spec as cs
+
+
+def test_specs_and_their_keys_import_neither_torch_nor_transformers():
+    code = (
+        "import sys\n"
+        "from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec\n"
+        "CheckpointPairSpec(CheckpointSpec(seed=3), draft_sigma=0.1).key()\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_keys_name_the_same_directories_as_before_the_move():
+    # the cache directories of existing users: a new digest would rebuild every checkpoint
+    assert cs.CheckpointSpec().key() == "1531d8576eb4e9c82bff"
+    assert cs.CheckpointPairSpec().key() == "de9c72355eef3dbfd525"
+
+
+def test_the_vocabulary_sizes_are_the_toy_vocabulary_s():
+    models = pytest.importorskip("specverify.oracles.models")
+    accepted = []
+    for size in range(0, 20):
+        try:
+            models.make_vocab(size)
+            accepted.append(size)
+        except InvalidArgument:
+            pass
+    assert accepted == list(cs.TOY_VOCAB_SIZES) == list(range(2, len(models.TOKEN_STRINGS) + 2))
+    for size in (1, 17, True):
+        with pytest.raises(InvalidArgument, match="vocab_size"):
+            cs.CheckpointSpec(vocab_size=size)
+    assert cs.CheckpointSpec(vocab_size=8).vocab == models.make_vocab(8)
+
+
+def test_the_checkpoint_module_re_exports_them():
+    ck = pytest.importorskip("specverify.oracles.checkpoint")
+    for name in ("CheckpointSpec", "CheckpointPairSpec", "FORMAT_VERSION"):
+        assert getattr(ck, name) is getattr(cs, name) and name in ck.__all__
