@@ -288,11 +288,12 @@ def test_speculative_example_writes_past_eos_and_max_tokens_finding_6(pair):
 
 
 @needs_example
-def test_speculative_example_tree_aborts_finding_4():
+def test_speculative_example_tree_aborts_finding_4(pair):
     """FINDING 4: with tree drafts (``-np 2``) the example puts a drafted token in several sequences but never asks
     for a unified KV cache (``-kvu`` is not among its flags), so the target batch cannot be split
-    (src/llama-batch.cpp, ``split_equal``) and sampling aborts (common/sampling.cpp, GGML_ASSERT): a crash in a
-    call, which the certifier reports as ``invalid`` with the engine's message."""
+    (src/llama-batch.cpp, ``split_equal``) and sampling aborts (common/sampling.cpp, GGML_ASSERT) once a branch
+    splits off: a crash in a call, with the engine's message. A certification is ``invalid`` at its first call,
+    by this abort or by finding 6 (a request that did not split writes past ``-n``), whichever comes first."""
     from specverify import certify
 
     cert = certify(
@@ -304,7 +305,15 @@ def test_speculative_example_tree_aborts_finding_4():
         sequential=True,
     )
     assert cert.verdict == "invalid", cert.reason
-    assert "coupled sequences" in cert.reason and "GGML_ASSERT" in cert.reason, cert.reason
+    assert "coupled sequences" in cert.reason or "tokens > max_tokens=3" in cert.reason, cert.reason
+    decoder = _make("speculative_example_tree", pair)
+    errors = []
+    for seed in range(10):  # most seeds split a branch (finding 5: 6 of 10 with -lv 5)
+        try:
+            decoder([Request((0, 1), SamplingParams(temperature=1.0, max_tokens=3), 3, seed=seed)])
+        except RuntimeError as exc:
+            errors.append(str(exc))
+    assert any("coupled sequences" in e and "GGML_ASSERT" in e for e in errors), errors[:1]
 
 
 @needs_llama
