@@ -35,12 +35,12 @@ def measured_tokens_per_call(factory, drafts: str, n: int = 20000) -> tuple:
 
 def main(argv: list | None = None) -> None:
     import specverify as sv
-    from specverify.certification.scenarios import DRAFT_FAMILIES
+    from specverify.enums import DraftFamily
     from specverify.reference import make_block_decoder, make_decoder
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--level", default="standard", choices=("quick", "standard", "thorough"))
-    p.add_argument("--families", nargs="*", default=[f for f in DRAFT_FAMILIES if f != "ar"])
+    p.add_argument("--families", nargs="*", default=[f.value for f in DraftFamily if f != DraftFamily.AR])
     p.add_argument("--zoo", action="store_true", help="also certify the draft-family zoo entries")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

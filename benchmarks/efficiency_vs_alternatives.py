@@ -61,10 +61,9 @@ TV_THRESHOLD = 0.05
 
 def certifier_num_tests() -> int:
     """m of the certifier's α budget: the number of sampling tests in the toy matrix."""
-    from specverify.certification.core import _num_sampling_tests
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.ledger import planned_tests
 
-    return _num_sampling_tests(matrix("toy"))
+    return planned_tests("toy")
 
 
 def doubling_grid(start: int, stop: int) -> list:

@@ -20,7 +20,8 @@ from specverify.params import SamplingParams
 __version__ = "0.1.0"
 
 _LAZY = {
-    "certify": "specverify.certification.core",
+    "certify": "specverify.certification.pipeline",
+    "RunConfig": "specverify.certification.config",
     "Certificate": "specverify.certification.evidence",
     "Request": "specverify.protocol",
     "Completion": "specverify.protocol",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from specverify.cli_args import ExitCode, check_number_flags, check_outputs, extra_flags
+from specverify.cli_args import ExitCode, check_outputs
 from specverify.cli_args import parser as _parser
 from specverify.enums import Verdict
 
@@ -56,100 +56,48 @@ def _progress(err):
 
 
 def _certify(args, out, err) -> int:
-    from specverify.certification import certify
+    from specverify.certification.config import RunConfig
+    from specverify.certification.factory import SetupFailure, resolve_factory
     from specverify.errors import InvalidArgument
 
-    if args.counts_out and not args.shard:
-        print("specverify: error: --counts-out needs --shard I/N (a whole run's certificate is --json).", file=err)
-        return ExitCode.USAGE
-    problem = check_number_flags(args) or check_outputs(args) or _user_pair_problem(args)
-    if problem:
-        print(f"specverify: error: {problem}", file=err)
-        return ExitCode.USAGE
-    if args.target:
-        return _certify_user_pair(args, out, err)
     try:
-        cert = certify(
-            args.factory,
-            level=args.level,
-            seed=args.seed,
-            alpha=args.alpha,
-            scenarios=args.scenario or None,
-            isolation=args.isolation,
-            timeout_s=args.timeout,
-            budget_s=args.budget,
-            progress=_progress(err),
-            models=args.models,
-            drafts=args.drafts,
-            shard=args.shard,
-            max_samples=args.max_samples,
-            sequential=args.sequential,
-            against=args.against,
-            threads=args.threads,
-            extra_flags=tuple(extra_flags(args)),
-        )
+        config = RunConfig.from_args(args)
+        if config.shard is not None and not args.counts_out:
+            raise InvalidArgument(
+                "--shard needs --counts-out PATH: a shard's evidence is its counts file (merge them)."
+            )
+        if args.counts_out and config.shard is None:
+            raise InvalidArgument("--counts-out needs --shard I/N (a whole run's certificate is --json).")
+        problem = check_outputs(args)
+        if problem:
+            raise InvalidArgument(problem)
+        resolve_factory(config.factory)  # a missing module is a usage error, before anything heavy is imported
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
-    if cert.shard_info is not None and args.counts_out:
+    except SetupFailure:
+        pass  # the certificate reports it (verdict error)
+    from specverify.certification.pipeline import run_certification
+
+    try:
+        cert = run_certification(config, _progress(err))
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    if cert.shard_info is not None:
         import json
+        import shlex
+        from dataclasses import replace
 
         with open(args.counts_out, "w") as fh:
             json.dump(cert.shard_info, fh, indent=1)
-    return _emit(
-        cert,
-        args,
-        out,
-        err,
-        require_reproducible=args.require_reproducible,
-        require_speculation=args.require_speculation,
-    )
-
-
-def _user_pair_problem(args) -> str | None:
-    if not (args.target or args.draft):
-        return None
-    if not (args.target and args.draft and args.against):
-        return "--target DIR and --draft DIR go together, with --against (e.g. --against plain): no exact law"
-    clashing = [
-        flag
-        for flag, on in (
-            ("--shard", args.shard),
-            ("--scenario", args.scenario),
-            ("--budget", args.budget),
-            ("--sequential", args.sequential),
-            ("--models", args.models != "toy"),
-        )
-        if on
-    ]
-    return f"{', '.join(clashing)} cannot be used with --target/--draft" if clashing else None
-
-
-def _certify_user_pair(args, out, err) -> int:
-    from specverify.certification.user_pair import certify_user_pair
-    from specverify.errors import InvalidArgument
-
-    try:
-        cert = certify_user_pair(
-            args.factory,
-            args.target,
-            args.draft,
-            against=args.against,
-            level=args.level,
-            seed=args.seed,
-            alpha=args.alpha,
-            isolation=args.isolation,
-            timeout_s=args.timeout,
-            max_samples=args.max_samples,
-            progress=_progress(err),
-        )
-    except InvalidArgument as exc:
-        print(f"specverify: error: {exc}", file=err)
-        return ExitCode.USAGE
-    return _emit(cert, args, out, err, require_reproducible=False)
+        cert = replace(cert, command=f"{cert.command} --counts-out {shlex.quote(args.counts_out)}")
+    return _emit(cert, args, out, err)
 
 
 def _merge(args, out, err) -> int:
+    from dataclasses import replace
+
     from specverify.certification.shards import merge_shards
     from specverify.errors import InvalidArgument
 
@@ -159,14 +107,17 @@ def _merge(args, out, err) -> int:
         return ExitCode.USAGE
     try:
         cert = merge_shards(args.parts)
+        if args.require is not None:
+            cert = replace(cert, config=replace(cert.config, require=Verdict.parse(args.require, "--require")))
     except (OSError, ValueError) as exc:  # InvalidArgument is a ValueError; json errors too
         reason = exc if isinstance(exc, InvalidArgument) else f"cannot read the parts ({exc})"
         print(f"specverify: error: {reason}", file=err)
         return ExitCode.USAGE
-    return _emit(cert, args, out, err, require_reproducible=False)
+    return _emit(cert, args, out, err)
 
 
-def _emit(cert, args, out, err, *, require_reproducible: bool, require_speculation: bool = False) -> int:
+def _emit(cert, args, out, err) -> int:
+    """Write the certificate (text, JSON, report); the exit code from its requirements (``RunConfig.require*``)."""
     from specverify.report import render_json, render_text
 
     if args.json == "-":
@@ -181,11 +132,7 @@ def _emit(cert, args, out, err, *, require_reproducible: bool, require_speculati
         return failed
     if cert.verdict == Verdict.ERROR:
         return ExitCode.ERROR
-    require_metrics = bool(getattr(args, "require_metrics", False))
-    ok = cert.meets(args.require, require_reproducible=require_reproducible, require_metrics=require_metrics)
-    if require_speculation and cert.speculation_observed is not True:
-        ok = False
-    return ExitCode.MEETS if ok else ExitCode.FALLS_SHORT
+    return ExitCode.MEETS if cert.requirements()["met"] else ExitCode.FALLS_SHORT
 
 
 def _zoo(out) -> int:
@@ -198,12 +145,14 @@ def _zoo(out) -> int:
 
 
 def _scenarios(args, out) -> int:
+    from specverify.certification.checks import requirements
     from specverify.certification.scenarios import matrix
     from specverify.protocol import MINIMUM_CAPABILITIES
 
     out.write(f"{'scenario':26s} {'kind':11s} {'core':4s} {'needs (beyond temperature, max_tokens)':40s} exercises\n")
-    for s in matrix(args.models, args.drafts).values():
-        needs = ", ".join(sorted(s.requires() - MINIMUM_CAPABILITIES)) or "-"
+    family = matrix(args.models, args.drafts)
+    for s in family.values():
+        needs = ", ".join(sorted(requirements(s, family) - MINIMUM_CAPABILITIES)) or "-"
         out.write(f"{s.name:26s} {s.kind:11s} {'yes' if s.core else 'no':4s} {needs:40s} {s.exercises}\n")
     return ExitCode.MEETS
 

@@ -6,9 +6,10 @@ import argparse
 import enum
 import os
 
-from specverify.enums import Level, Verdict
+from specverify.certification.config import add_run_arguments
+from specverify.enums import DraftFamily, ModelFamily, Verdict
 
-__all__ = ["ExitCode", "EPILOG", "parser", "check_number_flags", "check_outputs", "extra_flags", "SEED_LIMIT"]
+__all__ = ["ExitCode", "EPILOG", "parser", "check_outputs"]
 
 
 class ExitCode(enum.IntEnum):
@@ -29,10 +30,8 @@ EPILOG = (
     "capabilities). MODULE is imported with the current directory first on the path (as `python -m` does), in "
     "the worker process too. Progress goes to stderr, one line per scenario with an ETA."
 )
-SEED_LIMIT = 2**62  # certification seeds: [0, 2**62) in the CLI and certify() alike
-
-
-DRAFT_CHOICES = ("ar", "heads", "markov", "mtp", "ngram", "tree")  # certification.scenarios.DRAFT_FAMILIES
+DRAFT_CHOICES = tuple(d.value for d in DraftFamily)
+MODEL_CHOICES = tuple(m.value for m in ModelFamily)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -49,105 +48,9 @@ def parser() -> argparse.ArgumentParser:
         help="MODULE:ATTR of factory(target, draft) -> decoder, e.g. specverify.reference:make_decoder (MODULE may "
         "live in the current directory)",
     )
-    c.add_argument(
-        "--level",
-        choices=[level.value for level in Level],
-        default=Level.STANDARD.value,
-        help="detects TV >= 0.05 / 0.02 / 0.01 per scenario with power 0.9 (default standard)",
-    )
-    c.add_argument(
-        "--seed", type=int, default=0, help="seed of every request, in [0, 2**62); reproduces the run (default 0)"
-    )
-    c.add_argument("--alpha", type=float, default=1e-6, help="family false-alarm rate (default 1e-6)")
-    c.add_argument(
-        "--scenario",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="run only this scenario (repeatable); `specverify scenarios` lists them",
-    )
+    add_run_arguments(c)
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    c.add_argument(
-        "--require",
-        choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
-        default=Verdict.EXACT.value,
-        help="verdict needed for exit code 0 (default exact)",
-    )
-    c.add_argument(
-        "--require-reproducible",
-        action="store_true",
-        help="also require same seed -> same output (alone, batched, repeated)",
-    )
-    c.add_argument(
-        "--require-metrics",
-        action="store_true",
-        help="also require the metrics check: reported acceptance consistent and inside its exact interval",
-    )
-    c.add_argument(
-        "--require-speculation",
-        action="store_true",
-        help="also require that speculation was observed (some draft accepted); exit 1 otherwise",
-    )
-    c.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        metavar="N",
-        help="threads of the decoder's worker process (torch, OMP_NUM_THREADS; default 1)",
-    )
-    c.add_argument(
-        "--isolation",
-        choices=("process", "none"),
-        default="process",
-        help="run the decoder in a worker process with a per-call timeout (default) or in-process (none: a call "
-        "cannot be interrupted, so --timeout does not apply and --budget is checked between calls only)",
-    )
-    c.add_argument("--timeout", type=float, default=120.0, help="per-call time limit in seconds (default 120)")
-    c.add_argument(
-        "--budget",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="wall-clock budget: a pilot measures throughput, samples are allocated (core first); short scenarios "
-        "make the verdict inconclusive with the TV they could detect (default none)",
-    )
-    c.add_argument(
-        "--max-samples", type=int, default=None, metavar="N", help="total outcomes to allocate (default none)"
-    )
-    c.add_argument(
-        "--against",
-        metavar="plain|MODULE:ATTR",
-        help="two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
-        "FACTORY, speculation off) instead of the exact law",
-    )
-    c.add_argument(
-        "--target",
-        metavar="DIR",
-        help="your own target checkpoint directory (with --draft DIR and --against): two-sample scenarios only, "
-        "no exact law, so never `exact` (default: the built-in model families)",
-    )
-    c.add_argument("--draft", metavar="DIR", help="your own draft checkpoint directory (with --target DIR)")
-    c.add_argument(
-        "--sequential",
-        action="store_true",
-        help="stop each sampling scenario at its first decisive look (early reject / early pass at the planned power)",
-    )
-    c.add_argument(
-        "--models",
-        choices=("toy", "checkpoint"),
-        default="toy",
-        help="model family: toy tables (default) or tiny Llama checkpoints real engines load (hf extra)",
-    )
-    c.add_argument(
-        "--drafts",
-        choices=DRAFT_CHOICES,
-        default="ar",
-        help="draft family whose scenarios run; the factory receives its draft object (default ar; toy models)",
-    )
-    c.add_argument(
-        "--shard", metavar="I/N", help="run only shard I of N (scenarios split by position; merge the parts)"
-    )
-    c.add_argument("--counts-out", metavar="PATH", help="with --shard: write this shard's counts file to PATH")
+    c.add_argument("--counts-out", metavar="PATH", help="with --shard (required there): write the shard's counts file")
     _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
     m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")
@@ -155,8 +58,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--require",
         choices=[v.value for v in Verdict.decoder_verdicts()[:3]],
-        default=Verdict.EXACT.value,
-        help="verdict needed for exit code 0 (default exact)",
+        default=None,
+        help="verdict needed for exit code 0 (default: what the shards were run with, exact unless --require)",
     )
     _visual_flags(m)
     r = sub.add_parser("report", help="re-render a certificate saved with --json: text, and --html / --plots")
@@ -165,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--plots", metavar="DIR", help="write the report's plots as PNG files into DIR (report extra)")
     sub.add_parser("zoo", help="list the built-in decoders with their expected verdicts")
     sc = sub.add_parser("scenarios", help="list the certification scenarios")
-    sc.add_argument("--models", choices=("toy", "checkpoint"), default="toy", help="model family (default toy)")
+    sc.add_argument("--models", choices=MODEL_CHOICES, default="toy", help="model family (default toy)")
     sc.add_argument("--drafts", choices=DRAFT_CHOICES, default="ar", help="draft family (default ar)")
     sc.epilog = (
         "columns: name, kind, core (yes: needed for exact), the capabilities a decoder must declare, what it tests"
@@ -210,23 +113,6 @@ def _visual_flags(p) -> None:
     p.add_argument("--plots", metavar="DIR", help="also write the report's plots as PNG files into DIR (report extra)")
 
 
-def check_number_flags(args) -> str | None:
-    """The first CLI flag with a bad value, as a message naming the flag as typed; None when all are fine."""
-    if not 0 <= args.seed < SEED_LIMIT:
-        return f"--seed {args.seed} must be an integer in [0, 2**62)"
-    if not 0 < args.alpha < 0.5:
-        return f"--alpha {args.alpha:g} must lie in (0, 0.5), e.g. 1e-6"
-    if not args.timeout > 0:
-        return f"--timeout {args.timeout:g} must be > 0 seconds"
-    if args.budget is not None and not args.budget > 0:
-        return f"--budget {args.budget:g} must be > 0 seconds"
-    if args.max_samples is not None and args.max_samples < 1:
-        return f"--max-samples {args.max_samples} must be >= 1"
-    if args.threads is not None and args.threads < 1:
-        return f"--threads {args.threads} must be >= 1"
-    return None
-
-
 def _unwritable(flag: str, path: str | None, *, directory: bool = False) -> str | None:
     """Why ``path`` (a file, or a directory to create) cannot be written, before the run; None when it can."""
     if not path or path == "-":
@@ -258,13 +144,3 @@ def check_outputs(args) -> str | None:
         ("--plots", getattr(args, "plots", None), True),
     ]
     return next((why for flag, path, d in checks if (why := _unwritable(flag, path, directory=d))), None)
-
-
-def extra_flags(args) -> list:
-    """The flags that do not change the draws but belong to the command line that reproduces the run."""
-    out = [f"--require {args.require}"] if args.require != Verdict.EXACT.value else []
-    out += ["--require-reproducible"] if args.require_reproducible else []
-    out += ["--require-speculation"] if args.require_speculation else []
-    out += ["--require-metrics"] if getattr(args, "require_metrics", False) else []
-    out += [f"--counts-out {args.counts_out}"] if args.counts_out else []
-    return out

@@ -1,4 +1,5 @@
-"""The string-valued enumerations every layer shares: verdicts, levels, scenario kinds.
+"""The string-valued enumerations every layer shares: verdicts, levels, scenario kinds, model and draft families,
+isolation modes and why a scenario was not run.
 
 Each member is a ``str`` (``Verdict.EXACT == "exact"``), so JSON keeps the plain value and old callers that pass
 strings keep working; ``Verdict("greedy-only")`` parses one back.
@@ -10,7 +11,7 @@ import enum
 
 from specverify.errors import InvalidArgument
 
-__all__ = ["Verdict", "Level", "ScenarioKind"]
+__all__ = ["Verdict", "Level", "ScenarioKind", "ModelFamily", "DraftFamily", "Isolation", "NotRun"]
 
 
 class _StrEnum(str, enum.Enum):
@@ -23,8 +24,12 @@ class _StrEnum(str, enum.Enum):
         try:
             return cls(value)
         except ValueError:
+            import difflib
+
             choices = ", ".join(repr(m.value) for m in cls)
-            raise InvalidArgument(f"{name}={value!r} must be one of {choices}.") from None
+            close = difflib.get_close_matches(str(value), [m.value for m in cls], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise InvalidArgument(f"{name}={value!r} must be one of {choices}.{hint}") from None
 
 
 class Verdict(_StrEnum):
@@ -83,3 +88,48 @@ class ScenarioKind(_StrEnum):
     COLLISION = "collision"
     MIXED = "mixed"
     COMPOSITION = "composition"
+
+
+class ModelFamily(_StrEnum):
+    """The model families of docs/design.md: ``toy`` tables (default) and tiny ``checkpoint`` transformers an engine
+    loads. (A user's own checkpoints, ``--target DIR --draft DIR``, are a pair of family ``user``: no exact law.)"""
+
+    TOY = "toy"
+    CHECKPOINT = "checkpoint"
+
+
+class DraftFamily(_StrEnum):
+    """The draft families whose scenario matrices certify (``--drafts``; ``specverify.oracles.drafts``): the AR toy
+    draft and the heads (Medusa-like), markov (DSpark-like), mtp, ngram and tree families."""
+
+    AR = "ar"
+    HEADS = "heads"
+    MARKOV = "markov"
+    MTP = "mtp"
+    NGRAM = "ngram"
+    TREE = "tree"
+
+
+class Isolation(_StrEnum):
+    """Where the decoder runs: a worker ``process`` with a per-call timeout (default), or ``none`` (in-process)."""
+
+    PROCESS = "process"
+    NONE = "none"
+
+
+class NotRun(_StrEnum):
+    """Why a scenario gathered no evidence (``ScenarioResult.not_run``; the verdict reads this, never the note).
+
+    ``undeclared``: the decoder does not declare a capability the scenario needs; ``unfit``: the scenario comes too
+    close to a processor boundary on a float32 family (a bug in the matrix); ``budget``: the budget ran out (or left
+    a share too small to detect anything); ``broke``: an earlier scenario broke the protocol, so nothing more ran."""
+
+    UNDECLARED = "undeclared"
+    UNFIT = "unfit"
+    BUDGET = "budget"
+    BROKE = "broke"
+
+    @property
+    def counts_as_run(self) -> bool:
+        """Whether the scenario was meant to run and was cut (budget, broke) rather than skipped by design."""
+        return self in (NotRun.BUDGET, NotRun.BROKE)

@@ -17,6 +17,8 @@ __all__ = [
     "MINIMUM_CAPABILITIES",
     "capabilities_of",
     "draft_law_of",
+    "prefill_tokens_of",
+    "engine_of",
     "DRAFT_LAWS",
     "SampleCounts",
     "TIMING_PHASES",
@@ -148,3 +150,46 @@ def draft_law_of(decoder) -> str:
             "model, 'model-argmax' for its greedy tokens, 'unmodelled' otherwise (docs/adapters.md)."
         )
     return law
+
+
+MAX_PREFILL_TOKENS = 4  # the after-prefill acceptance law enumerates this many plain draws at most
+
+
+def prefill_tokens_of(decoder) -> Optional[int]:
+    """How many tokens the decoder emits before its first verification round (``decoder.prefill_tokens``, optional;
+    vLLM emits its prefill's token first). None when it does not say: the certifier then infers it from the counts
+    (docs/metrics.md)."""
+    value = getattr(decoder, "prefill_tokens", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PREFILL_TOKENS:
+        raise InvalidArgument(
+            f"decoder.prefill_tokens={value!r} must be an int in [0, {MAX_PREFILL_TOKENS}]: the tokens it emits "
+            "before its first verification round (docs/adapters.md), or absent to let the certifier infer it."
+        )
+    return value
+
+
+_ENGINE_KEYS = ("name", "version", "requested", "effective")
+
+
+def engine_of(decoder) -> Optional[dict]:
+    """The decoder's optional ``engine_info`` (docs/adapters.md): ``name`` and ``version`` strings and the
+    ``requested`` / ``effective`` configuration (JSON-ready dicts), recorded in the certificate's ``engine``; None
+    without. (Not ``decoder.engine``: adapters keep their engine object there.)"""
+    engine = getattr(decoder, "engine_info", None)
+    if engine is None:
+        return None
+    import json
+
+    ok = isinstance(engine, dict) and set(engine) <= set(_ENGINE_KEYS) and "name" in engine
+    try:
+        json.dumps(engine)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InvalidArgument(
+            f"decoder.engine_info={engine!r} must be a JSON-ready dict with 'name' and optionally 'version', "
+            "'requested' and 'effective' (docs/adapters.md)."
+        )
+    return dict(engine)

@@ -1,7 +1,8 @@
 """pytest plugin: certify speculative decoders inside a test suite (docs/pytest_plugin.md).
 
-Options (group ``specverify``, each with an ini key ``specverify_*``): ``--specverify-level``, ``-seed``,
-``-alpha``, ``-models``, ``-scenario``, ``-budget``, ``-isolation``, ``-json``, ``-html``, ``-baseline DIR`` and
+Options (group ``specverify``, each with an ini key ``specverify_*``): the run options of the certifier's table
+(``--specverify-level``, ``-seed``, ``-alpha``, ``-models``, ``-drafts``, ``-scenario``, ``-budget``,
+``-isolation``, ``-sequential``, ``-engine-option``), and ``-json``, ``-html``, ``-baseline DIR`` and
 ``--specverify-update-baseline``. Fixtures: ``specverify_certify`` (certify with the session's options),
 ``specverify_result`` (a marker item's scenario result), ``specverify_pair`` (toy or checkpoint model pair),
 ``specverify_scenarios`` (the matrix), ``specverify_options``. The marker
@@ -26,7 +27,8 @@ _DECISIONS = pytest.StashKey[list]()
 _RESULT = pytest.StashKey[object]()
 _MARKER_HELP = (
     "specverify(factory, *, require='exact', level=, seed=, alpha=, models=, scenarios=, budget=, isolation=, "
-    "timeout=, allow_inconclusive=False): certify FACTORY, one item per scenario (docs/pytest_plugin.md)"
+    "timeout=, allow_inconclusive=False, and every other run option of `specverify certify`): certify FACTORY, one "
+    "item per scenario (docs/pytest_plugin.md)"
 )
 
 
@@ -48,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     given = getattr(config, "workerinput", {}).get("specverify_options")
     if given is not None:  # an xdist worker: the controller's resolved options
-        options = Options(**{**given, "scenario": tuple(given["scenario"])})
+        options = Options.from_dict(given)
     else:
         try:
             options = resolve({o.name: config.getoption(o.flag) for o in OPTIONS}, ini=config.getini)
@@ -155,8 +157,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 @pytest.fixture
 def specverify_options(request: pytest.FixtureRequest) -> dict:
-    """The session's resolved options (level, seed, alpha, models, scenario, budget, isolation, outputs)."""
-    return request.config.stash[_OPTIONS].to_dict()
+    """The session's resolved options by plugin option name (level, seed, alpha, models, drafts, scenario, budget,
+    isolation, sequential, engine_option, json, html, baseline, update_baseline)."""
+    return request.config.stash[_OPTIONS].flat()
 
 
 @pytest.fixture

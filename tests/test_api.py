@@ -11,6 +11,7 @@ from specverify.cli import ExitCode, main
 
 PUBLIC = {
     "certify",
+    "RunConfig",
     "Certificate",
     "Verdict",
     "Level",

@@ -138,10 +138,10 @@ def test_the_command_and_reproduce_lines_keep_every_flag(tmp_path):
 
 
 def test_models_and_against_are_in_the_command():
-    from specverify.certification.core import _run_flags
+    from specverify.certification import RunConfig
 
-    flags = _run_flags("checkpoint", False, None, None, "plain", 1e-6, 120.0, "process", None)
-    assert flags == ["--models checkpoint", "--against plain"]
+    config = RunConfig.create("cli", factory="m:f", models="checkpoint", against="plain", level="quick")
+    assert config.reproduce() == "specverify certify m:f --level quick --models checkpoint --against plain --seed 0"
 
 
 # 6 ------------------------------------------------------------------------------------------------------------------
@@ -168,12 +168,18 @@ def test_numpy_integer_tokens_are_accepted_bools_are_not():
     "argv, message",
     [
         (["plan", "--outcomes", "1"], "--outcomes 1 must be >= 2"),
-        (["certify", REF, "--timeout", "0"], "--timeout 0 must be > 0"),
-        (["certify", REF, "--budget", "-1"], "--budget -1 must be > 0"),
-        (["certify", REF, "--alpha", "0.7"], "--alpha 0.7 must lie in (0, 0.5)"),
-        (["certify", REF, "--seed", str(2**62)], f"--seed {2**62} must be an integer in [0, 2**62)"),
-        (["certify", REF, "--seed", "-1"], "--seed -1 must be an integer in [0, 2**62)"),
-        (["certify", REF, "--max-samples", "0"], "--max-samples 0 must be >= 1"),
+        (["certify", REF, "--timeout", "0"], "--timeout='0' must be seconds > 0"),
+        (["certify", REF, "--budget", "-1"], "--budget='-1' must be seconds > 0"),
+        (["certify", REF, "--alpha", "0.7"], "--alpha='0.7' must be a number in (0, 0.5)"),
+        (["certify", REF, "--seed", str(2**62)], f"--seed='{2**62}' must be an int in [0, 2**62)"),
+        (["certify", REF, "--seed", "-1"], "--seed='-1' must be an int in [0, 2**62)"),
+        (["certify", REF, "--seed", "x"], "--seed='x' must be an int in [0, 2**62)"),
+        (["certify", REF, "--max-samples", "0"], "--max-samples='0' must be an int >= 1"),
+        (["certify", REF, "--power", "1"], "--power='1' must be a number in [0.5, 1)"),
+        (["certify", REF, "--models", "checkpiont"], "--models='checkpiont' must be one of 'toy', 'checkpoint'"),
+        (["certify", REF, "--drafts", "tree", "--models", "checkpoint"], "--drafts runs on the toy models only"),
+        (["certify", REF, "--engine-option", "novalue"], "--engine-option=['novalue'] must be KEY=VALUE"),
+        (["certify", REF, "--target", "x"], "--target and --draft go together, with --against"),
     ],
 )
 def test_bad_flags_are_reported_with_their_cli_names(argv, message):
@@ -267,13 +273,15 @@ def test_a_failing_reproducibility_check_is_not_invalid(monkeypatch):
 
 
 def test_one_seed_range_for_the_cli_and_certify():
+    """Certification seeds are [0, 2**62) everywhere (one validator); request seeds, derived, are 63-bit."""
     from specverify import InvalidArgument
-    from specverify.certification import core
-    from specverify.cli_args import SEED_LIMIT
+    from specverify.certification.options import SEED_LIMIT
 
-    assert SEED_LIMIT == core.SEED_LIMIT == 2**62
-    with pytest.raises(InvalidArgument, match=r"\[0, 2\*\*62\) \(--seed\)"):
+    assert SEED_LIMIT == 2**62
+    with pytest.raises(InvalidArgument, match=rf"seed={2**62} must be an int in \[0, 2\*\*62\)"):
         run(REF, seed=2**62)
+    code, _, err = cli("certify", REF, "--seed", str(2**62))
+    assert code == ExitCode.USAGE and f"--seed='{2**62}' must be an int in [0, 2**62)" in err
 
 
 def test_the_slow_note_follows_the_verdict_line():

@@ -35,11 +35,6 @@ def test_scenarios_import_no_model(argv):
     assert heavy_imports(*argv) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="specverify/certification/matrix_checkpoint.py imports CheckpointPairSpec, CheckpointSpec from "
-    "specverify.oracles.checkpoint (torch, via oracles.models); the light home is specverify.oracles.checkpoint_spec",
-)
 def test_checkpoint_scenarios_import_no_model():
     assert heavy_imports("scenarios", "--models", "checkpoint") == []
 
@@ -55,3 +50,14 @@ def test_zoo_lists_every_entry_with_its_draft_family():
         family = f" [--drafts {entry.drafts}]"
         assert summary == entry.summary + (family if entry.drafts != "ar" else "")
     assert any(line.endswith(" [--drafts tree]") for line in lines) and not any("--drafts ar" in s for s in lines)
+
+
+def test_an_unknown_factory_is_a_usage_error_before_anything_heavy():
+    code = (
+        "import io, sys; from specverify.cli import main\n"
+        "err = io.StringIO(); code = main(['certify', 'no_such_module:make'], out=io.StringIO(), err=err)\n"
+        f"print(code, sorted(m for m in {HEAVY!r} if m in sys.modules)); print(err.getvalue())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, message = done.stdout.split("\n", 1)
+    assert first == f"{int(ExitCode.USAGE)} []" and "cannot import module 'no_such_module'" in message

@@ -1,16 +1,18 @@
-"""Certification: the scenario matrix, the α plan, the worker runner and the verdict.
+"""Certification: the run configuration, the scenario matrices, the checks table, the worker runner, the verdict.
 
-``specverify.certify`` is the entry point; this package holds its parts. Importing it stays light (no torch): the
-oracles and the statistics are imported when a certification runs.
+``specverify.certify`` is the entry point (``pipeline.py``); this package holds its parts (docs/design.md draws
+their layout). Importing it stays light (no torch): the oracles and the statistics are imported when a
+certification runs.
 """
 
-from specverify.certification.core import certify
+from specverify._lazy import lazy_exports
+from specverify.certification.config import RunConfig
 from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.runner import DecoderFailure
 from specverify.certification.scenarios import CORE, SCENARIOS, CertificationScenario, scenario_names
 
 __all__ = [
     "certify",
+    "RunConfig",
     "Certificate",
     "ScenarioResult",
     "CertificationScenario",
@@ -19,3 +21,9 @@ __all__ = [
     "DecoderFailure",
     "scenario_names",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"certify": "specverify.certification.pipeline", "DecoderFailure": "specverify.certification.runner"},
+    __all__,
+)

@@ -1,8 +1,9 @@
 """Budgets that allocate: a wall-clock budget or a total number of samples, shared out before the run.
 
 ``--max-samples N`` (or ``--budget SECONDS``, turned into samples by a pilot that measures the decoder's
-throughput) is allocated across the chosen scenarios in matrix order: the core scenarios get their planned N first,
-the rest share what is left in proportion to their plans. A scenario that gets less than its plan still runs (its
+throughput) is allocated across the chosen scenarios in matrix order, from the sizes their checks plan
+(``checks.CHECKS[kind].planned_size``; this module knows no scenario kind): the core scenarios get their planned N
+first, the rest share what is left in proportion to their plans. A scenario that gets less than its plan still runs (its
 result states the TV it could detect at the N it got); one that gets less than ``MIN_USEFUL`` is not run. The
 verdict is ``exact`` only if every covered scenario reached its plan; otherwise ``inconclusive``.
 
@@ -18,38 +19,11 @@ from __future__ import annotations
 import math
 import time
 
-from specverify.enums import ScenarioKind
-
-__all__ = ["MIN_USEFUL", "PILOT_DRAWS", "Allocation", "planned_sizes", "allocate", "allotted", "pilot_rate"]
+__all__ = ["MIN_USEFUL", "PILOT_DRAWS", "SAFETY", "Allocation", "allocate", "allotted", "pilot_rate"]
 
 MIN_USEFUL = 200  # fewer outcomes than this detect nothing a certificate should claim
 PILOT_DRAWS = 512
 SAFETY = 0.8  # share of the measured throughput the allocation counts on (calls vary; overhead is not free)
-
-
-def planned_sizes(chosen: list, plan: object, matrix: dict) -> dict:
-    """Outcomes each scenario draws at its plan: sampling N, mixed Σ members' N, greedy prompts, collision 2·pairs."""
-    from specverify.certification.checks import COLLISION_PAIRS, GREEDY_PROMPTS
-    from specverify.oracles.law import exact_law
-
-    sizes = {}
-    for scenario in chosen:
-        if scenario.kind == ScenarioKind.SAMPLING:
-            target = scenario.models().target
-            sizes[scenario.name] = plan.sample_size(exact_law(target, scenario.prompt, scenario.params))
-        elif scenario.kind == ScenarioKind.MIXED:
-            target = scenario.models().target
-            members = [matrix[m] for m in scenario.members]
-            sizes[scenario.name] = sum(plan.sample_size(exact_law(target, m.prompt, m.params)) for m in members)
-        elif scenario.kind == ScenarioKind.COMPOSITION:
-            from specverify.certification.composition import composition_sizes
-
-            sizes[scenario.name] = composition_sizes(scenario, plan)
-        elif scenario.kind == ScenarioKind.GREEDY:
-            sizes[scenario.name] = GREEDY_PROMPTS
-        else:
-            sizes[scenario.name] = 2 * COLLISION_PAIRS.get(plan.level, 2000)
-    return sizes
 
 
 def allocate(sizes: dict, core: set, total: int) -> dict:
@@ -74,8 +48,7 @@ class Allocation:
     run, with what is left of ``total``. Scenarios that use their whole share leave every later share as the
     allocation at the start had it; one that stops early hands the rest on.
 
-    ``fraction(name)`` is asked when a scenario starts, ``spend(name, n)`` tells what it drew; ``get`` keeps the
-    mapping interface of a static allocation.
+    ``fraction(name)`` is asked when a scenario starts, ``spend(name, n)`` tells what it drew.
     """
 
     def __init__(self, sizes: dict, core: set, total: int):
@@ -90,22 +63,19 @@ class Allocation:
         todo = {n: size for n, size in self.sizes.items() if n not in self.done}
         return allocate(todo, self.core, max(0, self.total - self.spent))[name]
 
-    def get(self, name: str, default: float = 1.0) -> float:
-        return self.fraction(name) if name in self.sizes else default
-
     def spend(self, name: str, n: int) -> None:
         self.spent += max(0, int(n))
         self.done.add(name)
 
 
-def pilot_rate(session: object, scenario: object, plan: object) -> float:
+def pilot_rate(session: object, scenario: object, seed: int) -> float:
     """Outcomes per second of the decoder on ``scenario`` (a pilot of ``PILOT_DRAWS`` draws with their own seed,
     not used as evidence)."""
     from specverify.certification.collect import scenario_seed
     from specverify.protocol import Request
 
     handle = session.decoder(scenario)
-    seed = scenario_seed(plan.seed, scenario.name, salt=1) if handle.seeded else None
+    seed = scenario_seed(seed, scenario.name, salt=1) if handle.seeded else None
     request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed)
     started = time.perf_counter()
     session.draw(handle, request, PILOT_DRAWS)
@@ -113,6 +83,10 @@ def pilot_rate(session: object, scenario: object, plan: object) -> float:
 
 
 def allotted(planned: int, fraction: float) -> int:
-    """Outcomes a scenario draws at ``fraction`` of its plan (0 when below ``MIN_USEFUL``)."""
+    """Outcomes a scenario draws at ``fraction`` of its plan (0 when below ``MIN_USEFUL``); a plan no larger than
+    ``MIN_USEFUL`` is drawn whole whenever it has a share (a part of it would detect nothing, all of it costs
+    little)."""
+    if planned <= MIN_USEFUL:
+        return planned if fraction > 0 else 0
     n = planned if fraction >= 1.0 else int(math.floor(planned * fraction))
-    return n if n >= min(MIN_USEFUL, planned) else 0
+    return n if n >= MIN_USEFUL else 0

@@ -8,7 +8,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
-from specverify.certification.validate import completion_violation, outcome_violation
 from specverify.errors import ProtocolViolation
 from specverify.metrics.acceptance import PREFILL_TOKENS, consistency_violation
 from specverify.metrics.acceptance import completion_violation as accepted_violation
@@ -19,6 +18,23 @@ __all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenari
 
 CHUNK = 8192  # requests per call on the slow path at most (per-call overhead amortised; ~10 MB of objects)
 FIRST_CALL = 256  # requests in the first call of a loop; later calls grow with the decoder's measured speed
+
+
+def _slack(prefill: Optional[int], draft_law: str) -> Optional[int]:
+    """Tokens a completion may emit beyond its reported rounds: what the decoder declares it emits before its first
+    round, else ``PREFILL_TOKENS``; no bound for unmodelled drafts (an engine may take steps without a draft and not
+    report them: vLLM's n-gram, docs/findings/vllm.md finding 7)."""
+    if prefill is not None:
+        return prefill
+    return None if draft_law == "unmodelled" else PREFILL_TOKENS
+
+
+def _validate():
+    """The protocol checks (``validate.py``), imported on the first call: they use the oracle's finish rule (torch),
+    and listing scenarios or building a run must not import it."""
+    from specverify.certification import validate
+
+    return validate
 
 
 def scenario_seed(seed: int, name: str, salt: int = 0) -> int:
@@ -34,6 +50,8 @@ class DecoderHandle:
     capabilities: frozenset
     has_sample: bool
     draft_law: str = "model"  # decoder.draft_law (specverify.protocol.draft_law_of)
+    prefill_tokens: Optional[int] = None  # decoder.prefill_tokens (None: inferred from the counts)
+    engine: Optional[dict] = None  # decoder.engine_info (specverify.protocol.engine_of)
 
     def requests_per_call(self, chunk: int = CHUNK) -> int:
         """``chunk`` when the decoder declares ``batch``, else 1."""
@@ -55,7 +73,7 @@ class Draws:
     rounds: Optional[Counter] = None  # all-round histogram (docs/metrics.md), None when not reported
     positions: Optional[tuple] = None  # per draft position (verified, accepted); the fast path only
     violation: Optional[str] = None  # the first breach of the law-free acceptance consistency rule
-    prefill: int = 0  # tokens before the first round, inferred from the slow path's counts (docs/metrics.md)
+    prefill: int = 0  # tokens before the first round: declared (decoder.prefill_tokens) or inferred from the counts
 
 
 class Tally:
@@ -63,10 +81,11 @@ class Tally:
     completion whose ``accepted`` breaks the consistency rule (``specverify.metrics.acceptance``).
 
     Completions are counted per (tokens emitted, ``accepted``) shape, and each shape is checked once: a tally sees
-    hundreds of thousands of completions and a few dozen shapes."""
+    hundreds of thousands of completions and a few dozen shapes. ``prefill``: the tokens the decoder declares it
+    emits before its first round (None: inferred from the counts, at most ``PREFILL_TOKENS``)."""
 
-    def __init__(self, gamma: int):
-        self.gamma, self.outcomes = gamma, Counter()
+    def __init__(self, gamma: int, prefill: Optional[int] = None, draft_law: str = "model"):
+        self.gamma, self.outcomes, self.prefill, self.draft_law = gamma, Counter(), prefill, draft_law
         self.shapes = Counter()  # (len(tokens), accepted) -> completions
         self.violation = None
         self.slack = 0  # the most tokens a completion emitted beyond Σ(accepted + 1) - 1
@@ -79,12 +98,18 @@ class Tally:
                 emitted, accepted = shape
                 self.slack = max(self.slack, emitted - sum(accepted) - len(accepted) + 1)
                 if self.violation is None:
-                    problem = accepted_violation(emitted, accepted, self.gamma)
+                    slack = self.slack_allowed()
+                    problem = accepted_violation(emitted, accepted, self.gamma, prefill=slack)
                     self.violation = f"{problem} (tokens {list(comp.tokens)})" if problem else None
             self.shapes[shape] += 1
 
+    def slack_allowed(self) -> Optional[int]:
+        return _slack(self.prefill, self.draft_law)
+
     def draws(self, n: int) -> Draws:
-        prefill = min(max(self.slack - 1, 0), PREFILL_TOKENS)  # the finishing round may account for one
+        prefill = self.prefill
+        if prefill is None:  # inferred: the finishing round may account for one token of the slack
+            prefill = min(max(self.slack - 1, 0), PREFILL_TOKENS)
         first, rounds = Counter(), Counter()
         for (_, accepted), count in self.shapes.items():
             first[accepted[0]] += count
@@ -127,8 +152,9 @@ class Session:
         spec = scenario.pair
         if spec not in self._made:
             pair = scenario.models()
-            caps, has_sample, draft_law = self.runner.request("make", spec, pair.target, pair.draft)
-            self._made[spec] = DecoderHandle(pair, frozenset(caps), has_sample, draft_law)
+            made = self.runner.request("make", spec, pair.target, pair.draft)
+            made["capabilities"] = frozenset(made["capabilities"])
+            self._made[spec] = DecoderHandle(pair, **made)
         return self._made[spec]
 
     def release_unused(self, upcoming: Iterable, keep: Iterable = ()) -> None:
@@ -154,7 +180,7 @@ class Session:
             raise ProtocolViolation(f"wrong count: {len(completions)} completions for {len(requests)} requests")
         vocab = handle.pair.vocab
         for req, comp in zip(requests, completions):
-            problem = completion_violation(comp, req, vocab, known_ok=self._valid)
+            problem = _validate().completion_violation(comp, req, vocab, known_ok=self._valid)
             if problem:
                 raise ProtocolViolation(problem)
         return completions
@@ -193,7 +219,7 @@ class Session:
             )
             for i in range(n)
         )
-        tally = Tally(request.num_draft_tokens)
+        tally = Tally(request.num_draft_tokens, handle.prefill_tokens, handle.draft_law)
         for _, comp in self.call_in_chunks(handle, requests, handle.requests_per_call()):
             tally.add(comp)
         return tally.draws(n)
@@ -206,7 +232,7 @@ class Session:
         if any(c < 0 for c in result.outcomes.values()):
             raise ProtocolViolation("decoder.sample returned a negative count")
         for tokens, reason in result.outcomes:
-            problem = outcome_violation(tokens, reason, handle.pair.vocab, request.params)
+            problem = _validate().outcome_violation(tokens, reason, handle.pair.vocab, request.params)
             if problem:
                 raise ProtocolViolation(problem)
         accepted = None
@@ -220,7 +246,13 @@ class Session:
             rounds = Counter({int(m): int(c) for m, c in result.rounds.items()})
             positions = None if result.positions is None else tuple((int(v), int(a)) for v, a in result.positions)
             tokens = sum(len(t) * c for (t, _), c in result.outcomes.items())
+            slack = _slack(handle.prefill_tokens, handle.draft_law)
             violation = consistency_violation(
-                rounds, positions, requests=n, tokens=tokens, gamma=request.num_draft_tokens, first_round=accepted
-            )
-        return Draws(Counter(result.outcomes), accepted, n, rounds=rounds, positions=positions, violation=violation)
+                rounds, positions, requests=n, tokens=tokens, gamma=request.num_draft_tokens, first_round=accepted,
+                prefill=slack,
+            )  # fmt: skip
+        prefill = handle.prefill_tokens or 0
+        return Draws(
+            Counter(result.outcomes), accepted, n, rounds=rounds, positions=positions, violation=violation,
+            prefill=prefill,
+        )  # fmt: skip

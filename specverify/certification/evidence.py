@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
-from specverify.enums import Level, ScenarioKind, Verdict
+from specverify.enums import Level, NotRun, ScenarioKind, Verdict
 from specverify.errors import InvalidArgument
 
 __all__ = ["ScenarioResult", "Certificate"]
@@ -13,7 +13,9 @@ __all__ = ["ScenarioResult", "Certificate"]
 
 @dataclass(frozen=True)
 class ScenarioResult:
-    """Evidence for one scenario. ``passed`` is None when it was not run (``note`` says why).
+    """Evidence for one scenario, or for one ``member`` of it (a mixed batch's configurations, a batch
+    composition's ``alone`` / ``pairs`` / ``large``): ``name`` reads ``scenario/member`` then. ``passed`` is None
+    when it was not run: ``not_run`` says why (typed, what the verdict reads) and ``note`` in words.
 
     Sampling scenarios carry ``n`` (draws), ``planned_n``, the omnibus ``statistic``/``df``, the scenario
     ``pvalue`` (Bonferroni over the battery), ``detectable_tv`` at that n, ``tv_estimate`` with its
@@ -21,7 +23,7 @@ class ScenarioResult:
     outcomes decoded to text, and ``impossible`` outcomes (exact probability 0: an immediate failure).
     """
 
-    name: str
+    scenario: str
     kind: ScenarioKind
     exercises: str
     covered: bool
@@ -48,19 +50,38 @@ class ScenarioResult:
     num_outcomes: int = 0
     reproduce: str = ""
     elapsed_s: float = 0.0
+    member: Optional[str] = None
+    not_run: Optional[NotRun] = None
+
+    @property
+    def name(self) -> str:
+        """``scenario``, or ``scenario/member`` for a member's result (the name the reports and JSON show)."""
+        return self.scenario if self.member is None else f"{self.scenario}/{self.member}"
+
+    @classmethod
+    def skipped(
+        cls, scenario, why: NotRun, note: str, *, member: Optional[str] = None, planned_n: int = 0
+    ) -> ScenarioResult:
+        """The result of a scenario (or member) that gathered no evidence, for the typed reason ``why``."""
+        return cls(
+            scenario.name, scenario.kind, scenario.exercises, covered=False, note=note, member=member,
+            not_run=why, planned_n=planned_n,
+        )  # fmt: skip
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"name": self.name, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict) -> ScenarioResult:
         """The inverse of :meth:`to_dict` after a JSON round trip (lists back to tuples, count keys to ints)."""
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} | {"name"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidArgument(f"scenario result keys {unknown!r} are unknown: written by another version?")
         out = dict(data)
+        out.pop("name", None)
         out["kind"] = ScenarioKind(out["kind"])
+        out["not_run"] = None if out.get("not_run") is None else NotRun(out["not_run"])
         for key in ("tests", "worst", "impossible", "mismatches", "tv_interval", "accepted_expected"):
             if out.get(key) is not None:
                 out[key] = tuple(tuple(x) if isinstance(x, list) else x for x in out[key])
@@ -92,6 +113,8 @@ class Certificate:
     metrics_ok: Optional[bool] = None  # the named check ``metrics`` (docs/metrics.md); None: not checked
     metrics_note: str = ""
     timings: Optional[dict] = None  # the decoder's optional per-phase milliseconds (decoder.timings())
+    config: Optional[object] = None  # the RunConfig it ran (None: a v1 document without one)
+    engine: Optional[dict] = None  # the decoder's optional ``engine`` description (name, version, configuration)
 
     def meets(
         self,
@@ -125,7 +148,26 @@ class Certificate:
     def failures(self) -> tuple:
         return tuple(s for s in self.scenarios if s.passed is False)
 
+    def requirements(self) -> dict:
+        """What the run required (``RunConfig.require*``) and whether each held; ``met`` is the exit code's answer.
+
+        Keys: ``require`` (the verdict needed) with ``verdict_meets``, then ``reproducible``, ``metrics`` and
+        ``speculation``, each ``{"required": bool, "ok": bool | None}`` (``ok`` None: not checked)."""
+        cfg = self.config
+        require = Verdict.EXACT if cfg is None else cfg.require
+        needed = {
+            "reproducible": (bool(cfg and cfg.require_reproducible), self.reproducible),
+            "metrics": (bool(cfg and cfg.require_metrics), self.metrics_ok),
+            "speculation": (bool(cfg and cfg.require_speculation), self.speculation_observed),
+        }
+        meets = self.verdict != Verdict.ERROR and self.meets(require)
+        out = {"require": str(require), "verdict_meets": meets}
+        out.update({k: {"required": req, "ok": ok} for k, (req, ok) in needed.items()})
+        out["met"] = meets and all(ok is True for req, ok in needed.values() if req)
+        return out
+
     def to_dict(self) -> dict:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["scenarios"] = [s.to_dict() for s in self.scenarios]
+        out["config"] = None if self.config is None else self.config.to_dict()
         return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specverify.oracles.checkpoint import CheckpointPairSpec, CheckpointSpec
+from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec
 from specverify.params import SamplingParams
 
 __all__ = ["CHECKPOINT_PAIRS", "TOY_ONLY", "checkpoint_matrix"]

@@ -1,4 +1,5 @@
-"""The certificate's ``metrics`` check: reported all-round acceptance against its exact expectation (docs/metrics.md).
+"""Acceptance evidence: the first round's accepted counts beside their exact law, and the certificate's ``metrics``
+check — reported all-round acceptance against its exact expectation (docs/metrics.md).
 
 Per sampling scenario where the decoder reports all-round acceptance, the law-free consistency rule
 (``specverify.metrics.acceptance``) and every metric against ``acceptance_law`` for the scenario's draft family: the
@@ -10,9 +11,7 @@ token). The check is evidence beside the verdict, never part of it; ``--require-
 
 from __future__ import annotations
 
-from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
-
-__all__ = ["acceptance_draft", "first_round_after", "metrics_evidence", "metrics_summary"]
+__all__ = ["acceptance_evidence", "metrics_evidence", "metrics_summary"]
 
 MAX_FAILED_SHOWN = 3
 
@@ -20,36 +19,47 @@ MAX_FAILED_SHOWN = 3
 _LAWS: dict = {}
 
 
-def acceptance_draft(draft, draft_law: str) -> object:
-    """The draft object whose exact acceptance expectation fits a decoder of this ``draft_law``
-    (``specverify.protocol.draft_law_of``): the pair's draft, its argmax chain, or None (not modelled)."""
-    if draft_law == "model":
-        return draft
-    if draft_law == "model-argmax":
-        from specverify.oracles.argmax_draft import ArgmaxDraft
-
-        return ArgmaxDraft(draft)
-    return None
-
-
 def _law(pair_spec, models, prompt, params, gamma, rule, prefill, draft_law):
     """``acceptance_law`` for one request shape (after ``prefill`` plain tokens), cached (a scenario's sequential
     looks and reruns share it)."""
-    from specverify.metrics.prefill import acceptance_law_after
+    from specverify.oracles.acceptance_first import acceptance_law_after, draft_for_law
 
     key = (pair_spec, prompt, params, gamma, rule, prefill, draft_law)
     if key not in _LAWS:
         if len(_LAWS) >= 64:
             _LAWS.pop(next(iter(_LAWS)))
-        draft = acceptance_draft(models.draft, draft_law)
+        draft = draft_for_law(models.draft, draft_law)
         _LAWS[key] = acceptance_law_after(models.target, draft, prompt, params, gamma, rule=rule, prefill=prefill)
     return _LAWS[key]
 
 
-def first_round_after(scenario, pair, law, prefill: int, draft_law: str) -> object:
-    """The law of the first verification round's accepted count after ``prefill`` plain tokens (float64 [γ+1])."""
-    exact = _law(scenario.pair, pair, law.prompt, law.params, scenario.num_draft_tokens, None, prefill, draft_law)
-    return exact.first_round
+def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 0) -> dict:
+    """The first round's accepted counts beside their exact law — from the prompt, or after the ``prefill`` plain
+    tokens an engine emits before its first round (``decoder.prefill_tokens``, else inferred from the counts) —
+    for the drafts the decoder makes (``draft_law``): JSON-ready fields of ``ScenarioResult``. Evidence that the
+    rejection paths were exercised, never the verdict."""
+    import numpy as np
+
+    from specverify.oracles.acceptance_first import draft_for_law, first_round_acceptance_law
+    from specverify.stats import goodness_of_fit
+
+    pair = scenario.models()
+    gamma = scenario.num_draft_tokens
+    observed = np.array([accepted.get(m, 0) for m in range(gamma + 1)])
+    out = dict(accepted_observed={int(m): int(c) for m, c in enumerate(observed)})
+    draft = draft_for_law(pair.draft, draft_law)
+    if draft is None:  # unmodelled drafts: the counts are shown, with nothing to compare them with
+        return out
+    if prefill:
+        expected = _law(scenario.pair, pair, law.prompt, law.params, gamma, None, prefill, draft_law).first_round
+    else:
+        expected = first_round_acceptance_law(pair.target, draft, law.prompt, law.params, gamma)
+    support = expected > 0
+    pvalue = None
+    if observed[~support].sum() == 0 and support.sum() > 1:
+        pvalue = float(goodness_of_fit(observed[support], expected[support]).pvalue)
+    out.update(accepted_expected=tuple(float(e) for e in expected), accepted_pvalue=pvalue)
+    return out
 
 
 def metrics_evidence(scenario, draws, law, *, alpha: float, draft_law: str = "model") -> dict:
@@ -65,6 +75,8 @@ def metrics_evidence(scenario, draws, law, *, alpha: float, draft_law: str = "mo
     if draft_law == "unmodelled":  # no exact expectation to hold the counts against
         out.update(ok=None)
         return out
+    from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
+
     pair = scenario.models()
     tokens = sum(len(t) * c for (t, _), c in draws.outcomes.items())
     counts = AcceptanceCounts(dict(draws.rounds), draws.positions, draws.n, tokens)

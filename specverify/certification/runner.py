@@ -6,23 +6,30 @@ the certifier turns it into an ``invalid`` verdict and never crashes or passes b
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import itertools
 import multiprocessing
 import os
+import pickle
 import sys
 import traceback
-from typing import Callable, Union
 
-from specverify.errors import InvalidArgument, ProtocolViolation, SpecverifyError, check
-from specverify.protocol import TIMING_PHASES, Completion, SampleCounts, capabilities_of, draft_law_of
+from specverify.certification.config import factory_name
+from specverify.certification.factory import SetupFailure, factory_options, resolve_factory, user_traceback
+from specverify.enums import Isolation
+from specverify.errors import InvalidArgument, ProtocolViolation, check
+from specverify.protocol import (
+    TIMING_PHASES,
+    Completion,
+    SampleCounts,
+    capabilities_of,
+    draft_law_of,
+    engine_of,
+    prefill_tokens_of,
+)
 
 __all__ = [
     "DecoderFailure",
-    "SetupFailure",
-    "resolve_factory",
-    "factory_name",
     "InProcessRunner",
     "ProcessRunner",
     "make_runner",
@@ -35,74 +42,6 @@ class DecoderFailure(ProtocolViolation):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-class SetupFailure(SpecverifyError):
-    """The factory or adapter could not be set up (its module raises on import, the factory raises, its
-    ``capabilities`` are unknown names): verdict ``error`` (docs/design.md rule 1), nothing said of the decoder."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The exception once, with the frames of the user's code only (none of specverify's runner)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN_DIR)]
-    where = "".join(traceback.format_list(frames[-3:])).rstrip()
-    head = f"{type(exc).__name__}: {exc}"
-    return f"{head}\n{where}" if where else head
-
-
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def resolve_factory(spec: Union[str, Callable]) -> Callable:
-    """``module:attr`` (or a callable) -> the factory. Import problems raise ``InvalidArgument`` with hints."""
-    if callable(spec) and not isinstance(spec, str):
-        return spec
-    check(
-        isinstance(spec, str) and spec.count(":") == 1 and all(spec.split(":")),
-        f"factory={spec!r} must be 'module:attr', e.g. 'specverify.reference:make_decoder'.",
-    )
-    module_name, attr = spec.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if not _is_missing(exc, module_name):
-            raise SetupFailure(f"importing {module_name!r} raised {_user_traceback(exc)}") from None
-        raise InvalidArgument(
-            f"factory={spec!r}: cannot import module {module_name!r} ({exc}). Is it installed, on PYTHONPATH, "
-            "or in the current directory?"
-        ) from exc
-    except Exception as exc:  # noqa: BLE001 - the module's own code failed: a set-up failure
-        raise SetupFailure(f"importing {module_name!r} raised {_user_traceback(exc)}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            import difflib
-
-            names = [n for n in dir(obj) if not n.startswith("_")]
-            close = difflib.get_close_matches(part, names, n=3)
-            hint = f" Did you mean {', '.join(repr(f'{module_name}:{c}') for c in close)}?" if close else ""
-            raise InvalidArgument(f"factory={spec!r}: {module_name!r} has no attribute {part!r}.{hint}")
-        obj = getattr(obj, part)
-    check(callable(obj), f"factory={spec!r} is not callable; expected factory(target, draft) -> decoder.")
-    return obj
-
-
-def _is_missing(exc: ImportError, module_name: str) -> bool:
-    """Whether the module named on the command line (or a package above it) does not exist (a typo: usage)."""
-    missing = getattr(exc, "name", None)
-    parts = module_name.split(".")
-    return isinstance(exc, ModuleNotFoundError) and missing in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-
-
-def factory_name(spec) -> str:
-    """The ``module:attr`` that names ``spec`` on the command line (best effort for callables)."""
-    if isinstance(spec, str):
-        return spec
-    return f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__qualname__', getattr(spec, '__name__', '?'))}"
 
 
 def _summary(exc: BaseException) -> str:
@@ -183,23 +122,37 @@ def _as_counts(result) -> SampleCounts:
 
 
 class _Host:
-    """Holds decoders keyed by model pair; used in-process and inside the worker."""
+    """Holds decoders keyed by model pair; used in-process and inside the worker. ``options`` are the factory's
+    keyword arguments (``--engine-option``)."""
 
-    def __init__(self, factory):
-        self.factory = factory
+    def __init__(self, factory, options=None):
+        self.factory, self.options = factory, dict(options or {})
         self.decoders = {}
 
-    def make(self, key, target, draft):
+    def make(self, key, target, draft) -> dict:
+        """Build the decoder for one model pair; what it declares (capabilities, fast path, draft law, prefill
+        tokens, engine description), checked: a failure here is the factory's, so a set-up failure."""
         try:
-            decoder = self.factory(target, draft)
+            decoder = self.factory(target, draft, **self.options)
         except Exception as exc:  # noqa: BLE001 - the factory's own failure: a set-up failure, shown once
-            raise SetupFailure(f"the factory raised {_user_traceback(exc)}") from None
+            raise SetupFailure(f"the factory raised {user_traceback(exc)}") from None
+        if not callable(decoder):
+            raise SetupFailure(
+                f"the factory returned {type(decoder).__name__}, not a decoder: expected decoder(requests) -> "
+                "completions (docs/adapters.md)"
+            )
         try:
-            caps, draft_law = capabilities_of(decoder), draft_law_of(decoder)
+            declared = dict(
+                capabilities=sorted(capabilities_of(decoder)),
+                has_sample=callable(getattr(decoder, "sample", None)),
+                draft_law=draft_law_of(decoder),
+                prefill_tokens=prefill_tokens_of(decoder),
+                engine=engine_of(decoder),
+            )
         except InvalidArgument as exc:
             raise SetupFailure(str(exc)) from None
         self.decoders[key] = decoder
-        return sorted(caps), callable(getattr(decoder, "sample", None)), draft_law
+        return declared
 
     def call(self, key, requests):
         return _as_completions(self.decoders[key](list(requests)), len(requests))
@@ -248,8 +201,8 @@ class _Host:
 class InProcessRunner:
     """Runs the decoder in this process (no hang protection): fast, for tests and trusted decoders."""
 
-    def __init__(self, spec, *, timeout_s: float = 0):
-        self._host = _Host(resolve_factory(spec))
+    def __init__(self, spec, *, timeout_s: float = 0, options=None):
+        self._host = _Host(resolve_factory(spec), options)
 
     def request(self, op: str, *args: object) -> object:
         try:
@@ -272,17 +225,17 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def _worker_main(conn, spec, path=None, threads=1):
+def _worker_main(conn, spec, path=None, threads=1, options=None):
     if path and path not in sys.path:
         sys.path.insert(0, path)
     try:
         set_threads(threads)
-        host = _Host(resolve_factory(spec))
+        host = _Host(resolve_factory(spec), options)
     except SetupFailure as exc:
         conn.send(("setup", exc.reason))
         return
     except BaseException as exc:  # noqa: BLE001 - report anything, the parent decides
-        conn.send(("setup", _user_traceback(exc)))
+        conn.send(("setup", user_traceback(exc)))
         return
     conn.send(("ok", None))
     while True:
@@ -306,18 +259,25 @@ def _worker_main(conn, spec, path=None, threads=1):
 class ProcessRunner:
     """Runs the decoder in a spawned worker process; a call past ``timeout_s`` kills it (a hang is invalid)."""
 
-    def __init__(self, spec, *, timeout_s: float = 120.0, threads: int = 1):
+    def __init__(self, spec, *, timeout_s: float = 120.0, threads: int = 1, options=None):
         check(timeout_s > 0, f"timeout_s={timeout_s!r} must be > 0.")
         ctx = multiprocessing.get_context("spawn")
         self.timeout_s = timeout_s
         self._conn, child = ctx.Pipe()
-        args = (child, spec, os.getcwd(), threads)
+        args = (child, spec, os.getcwd(), threads, dict(options or {}))
         self._proc = ctx.Process(target=_worker_main, args=args, daemon=True)
-        self._proc.start()
+        try:
+            self._proc.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:  # a lambda or local function
+            child.close()
+            raise InvalidArgument(
+                f"factory={factory_name(spec)!r} cannot be sent to the worker process ({type(exc).__name__}: {exc}): "
+                "use a module-level function (named as module:attr) or --isolation none (isolation='none')."
+            ) from None
         child.close()
-        self._receive(max(timeout_s, 120.0), "starting the worker")
+        self._receive(max(timeout_s, 120.0), "starting the worker", setup=True)
 
-    def _receive(self, timeout, what):
+    def _receive(self, timeout, what, *, setup=False):
         if not self._conn.poll(timeout):
             self.close()
             raise DecoderFailure(
@@ -327,8 +287,11 @@ class ProcessRunner:
         try:
             status, payload = self._conn.recv()
         except EOFError:
+            self._proc.join(5)
             code = self._proc.exitcode
             self.close()
+            if setup:  # inside the factory (or importing it): the decoder was never made
+                raise SetupFailure(f"the worker process died while {what} (exit code {code})") from None
             raise DecoderFailure(f"the worker process died while {what} (exit code {code})") from None
         if status == "setup":
             raise SetupFailure(payload)
@@ -344,9 +307,11 @@ class ProcessRunner:
             what = f"running decoder.__call__ on {len(args[1])} requests"
         elif op == "sample":
             what = f"running decoder.sample(request, n={args[2]})"
+        elif op == "make":
+            what = "running the factory"
         else:
             what = f"running decoder.{op}"
-        return self._receive(self.timeout_s, what)
+        return self._receive(max(self.timeout_s, 120.0) if op == "make" else self.timeout_s, what, setup=op == "make")
 
     def close(self) -> None:
         if self._proc.is_alive():
@@ -360,18 +325,12 @@ class ProcessRunner:
                 self._proc.join(2)
 
 
-def make_runner(
-    spec: object, *, isolation: str = "process", timeout_s: float = 120.0, threads: int | None = None
-) -> InProcessRunner | ProcessRunner:
-    """The runner for ``isolation``; the worker runs ``threads`` threads (default 1), in-process only when given."""
-    check(isolation in ("process", "none"), f"isolation={isolation!r} must be 'process' or 'none'.")
-    check(
-        threads is None or (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1),
-        f"threads={threads!r} must be None or an int >= 1 (--threads).",
-    )
-    resolve_factory(spec)  # import errors surface here, before any worker starts
-    if isolation == "process":
-        return ProcessRunner(spec, timeout_s=timeout_s, threads=threads or 1)
-    if threads is not None:
-        set_threads(threads)
-    return InProcessRunner(spec)
+def make_runner(spec: object, config) -> InProcessRunner | ProcessRunner:
+    """The runner for ``config.isolation`` (a ``RunConfig``, already validated); the worker runs ``config.threads``
+    threads (default 1), in-process only when given; the factory gets :func:`factory_options`."""
+    options = factory_options(resolve_factory(spec), config)  # import errors surface here, before any worker starts
+    if config.isolation == Isolation.PROCESS:
+        return ProcessRunner(spec, timeout_s=config.timeout_s, threads=config.threads or 1, options=options)
+    if config.threads is not None:
+        set_threads(config.threads)
+    return InProcessRunner(spec, options=options)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Iterable
 
-from specverify.enums import ScenarioKind
+from specverify.certification.options import OptionError
+from specverify.enums import DraftFamily, ModelFamily, ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
 from specverify.oracles.pairs import ModelPair, PairSpec, ToyPairSpec
@@ -12,18 +15,16 @@ from specverify.params import SamplingParams
 
 __all__ = [
     "CertificationScenario",
+    "Matrix",
     "SCENARIOS",
     "CORE",
-    "MODEL_FAMILIES",
-    "DRAFT_FAMILIES",
+    "TOY_MATRIX",
     "matrix",
     "matrix_of",
     "scenario_names",
+    "check_names",
     "select_scenarios",
 ]
-
-MODEL_FAMILIES = ("toy", "checkpoint")
-DRAFT_FAMILIES = ("ar", "heads", "markov", "mtp", "ngram", "tree")  # specverify.oracles.drafts (kept light here)
 
 # state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
 DEAD_END_GRAMMAR = ToyGrammar(transitions=({0: 1, 1: 2, 3: 0}, {}, {1: 2, 0: 0}), accepting={2})
@@ -46,21 +47,16 @@ class CertificationScenario:
     members: tuple = field(default=())
     seeded: bool = True  # False: requests carry no seed even when the decoder declares ``seed``
     alone_prompts: int = 0  # greedy: how many prompts are also sent one per call (batch decoders)
+    prompts: tuple = ()  # greedy: fixed prompts (default: drawn from the seed over the vocabulary)
 
     def models(self) -> ModelPair:
         """The built (target, draft) pair (cached per spec)."""
         return self.pair.build()
 
-    def requires(self) -> frozenset:
-        """Capabilities the decoder must declare for this scenario to run."""
+    def needs(self) -> frozenset:
+        """Capabilities its requests need (the params it sets); its check may add more (``checks.requirements``)."""
         needed = {"temperature", "max_tokens"} | set(self.params.active())
         needed.discard("stop_after_min_tokens")
-        if self.kind in (ScenarioKind.COLLISION, ScenarioKind.MIXED, ScenarioKind.COMPOSITION):
-            needed.add("batch")
-        if self.kind == ScenarioKind.MIXED:
-            members = matrix_of(self.pair)
-            for member in self.members:
-                needed |= members[member].requires()
         return frozenset(needed)
 
 
@@ -236,72 +232,92 @@ SCENARIOS = {s.name: s for s in _LIST}
 CORE = tuple(s.name for s in _LIST if s.core)
 
 
-def matrix(models: str = "toy", drafts: str = "ar") -> dict:
+class Matrix(Mapping):
+    """A scenario matrix: its scenarios by name, in order, with what the verdict needs to know of it — its ``label``
+    in the verdict line ("" for the AR matrices), whether its scenarios have an ``exact_law`` (a user's own
+    checkpoints have none) and its ``core`` scenarios (needed for ``exact``)."""
+
+    def __init__(self, scenarios: dict, *, label: str = "", exact_law: bool = True):
+        self._scenarios, self.label, self.exact_law = dict(scenarios), label, exact_law
+
+    def __getitem__(self, name: str) -> CertificationScenario:
+        return self._scenarios[name]
+
+    def __iter__(self):
+        return iter(self._scenarios)
+
+    def __len__(self) -> int:
+        return len(self._scenarios)
+
+    @property
+    def core(self) -> tuple:
+        return tuple(n for n, s in self._scenarios.items() if s.core)
+
+    def position(self, name: str) -> int:
+        """The scenario's place in the matrix (shards and reports order by it; unknown names go last)."""
+        return self._order().get(name, len(self._scenarios))
+
+    def _order(self) -> dict:
+        if not hasattr(self, "_positions"):
+            self._positions = {n: i for i, n in enumerate(self._scenarios)}
+        return self._positions
+
+
+def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> Matrix:
     """The scenarios of one model family by name: ``"toy"`` (default) or ``"checkpoint"`` (needs the ``hf`` extra);
     ``drafts`` other than ``"ar"`` gives that draft family's matrix (toy models only, ``matrix_drafts.py``)."""
-    if drafts != "ar":
-        return _drafts_matrix(models, drafts)
-    if models not in MODEL_FAMILIES:
-        import difflib
+    models, drafts = ModelFamily.parse(models, "models"), DraftFamily.parse(drafts, "drafts")
+    if drafts != DraftFamily.AR:
+        if models != ModelFamily.TOY:
+            raise InvalidArgument(f"drafts={str(drafts)!r} runs on the toy models only; pass models='toy'.")
+        if drafts not in _CACHE:
+            from specverify.certification.matrix_drafts import drafts_matrix
 
-        close = difflib.get_close_matches(str(models), MODEL_FAMILIES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise InvalidArgument(f"models={models!r} must be one of {MODEL_FAMILIES!r}.{hint}")
-    if models == "toy":
-        return SCENARIOS
-    if "checkpoint" not in _CACHE:
+            _CACHE[drafts] = Matrix(drafts_matrix(drafts, SCENARIOS), label=f"{drafts} draft")
+        return _CACHE[drafts]
+    if models == ModelFamily.TOY:
+        return TOY_MATRIX
+    if models not in _CACHE:
         try:
             from specverify.certification.matrix_checkpoint import checkpoint_matrix
         except ImportError as exc:  # pragma: no cover - the hf extra is missing
             raise InvalidArgument(f"models='checkpoint' needs transformers ({exc}): pip install -e '.[hf]'.") from exc
-        _CACHE["checkpoint"] = checkpoint_matrix(SCENARIOS)
-    return _CACHE["checkpoint"]
+        _CACHE[models] = Matrix(checkpoint_matrix(SCENARIOS))
+    return _CACHE[models]
 
 
 _CACHE: dict = {}
+TOY_MATRIX = Matrix(SCENARIOS)
 
 
-def _drafts_matrix(models: str, drafts: str) -> dict:
-    if drafts not in DRAFT_FAMILIES:
-        import difflib
-
-        close = difflib.get_close_matches(str(drafts), DRAFT_FAMILIES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise InvalidArgument(f"drafts={drafts!r} must be one of {DRAFT_FAMILIES!r} (--drafts).{hint}")
-    if models != "toy":
-        raise InvalidArgument(f"drafts={drafts!r} runs on the toy models only; pass models='toy' (--models toy).")
-    if drafts not in _CACHE:
-        from specverify.certification.matrix_drafts import drafts_matrix
-
-        _CACHE[drafts] = drafts_matrix(drafts, SCENARIOS)
-    return _CACHE[drafts]
-
-
-def matrix_of(pair: PairSpec) -> dict:
+def matrix_of(pair: PairSpec) -> Matrix:
     """The matrix a scenario's model pair belongs to (its model family and draft family)."""
-    return matrix(pair.family, getattr(pair, "drafts", "ar"))
+    return matrix(pair.family, getattr(pair, "drafts", DraftFamily.AR))
 
 
-def scenario_names(models: str = "toy", drafts: str = "ar") -> tuple:
+def scenario_names(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> tuple:
     return tuple(matrix(models, drafts))
 
 
-def select_scenarios(names: list | None = None, models: str = "toy", drafts: str = "ar") -> list:
-    """The scenarios named (all when ``names`` is empty); unknown names raise ``InvalidArgument`` with hints."""
-    chosen = matrix(models, drafts)
-    if not names:
-        return list(chosen.values())
-    out = []
-    for name in names:
-        if name not in chosen:
-            import difflib
+def check_names(names, chosen: Matrix) -> None:
+    """``OptionError`` (naming ``scenarios`` as the caller's surface spells it) for the first name not in the matrix
+    ``chosen``, with a hint: close names, or that the scenario is toy-only."""
+    import difflib
 
-            hint = ""
-            if models != "toy" and name in SCENARIOS:
-                hint = " It is toy-only (exact zeros or the toy paged pool): run it with --models toy."
-            else:
-                close = difflib.get_close_matches(name, chosen, n=3)
-                hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-            raise InvalidArgument(f"scenario={name!r} is not a scenario.{hint} List them with `specverify scenarios`.")
-        out.append(chosen[name])
-    return out
+    for name in names:
+        if name in chosen:
+            continue
+        if chosen is not TOY_MATRIX and name in SCENARIOS and chosen.exact_law and not chosen.label:
+            hint = " It is toy-only (exact zeros or the toy paged pool): run it with {models} toy."
+        else:
+            close = difflib.get_close_matches(name, chosen, n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise OptionError("{scenarios}={value} is not a scenario." + hint + " `specverify scenarios` lists them.", name)
+
+
+def select_scenarios(names: Iterable[str] = (), models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> list:
+    """The scenarios named, in the order given (all of the matrix when ``names`` is empty)."""
+    chosen = matrix(models, drafts)
+    names = (names,) if isinstance(names, str) else tuple(names or ())
+    check_names(names, chosen)
+    return [chosen[n] for n in names] if names else list(chosen.values())

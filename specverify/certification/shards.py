@@ -1,37 +1,30 @@
 """Sharded certification: shards run fixed parts of the matrix, ``merge_shards`` decides one certificate.
 
-Shards split the matrix **by scenario** (no protocol change): scenario k of the family's matrix, in matrix order,
-runs on shard ``k % N + 1``; shard 1 also runs the reproducibility check. Greedy and collision scenarios are
-scenarios like the others. Every scenario keeps the seeds and the α share of the unsharded run (m counts the whole
-matrix), so N shards merged give exactly the unsharded certificate. A shard never decides a verdict on its own
-evidence: its counts file holds every scenario result; the merge applies Holm and the verdict rules once.
+Shards split the matrix **by scenario** (no protocol change): scenario k of the matrix, in matrix order, runs on
+shard ``k % N + 1``; shard 1 also runs the reproducibility check. Greedy and collision scenarios are scenarios like
+the others. Every scenario keeps the seeds and the α share of the unsharded run (m counts the whole matrix), so N
+shards merged give exactly the unsharded certificate. A shard never decides a verdict on its own evidence: its
+counts file holds every scenario result and its run configuration; the merge applies Holm and the verdict rules
+once.
 
-The counts file (``--counts-out``) is JSON with ``schema_version`` and ``kind: "specverify-shard"``.
+The counts file (``--counts-out``) is JSON with ``schema_version`` 2 and ``kind: "specverify-shard"``; version 1
+files are migrated when read (``specverify.certification.migrate``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Sequence
 
+from specverify.certification.config import RunConfig
 from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.enums import Level
+from specverify.enums import Verdict
 from specverify.errors import InvalidArgument, check
 
-__all__ = ["SHARD_SCHEMA_VERSION", "parse_shard", "shard_of", "shard_document", "merge_shards"]
+__all__ = ["SHARD_SCHEMA_VERSION", "shard_of", "shard_document", "shard_certificate", "merge_shards"]
 
-SHARD_SCHEMA_VERSION = 1
-_SAME = ("factory", "level", "seed", "alpha", "power", "models", "num_shards", "scenarios_requested")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` (1 ≤ I ≤ N) as ``(I, N)``; anything else raises ``InvalidArgument`` naming ``--shard``."""
-    try:
-        index, total = (int(x) for x in str(text).split("/"))
-    except ValueError:
-        raise InvalidArgument(f"--shard={text!r} must read I/N, e.g. --shard 1/4.") from None
-    check(1 <= index <= total, f"--shard={text!r} needs 1 <= I <= N, e.g. --shard 1/{max(total, 1)}.")
-    return index, total
+SHARD_SCHEMA_VERSION = 2
 
 
 def shard_of(position: int, num_shards: int) -> int:
@@ -39,13 +32,19 @@ def shard_of(position: int, num_shards: int) -> int:
     return position % num_shards + 1
 
 
-def shard_document(cert: Certificate, *, shard: tuple[int, int], violation: str | None, meta: dict) -> dict:
-    """The counts file of one shard: its scenario results, its protocol violation if any, and the run's identity."""
+def shard_document(cert: Certificate, *, violation: str | None) -> dict:
+    """The counts file of one shard: its scenario results, its protocol violation if any, and the run's identity
+    (its configuration, and the matrix order the merge restores)."""
+    from specverify.certification.run import matrix_for
+
+    config = cert.config
     return {
         "schema_version": SHARD_SCHEMA_VERSION,
         "kind": "specverify-shard",
-        "shard": list(shard),
-        **meta,
+        "shard": list(config.shard),
+        "run": config.to_dict(),
+        "matrix_order": list(matrix_for(config)),
+        "command": replace(config, shard=None).reproduce(),
         "violation": violation,
         "reproducible": cert.reproducible,
         "reproducibility_note": cert.reproducibility_note,
@@ -55,49 +54,76 @@ def shard_document(cert: Certificate, *, shard: tuple[int, int], violation: str 
     }
 
 
+def shard_certificate(cert: Certificate, violation: str | None) -> Certificate:
+    """A shard's own certificate: ``inconclusive`` with its counts file in ``shard_info``."""
+    index, total = cert.config.shard
+    return replace(
+        cert,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=f"shard {index}/{total} only: merge every shard's --counts-out with `specverify merge`",
+        shard_info=shard_document(cert, violation=violation),
+    )
+
+
 def _load(part: object) -> dict:
+    from specverify.certification.migrate import migrate_document
+
     if isinstance(part, dict):
-        return part
-    with open(part) as fh:
-        return json.load(fh)
+        return migrate_document(part)
+    try:
+        with open(part) as fh:
+            doc = json.load(fh)
+    except ValueError as exc:
+        raise InvalidArgument(f"{part}: not JSON ({exc}); give the files `specverify certify --counts-out` wrote.")
+    if not isinstance(doc, dict):
+        raise InvalidArgument(
+            f"{part}: holds a JSON {type(doc).__name__}, not a shard's counts file (an object with "
+            '"kind": "specverify-shard"): give the files `specverify certify ... --counts-out` wrote.'
+        )
+    return migrate_document(doc)
 
 
 def merge_shards(parts: Sequence[object]) -> Certificate:
     """One certificate from every shard's counts file (paths or loaded dicts) of one run."""
-    from specverify.certification.core import finish_certificate
+    from specverify.certification.run import matrix_for
+    from specverify.certification.verdict import finish_certificate
 
+    check(
+        bool(parts), "parts=[] must hold the counts file of every shard (specverify merge PART1.json PART2.json ...)."
+    )
     docs = [_load(p) for p in parts]
-    check(bool(docs), "parts=[] must hold the counts file of every shard (specverify merge PART1.json PART2.json ...).")
     for doc in docs:
         check(
             doc.get("kind") == "specverify-shard" and doc.get("schema_version") == SHARD_SCHEMA_VERSION,
             f"{doc.get('kind')!r} (schema_version {doc.get('schema_version')!r}) is not a specverify shard counts "
-            f"file of schema version {SHARD_SCHEMA_VERSION}: write it with `specverify certify ... --counts-out`.",
+            f"file: write it with `specverify certify ... --shard I/N --counts-out PATH`.",
         )
-    first = docs[0]
-    for doc in docs[1:]:
-        differ = [key for key in _SAME if doc.get(key) != first.get(key)]
+    runs = [{k: v for k, v in doc["run"].items() if k != "shard"} for doc in docs]
+    for run, doc in zip(runs[1:], docs[1:]):
+        differ = sorted(k for k in run if run[k] != runs[0].get(k))
         check(not differ, f"shards of different runs: {differ!r} differ (one run: same factory, flags and --seed).")
-    total = first["num_shards"]
+    total = docs[0]["shard"][1]
+    check(
+        all(doc["shard"][1] == total for doc in docs),
+        f"shards of different splits: {sorted({tuple(d['shard']) for d in docs})!r}; merge the parts of one run.",
+    )
     seen = sorted(doc["shard"][0] for doc in docs)
     check(
         seen == list(range(1, total + 1)),
         f"shards {seen!r} given, expected each of 1..{total} exactly once: run the missing --shard I/{total}.",
     )
     docs.sort(key=lambda d: d["shard"][0])
-    order = {name: i for i, name in enumerate(first["scenarios_requested"] or first["matrix_order"])}  # as unsharded
+    config = replace(RunConfig.from_dict(docs[0]["run"]), shard=None)
+    family = matrix_for(config)
+    order = {n: i for i, n in enumerate(config.scenarios or docs[0]["matrix_order"])}  # as unsharded
     results = [ScenarioResult.from_dict(s) for doc in docs for s in doc["scenarios"]]
-    results.sort(key=lambda r: (order.get(r.name.split("/")[0], len(order)), r.name))
+    results.sort(key=lambda r: (order.get(r.scenario, len(order)), r.name))
     violations = [doc["violation"] for doc in docs if doc.get("violation")]
-    repro = (docs[0]["reproducible"], docs[0]["reproducibility_note"])
     return finish_certificate(
         results,
         violations[0] if violations else None,
-        repro,
-        level=Level(first["level"]),
-        seed=first["seed"],
-        alpha=first["alpha"],
-        factory=first["factory"],
-        command=first["command"],
+        (docs[0]["reproducible"], docs[0]["reproducibility_note"]),
+        config=config,
+        matrix=family,
         elapsed_s=max(doc["elapsed_s"] for doc in docs),
     )

@@ -1,18 +1,39 @@
-"""The verdict rules (docs/design.md) and the certificate they produce: shared by ``certify`` and the shard merge."""
+"""The verdict rules (docs/design.md) over typed evidence, and the certificate they produce.
+
+One function decides: :func:`decide` reads the results' fields (kind, covered, ``not_run``, p-values after Holm,
+``n`` against ``planned_n``), never their notes. ``certify``, the shard merge, the pytest plugin's ledger (one
+decision per decoder) and each of its items (``core`` = the item's own scenario, Holm over the whole matrix's
+``num_tests``) all call it, so there is one copy of the rules.
+"""
 
 from __future__ import annotations
 
 import platform
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from specverify.certification.evidence import Certificate
-from specverify.certification.scenarios import CORE, matrix
-from specverify.enums import ScenarioKind, Verdict
+from specverify.enums import NotRun, ScenarioKind, Verdict
 
-__all__ = ["finish_certificate", "error_certificate", "coverage_phrase", "SAMPLING_KINDS"]
+__all__ = ["Decision", "decide", "finish_certificate", "error_certificate", "coverage_phrase", "slow_note"]
 
-SAMPLING_KINDS = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION, ScenarioKind.COMPOSITION)
 SLOW_RATE = 1000.0  # outcomes per second below which the certificate notes a slow decoder
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict, its reason, the results after Holm, and the facts the verdict came from (scenario names):
+    ``greedy_mismatch``, ``rejected`` (sampling tests, Holm), ``core_missing``, ``budget_cut`` (not run or short
+    because of the budget) and ``short`` (covered below their planned N)."""
+
+    verdict: Verdict
+    reason: str
+    results: tuple
+    greedy_mismatch: tuple = ()
+    rejected: tuple = ()
+    core_missing: tuple = ()
+    budget_cut: tuple = ()
+    short: tuple = ()
 
 
 def versions() -> dict:
@@ -31,104 +52,51 @@ def versions() -> dict:
     }
 
 
-def finish_certificate(
-    results, violation, repro, *, level, seed, alpha, factory, command, elapsed_s, drafts="ar"
-) -> Certificate:
-    """Holm over the sampling scenarios, the verdict rules, the certificate (shared by certify and the merge)."""
-    results = _apply_holm(results, alpha)
-    verdict, reason = _verdict(results, violation, drafts)
-    spec = [r.accepted_observed for r in results if r.accepted_observed]
-    from specverify.certification.metrics_check import metrics_summary
-
-    metrics_ok, metrics_note = metrics_summary(results)
-    found = versions()
-    return Certificate(
-        verdict=verdict,
-        reason=reason,
-        level=level,
-        seed=seed,
-        alpha=alpha,
-        epsilon=level.epsilon,
-        elapsed_s=elapsed_s,
-        version=found["specverify"],
-        factory=factory,
-        scenarios=tuple(results),
-        reproducible=repro[0],
-        reproducibility_note=repro[1],
-        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
-        versions=found,
-        command=command,
-        metrics_ok=metrics_ok,
-        metrics_note=metrics_note,
-    )
+def _tested(r) -> bool:
+    return r.kind != ScenarioKind.GREEDY and r.covered and r.violation is None and r.pvalue is not None
 
 
-def error_certificate(message, *, level, seed, alpha, factory, command, elapsed_s) -> Certificate:
-    """Rule 1's set-up failure: the factory or adapter could not be built; the verdict says nothing of the decoder."""
-    cert = finish_certificate(
-        [], None, (None, ""), level=level, seed=seed, alpha=alpha, factory=factory, command=command, elapsed_s=elapsed_s
-    )
-    return replace(cert, verdict=Verdict.ERROR, reason=f"set-up failed: {message}")
-
-
-def slow_note(results) -> str:
-    """A note when the decoder drew fewer than ``SLOW_RATE`` outcomes per second over its sampling scenarios."""
-    timed = [r for r in results if r.covered and r.kind in SAMPLING_KINDS and r.n and r.elapsed_s > 0]
-    seconds = sum(r.elapsed_s for r in timed)
-    if seconds < 5.0:  # too little time to measure (or to matter)
-        return ""
-    rate = sum(r.n for r in timed) / seconds
-    if rate >= SLOW_RATE:
-        return ""
-    return (
-        f"note: the decoder is slow ({rate:,.0f} outcomes/s < {SLOW_RATE:,.0f}); check thread oversubscription "
-        "(--threads) and batching"
-    )
-
-
-def _apply_holm(results, alpha) -> list:
-    """Sampling-type scenarios pass or fail by Holm at the family α; impossible outcomes fail outright."""
+def apply_holm(results, alpha: float, num_tests: Optional[int] = None) -> tuple:
+    """Tested results pass or fail by Holm at the family ``alpha``; outcomes of exact probability 0 fail outright.
+    ``num_tests``: the family's size when only some of its tests are here (the others count as p = 1)."""
     import numpy as np
 
     from specverify.stats import holm
 
-    idx = [
-        i
-        for i, r in enumerate(results)
-        if r.kind in SAMPLING_KINDS and r.covered and r.violation is None and r.pvalue is not None
-    ]
-    if not idx:
-        return results
-    passed = holm(np.array([results[i].pvalue for i in idx]), alpha)
+    idx = [i for i, r in enumerate(results) if _tested(r)]
     out = list(results)
-    for i, ok in zip(idx, passed):
-        out[i] = replace(out[i], passed=bool(ok) and not out[i].impossible)
-    return out
+    if idx:
+        pvalues = [results[i].pvalue for i in idx]
+        pvalues += [1.0] * max(0, (num_tests or 0) - len(pvalues))
+        passed = holm(np.array(pvalues), alpha)
+        for i, ok in zip(idx, passed):
+            out[i] = replace(out[i], passed=bool(ok) and not out[i].impossible)
+    return tuple(out)
 
 
-def _family_of(results, drafts="ar") -> dict:
-    if drafts != "ar":
-        return matrix("toy", drafts)
-    names = {r.name.split("/")[0] for r in results}
-    toy = matrix("toy")
-    return toy if names <= set(toy) else matrix("checkpoint")
-
-
-def coverage_phrase(results, drafts: str = "ar") -> str:
-    """'on the full matrix' or 'on 4 of 34 scenarios: a, b, c, d' (what the covered scenarios were); a draft
-    family's matrix is named (``drafts``)."""
-    family = _family_of(results, drafts)
-    covered = [n for n in family if n in {r.name.split("/")[0] for r in results if r.covered}]
-    named = f" {drafts} draft" if drafts != "ar" else ""
-    if len(covered) == len(family):
-        return f"on the full{named} matrix"
-    shown = ", ".join(covered[:6]) + (f", … ({len(covered) - 6} more)" if len(covered) > 6 else "")
-    return f"on {len(covered)} of {len(family)}{named} scenarios" + (f": {shown}" if covered else "")
-
-
-def _verdict(results, violation, drafts="ar") -> tuple:
+def decide(results, violation, *, matrix, alpha: float, core=None, num_tests=None, against=None) -> Decision:
+    """The verdict rules over ``results`` of ``matrix`` (``core``: the scenarios needed for ``exact``, default the
+    matrix's; ``num_tests``: Holm's family size, default the tests present)."""
+    results = apply_holm(results, alpha, num_tests)
     if violation is not None:
-        return Verdict.INVALID, violation
+        return Decision(Verdict.INVALID, violation, results)
+    greedy = tuple(r.name for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False)
+    rejected = tuple(r.name for r in results if r.kind != ScenarioKind.GREEDY and r.passed is False)
+    covered = {r.scenario for r in results if r.covered}
+    core = matrix.core if core is None else tuple(core)
+    core_missing = tuple(c for c in core if c not in covered)
+    budget_cut = tuple(r.name for r in results if r.not_run == NotRun.BUDGET)
+    short = tuple(r for r in results if r.covered and r.n < r.planned_n)
+    facts = dict(
+        results=results, greedy_mismatch=greedy, rejected=rejected, core_missing=core_missing,
+        budget_cut=budget_cut + tuple(r.name for r in short), short=tuple(r.name for r in short),
+    )  # fmt: skip
+    verdict, reason = _rules(results, matrix, core_missing, short, against)
+    return Decision(verdict, reason, **facts)
+
+
+def _rules(results, matrix, core_missing, short, against) -> tuple:
+    by_name = {r.name: r for r in results}
     greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
     if greedy_fail:
         r = greedy_fail[0]
@@ -143,32 +111,107 @@ def _verdict(results, violation, drafts="ar") -> tuple:
             # greedy-only would claim the greedy path is right: unknown here, so no decoder verdict
             return Verdict.INCONCLUSIVE, f"not exact (greedy not checked): {r.name}: {why}. Reproduce: {r.reproduce}"
         return Verdict.GREEDY_ONLY, f"{r.name}: {why}. Reproduce: {r.reproduce}"
-    return _pass_verdict(results, drafts)
-
-
-def _pass_verdict(results, drafts="ar") -> tuple:
-    not_run = [r.name for r in results if not r.covered]
-    core_missing = [c for c in CORE if c not in {r.name for r in results if r.covered}]
     if core_missing:
-        budget = [r.name for r in results if r.name in core_missing and "budget" in (r.note or "")]
-        if budget:
+        cut = [c for c in core_missing if c in by_name and by_name[c].not_run == NotRun.BUDGET]
+        if cut:
             return Verdict.INCONCLUSIVE, (
-                f"core scenarios not covered: {core_missing} (the budget ran out before {budget}: raise --budget "
+                f"core scenarios not covered: {list(core_missing)} (the budget ran out before {cut}: raise --budget "
                 "or --max-samples, or add --sequential)"
             )
         return Verdict.INCONCLUSIVE, (
-            f"core scenarios not covered: {core_missing} (declare their capabilities, or run "
+            f"core scenarios not covered: {list(core_missing)} (declare their capabilities, or run "
             "them: `specverify scenarios` lists them)"
         )
-    short = [r for r in results if r.covered and r.kind in SAMPLING_KINDS and r.n < r.planned_n]
-    if short or any("budget" in r.note for r in results if not r.covered):
+    cut = ""
+    if short or any(r.not_run == NotRun.BUDGET for r in results):
         detail = "; ".join(
             f"{r.name}: N = {r.n} of {r.planned_n}, detects TV ≥ {r.detectable_tv:.3f}" for r in short[:4]
         )
+        cut = "the budget ran out before every scenario reached its planned N" + (f" ({detail})" if detail else "")
+        if matrix.exact_law:
+            return Verdict.INCONCLUSIVE, cut
+    if not matrix.exact_law:
+        agreed = [r.name for r in results if r.covered]
         return Verdict.INCONCLUSIVE, (
-            "the budget ran out before every scenario reached its planned N" + (f" ({detail})" if detail else "")
+            f"no exact law on {matrix.label}s, so never exact: the speculative path agreed with {against} on "
+            f"{agreed}; certify the engine on `--models checkpoint` for a verdict against the exact law"
+            + (f"; {cut}" if cut else "")
         )
+    not_run = [r.name for r in results if not r.covered]
     coverage = f" (not covered: {not_run})" if not_run else ""
     return Verdict.EXACT, (
-        f"exact {coverage_phrase(results, drafts)}: every covered scenario reached its planned N and passed{coverage}"
+        f"exact {coverage_phrase(results, matrix)}: every covered scenario reached its planned N and passed{coverage}"
     )
+
+
+def coverage_phrase(results, matrix) -> str:
+    """'on the full matrix' or 'on 4 of 34 scenarios: a, b, c, d' (what the covered scenarios were); a draft
+    family's matrix is named by its label."""
+    ran = {r.scenario for r in results if r.covered}
+    covered = [n for n in matrix if n in ran]
+    named = f" {matrix.label}" if matrix.label else ""
+    if len(covered) == len(matrix):
+        return f"on the full{named} matrix"
+    shown = ", ".join(covered[:6]) + (f", … ({len(covered) - 6} more)" if len(covered) > 6 else "")
+    return f"on {len(covered)} of {len(matrix)}{named} scenarios" + (f": {shown}" if covered else "")
+
+
+def slow_note(results) -> str:
+    """A note when the decoder drew fewer than ``SLOW_RATE`` outcomes per second over its sampling scenarios."""
+    timed = [r for r in results if r.covered and r.kind != ScenarioKind.GREEDY and r.n and r.elapsed_s > 0]
+    seconds = sum(r.elapsed_s for r in timed)
+    if seconds < 5.0:  # too little time to measure (or to matter)
+        return ""
+    rate = sum(r.n for r in timed) / seconds
+    if rate >= SLOW_RATE:
+        return ""
+    return (
+        f"note: the decoder is slow ({rate:,.0f} outcomes/s < {SLOW_RATE:,.0f}); check thread oversubscription "
+        "(--threads) and batching"
+    )
+
+
+def finish_certificate(
+    results, violation, repro, *, config, matrix, elapsed_s: float, timings=None, engine=None
+) -> Certificate:
+    """Holm over the tested scenarios, the verdict rules, the certificate (certify, the shard merge, the plugin)."""
+    from specverify.certification.metrics_check import metrics_summary
+
+    decision = decide(results, violation, matrix=matrix, alpha=config.alpha, against=config.against)
+    spec = [r.accepted_observed for r in decision.results if r.accepted_observed]
+    metrics_ok, metrics_note = metrics_summary(decision.results)
+    reason = decision.reason
+    note = slow_note(decision.results)
+    if note and decision.verdict != Verdict.INVALID:
+        reason = f"{reason}\n{note}"
+    found = versions()
+    return Certificate(
+        verdict=decision.verdict,
+        reason=reason,
+        level=config.level,
+        seed=config.seed,
+        alpha=config.alpha,
+        epsilon=config.level.epsilon,
+        elapsed_s=elapsed_s,
+        version=found["specverify"],
+        factory=config.factory_name,
+        scenarios=decision.results,
+        reproducible=repro[0],
+        reproducibility_note=repro[1],
+        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
+        versions=found,
+        command=config.reproduce(),
+        metrics_ok=metrics_ok,
+        metrics_note=metrics_note,
+        timings=timings,
+        config=config,
+        engine=engine,
+    )
+
+
+def error_certificate(message: str, *, config, elapsed_s: float) -> Certificate:
+    """Rule 1's set-up failure: the factory or adapter could not be set up; the verdict says nothing of the decoder."""
+    from specverify.certification.scenarios import Matrix
+
+    cert = finish_certificate([], None, (None, ""), config=config, matrix=Matrix({}), elapsed_s=elapsed_s)
+    return replace(cert, verdict=Verdict.ERROR, reason=f"set-up failed: {message}")

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
-import scipy.stats
 
 from specverify.errors import InvalidArgument, check
 
@@ -32,8 +31,9 @@ __all__ = [
     "MIN_EXPECTED",
 ]
 
-#: Tokens an engine may commit before its first verification round (vLLM: the prefill's token, and for a draft
-#: model one more decode step without drafts); the consistency rule allows up to this many per completion.
+#: Tokens an engine may commit before its first verification round when it does not say (``decoder.prefill_tokens``;
+#: vLLM's draft models: the prefill's token, measured one); the consistency rule allows up to this many per
+#: completion. ``prefill=None`` drops the upper bound: steps without drafts that go unreported (vLLM's n-gram).
 PREFILL_TOKENS = 2
 #: A metric is judged only where its numerator, denominator and their difference expect at least this many counts
 #: (the normal approximation at α ~ 1e-7 per metric needs it); below, it is shown without a verdict.
@@ -158,6 +158,8 @@ def acceptance_metrics(counts: AcceptanceCounts, law: object, *, alpha: float = 
     if counts.positions is not None:
         conditional = "acceptance at position {} (accepted / verified)"
         specs += [(conditional.format(k), unit[2 * g + 2 + k], unit[g + 2 + k]) for k in range(g)]
+    import scipy.stats  # lazy: the certifier imports this module to check counts, scipy.stats costs ~1 s
+
     z = float(scipy.stats.norm.isf(alpha / (2 * len(specs))))
     metrics = tuple(_ratio(name, a, b, s, law, n, z) for name, a, b in specs)
     pvalue = None
@@ -168,7 +170,7 @@ def acceptance_metrics(counts: AcceptanceCounts, law: object, *, alpha: float = 
 
 
 def completion_violation(
-    tokens: int, accepted: Sequence[int], gamma: int, *, prefill: int = PREFILL_TOKENS
+    tokens: int, accepted: Sequence[int], gamma: int, *, prefill: Optional[int] = PREFILL_TOKENS
 ) -> Optional[str]:
     """Why one completion's per-round ``accepted`` cannot be right for ``tokens`` emitted, or None.
 
@@ -190,7 +192,7 @@ def completion_violation(
     full = sum(a + 1 for a in accepted)
     if tokens < full - 1:
         return f"accepted={accepted!r} claims at least {full - 1} tokens (Σ(accepted + 1) - 1), {tokens} were emitted"
-    if tokens > full + prefill:
+    if prefill is not None and tokens > full + prefill:
         return (
             f"accepted={accepted!r} accounts for at most {full + prefill} tokens (Σ(accepted + 1) + {prefill} before "
             f"the first round), {tokens} were emitted"
@@ -206,7 +208,7 @@ def consistency_violation(
     tokens: int,
     gamma: int,
     first_round: Optional[Mapping[int, int]] = None,
-    prefill: int = PREFILL_TOKENS,
+    prefill: Optional[int] = PREFILL_TOKENS,
 ) -> Optional[str]:
     """The aggregate rule over ``requests`` (the fast path's ``SampleCounts``), or None when it holds.
 
@@ -230,7 +232,7 @@ def consistency_violation(
             f"rounds={hist!r} claim at least {total_accepted + total_rounds - requests} tokens over {requests} "
             f"requests (Σ(accepted + 1) less one finishing token each), {tokens} were emitted"
         )
-    if tokens > total_accepted + total_rounds + prefill * requests:
+    if prefill is not None and tokens > total_accepted + total_rounds + prefill * requests:
         most = total_accepted + total_rounds + prefill * requests
         return f"rounds={hist!r} account for at most {most} tokens over {requests} requests, {tokens} were emitted"
     if first_round is not None:

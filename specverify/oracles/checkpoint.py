@@ -11,8 +11,8 @@ Each model is written once, with ``save_pretrained(safe_serialization=True)`` an
 ``$SPECVERIFY_CHECKPOINT_CACHE`` or ``~/.cache/specverify/checkpoints``. Writing goes to a temporary directory next to
 the target, renamed into place; if another process published first, its copy wins and ours is discarded.
 
-The specs are plain data in ``specverify.oracles.checkpoint_spec`` (light: no torch, no transformers), re-exported
-here; ``CheckpointPairSpec.build()`` calls back into this module.
+The specs are plain data in ``specverify.oracles.checkpoint_spec`` (light: no torch, no transformers), which builds
+through this module; this module reads a spec only through its fields and ``key()``, so the two import one way.
 
 The law is defined by ``CheckpointModel.logits``: the stored float32 weights cast to float64 and run through
 transformers' eager Llama forward in float64 (the rotary tables are computed in float32 by transformers and cast).
@@ -20,6 +20,7 @@ transformers' eager Llama forward in float64 (the rotary tables are computed in 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -30,17 +31,13 @@ from typing import Sequence
 import numpy as np
 
 from specverify.errors import InvalidArgument, check
-from specverify.oracles.checkpoint_spec import FORMAT_VERSION, CheckpointPairSpec, CheckpointSpec, _fields
 from specverify.oracles.checkpoint_tokenizer import MAX_POSITIONS, parameter_shapes, quiet_transformers
 from specverify.oracles.checkpoint_tokenizer import write_checkpoint as _write_checkpoint
 from specverify.oracles.models import make_vocab
 from specverify.oracles.pairs import ModelPair
 
 __all__ = [
-    "FORMAT_VERSION",
     "CACHE_ENV",
-    "CheckpointSpec",
-    "CheckpointPairSpec",
     "CheckpointModel",
     "CheckpointBatchCache",
     "cache_root",
@@ -53,8 +50,17 @@ CACHE_ENV = "SPECVERIFY_CHECKPOINT_CACHE"
 _CHUNK = 4096  # prefixes per forward call
 
 
+def _is_spec(spec: object, *, pair: bool) -> bool:
+    """Whether ``spec`` is a checkpoint spec (a pair's when ``pair``): read through its fields, not its class."""
+    return getattr(spec, "family", None) == "checkpoint" and hasattr(spec, "key") and hasattr(spec, "target") == pair
+
+
+def _fields(spec) -> dict:
+    return dataclasses.asdict(spec)
+
+
 @lru_cache(maxsize=16)
-def _build_pair(spec: CheckpointPairSpec, root: str) -> ModelPair:
+def _build_pair(spec, root: str) -> ModelPair:
     target = CheckpointModel(target_dir(spec.target, root=root))
     draft = CheckpointModel(draft_dir(spec, root=root))
     return ModelPair(spec=spec, target=target, draft=draft)
@@ -69,18 +75,18 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "specverify" / "checkpoints"
 
 
-def target_dir(spec: CheckpointSpec, *, root: str | Path | None = None) -> Path:
-    """The directory holding ``spec``'s checkpoint and tokenizer, written first if it is missing."""
-    check(isinstance(spec, CheckpointSpec), f"spec={spec!r} must be a CheckpointSpec.")
+def target_dir(spec, *, root: str | Path | None = None) -> Path:
+    """The directory holding ``spec``'s checkpoint and tokenizer (a ``CheckpointSpec``), written first if missing."""
+    check(_is_spec(spec, pair=False), f"spec={spec!r} must be a CheckpointSpec.")
     final = Path(root if root is not None else cache_root()) / f"target-{spec.key()}"
     if not final.is_dir():
         _publish(final, spec, lambda: _target_state(spec), {"target": _fields(spec)})
     return final
 
 
-def draft_dir(spec: CheckpointPairSpec, *, root: str | Path | None = None) -> Path:
-    """The directory holding the draft of ``spec`` (its target is written first if missing)."""
-    check(isinstance(spec, CheckpointPairSpec), f"spec={spec!r} must be a CheckpointPairSpec.")
+def draft_dir(spec, *, root: str | Path | None = None) -> Path:
+    """The directory holding the draft of ``spec`` (a ``CheckpointPairSpec``; its target is written first)."""
+    check(_is_spec(spec, pair=True), f"spec={spec!r} must be a CheckpointPairSpec.")
     root = Path(root if root is not None else cache_root())
     final = root / f"draft-{spec.key()}"
     if not final.is_dir():
@@ -90,7 +96,7 @@ def draft_dir(spec: CheckpointPairSpec, *, root: str | Path | None = None) -> Pa
     return final
 
 
-def _target_state(spec: CheckpointSpec) -> dict[str, np.ndarray]:
+def _target_state(spec) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(spec.seed)
     state = {}
     for name, shape in sorted(parameter_shapes(spec).items()):
@@ -112,12 +118,12 @@ def _draft_state(source: Path, sigma: float, seed: int) -> dict[str, np.ndarray]
     }
 
 
-def _publish(final: Path, spec: CheckpointSpec, make_state, meta: dict) -> None:
+def _publish(final: Path, spec, make_state, meta: dict) -> None:
     """Write the checkpoint into a temporary sibling of ``final`` and rename it into place (first writer wins)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        _write_checkpoint(tmp, spec, make_state(), {"format": FORMAT_VERSION, **meta})
+        _write_checkpoint(tmp, spec, make_state(), {"format": spec.format_version, **meta})
         try:
             os.rename(tmp, final)
         except OSError:

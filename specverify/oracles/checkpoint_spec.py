@@ -2,7 +2,7 @@
 
 Scenario matrices name their model pairs at import time, so the specs and the digest that names their directories
 import neither torch nor transformers; ``CheckpointPairSpec.build()`` imports ``specverify.oracles.checkpoint``
-(the recipe, the model) when it is called. ``specverify.oracles.checkpoint`` re-exports every name here.
+(the recipe, the model) when it is called; that module never imports this one (it reads a spec's fields).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class CheckpointSpec:
     """
 
     family: ClassVar[str] = "checkpoint"
+    format_version: ClassVar[int] = FORMAT_VERSION  # written into the checkpoint's metadata
     vocab_size: int = 6
     num_layers: int = 1
     hidden_size: int = 64

@@ -27,6 +27,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 import torch
 
+from specverify.enums import DraftFamily
 from specverify.errors import check
 from specverify.oracles.models import BatchCache, ToyModel, step_kv
 
@@ -43,7 +44,7 @@ __all__ = [
     "ngram_proposal",
 ]
 
-DRAFT_FAMILIES = ("ar", "heads", "markov", "mtp", "ngram", "tree")
+DRAFT_FAMILIES = tuple(f.value for f in DraftFamily)
 SIBLING_RULES = ("iid", "without-replacement", "top-k")
 _MTP_SALT = np.uint64(0xD1B54A32D192ED03)
 

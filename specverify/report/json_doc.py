@@ -1,4 +1,4 @@
-"""The certificate as a JSON document (schema version 1) and back.
+"""The certificate as a JSON document (schema version 2) and back; version 1 documents are read too (migrated).
 
 ``json_document`` labels what the certificate holds as tuples: a ``worst`` entry becomes ``{"text", "tokens",
 "finish_reason", "observed", "expected", "residual"}`` and an ``impossible`` one ``{"text", "tokens",
@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specverify.errors import InvalidArgument
-from specverify.report.schema import SCHEMA_VERSION, validate_document
+from specverify.report.schema import SCHEMA_VERSION, upgrade_document
 
 if TYPE_CHECKING:
     from specverify.certification.evidence import Certificate
@@ -75,9 +75,12 @@ def _scenario(s: dict) -> dict:
 
 
 def json_document(cert) -> dict:
-    """The certificate as a JSON-ready dict of ``schema_version`` 1, ``kind`` ``"specverify-certificate"``."""
+    """The certificate as a JSON-ready dict of ``schema_version`` 2, ``kind`` ``"specverify-certificate"``: its
+    fields, with the run configuration as ``run`` and the ``requirements`` and whether each held."""
     doc = cert.to_dict()
     doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
+    doc["run"] = doc.pop("config")
+    doc["requirements"] = cert.requirements() if cert.config is not None else None
     doc = {"schema_version": SCHEMA_VERSION, "kind": "specverify-certificate", **doc}
     doc["scenarios"] = [_scenario(s) for s in doc["scenarios"]]
     return _clean(doc)
@@ -118,21 +121,35 @@ def _result(s: dict):
     return ScenarioResult.from_dict(data)
 
 
+def _config(cls, run: dict | None):
+    """The stored run configuration, or None where this version cannot read it back (a scenario since renamed)."""
+    if run is None:
+        return None
+    try:
+        return cls.from_dict(run)
+    except InvalidArgument:
+        return None
+
+
 def certificate_from_document(doc: dict) -> Certificate:
     """The :class:`~specverify.certification.evidence.Certificate` a :func:`json_document` came from.
 
     The document is validated first (``InvalidArgument`` with the JSON path of the first error)."""
+    from specverify.certification.config import RunConfig
     from specverify.certification.evidence import Certificate
     from specverify.enums import Level, Verdict
 
-    kind = validate_document(doc)
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    doc = upgrade_document(doc)
     if kind != "specverify-certificate":
         raise InvalidArgument(
             f"$.kind={kind!r} is a shard's counts file, not a certificate: merge every shard first "
             "(specverify merge PART1.json PART2.json ... --json CERT.json)."
         )
-    fields = {k: v for k, v in doc.items() if k not in ("schema_version", "kind", "scenarios")}
+    skip = ("schema_version", "kind", "scenarios", "run", "requirements")
+    fields = {k: v for k, v in doc.items() if k not in skip}
     fields.update(
+        config=_config(RunConfig, doc.get("run")),
         verdict=Verdict(doc["verdict"]),
         level=Level(doc["level"]),
         elapsed_s=_real(doc["elapsed_s"]),

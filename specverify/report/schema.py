@@ -1,12 +1,14 @@
 """The versioned JSON schema of everything specverify writes, and ``validate_document``.
 
-Two kinds of document share ``schema_version`` 1: the certificate (``"kind": "specverify-certificate"``, what
+Two kinds of document share ``schema_version`` 2: the certificate (``"kind": "specverify-certificate"``, what
 ``--json`` writes) and a shard's counts file (``"kind": "specverify-shard"``, what ``--counts-out`` writes). Their
-JSON Schema (draft 2020-12) files ship in this package, under ``schema/``. ``validate_document`` checks a document
-against its kind's schema with a small built-in validator of the keywords those files use (no extra dependency);
-the tests check that it agrees with the ``jsonschema`` package where that is installed.
+JSON Schema (draft 2020-12) files ship in this package, under ``schema/``, beside the version 1 files: a version 1
+document is validated against those and :func:`upgrade_document` migrates it (``specverify.certification.migrate``).
+``validate_document`` checks a document against its kind's schema with a small built-in validator of the keywords
+those files use (no extra dependency); the tests check that it agrees with the ``jsonschema`` package where that is
+installed.
 
->>> validate_document({"kind": "specverify-shard", "schema_version": 1})
+>>> validate_document({"kind": "specverify-shard", "schema_version": 2})
 Traceback (most recent call last):
 ...
 specverify.errors.InvalidArgument: $.shard is missing (required): not a valid specverify-shard ...
@@ -21,9 +23,17 @@ from importlib import resources
 
 from specverify.errors import InvalidArgument
 
-__all__ = ["SCHEMA_VERSION", "DOCUMENT_KINDS", "load_schema", "validate_document"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
+    "DOCUMENT_KINDS",
+    "load_schema",
+    "validate_document",
+    "upgrade_document",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # what this version writes
+SCHEMA_VERSIONS = (1, 2)  # what it reads (version 1 is migrated)
 DOCUMENT_KINDS = {"specverify-certificate": "certificate.schema.json", "specverify-shard": "shard.schema.json"}
 _HOW = {
     "specverify-certificate": "write it with `specverify certify ... --json PATH` (or `specverify merge ... --json`)",
@@ -42,15 +52,18 @@ _TYPES = {
 
 
 @functools.lru_cache(maxsize=None)
-def _schema_text(kind: str) -> str:
-    return resources.files("specverify.report").joinpath("schema", DOCUMENT_KINDS[kind]).read_text()
+def _schema_text(kind: str, version: int) -> str:
+    name = DOCUMENT_KINDS[kind] if version == SCHEMA_VERSION else DOCUMENT_KINDS[kind].replace(".schema", ".v1.schema")
+    return resources.files("specverify.report").joinpath("schema", name).read_text()
 
 
-def load_schema(kind: str = "specverify-certificate") -> dict:
-    """The JSON Schema (a fresh dict) of documents of ``kind``: one of :data:`DOCUMENT_KINDS`."""
+def load_schema(kind: str = "specverify-certificate", version: int = SCHEMA_VERSION) -> dict:
+    """The JSON Schema (a fresh dict) of documents of ``kind`` (one of :data:`DOCUMENT_KINDS`) at ``version``."""
     if kind not in DOCUMENT_KINDS:
         raise InvalidArgument(f"kind={kind!r} is not a specverify document kind; use one of {sorted(DOCUMENT_KINDS)}.")
-    return json.loads(_schema_text(kind))
+    if version not in SCHEMA_VERSIONS:
+        raise InvalidArgument(f"version={version!r} is not a schema version this specverify reads: {SCHEMA_VERSIONS}.")
+    return json.loads(_schema_text(kind, version))
 
 
 def validate_document(doc: object) -> str:
@@ -68,16 +81,29 @@ def validate_document(doc: object) -> str:
             f"$.kind={kind!r} is not a specverify document kind, expected one of {sorted(DOCUMENT_KINDS)}: "
             "certificates written before schema version 1 have no kind; write them again with this version."
         )
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    version = doc.get("schema_version")
+    if version not in SCHEMA_VERSIONS or isinstance(version, bool):
         raise InvalidArgument(
-            f"$.schema_version={doc.get('schema_version')!r} is not {SCHEMA_VERSION}, the version this specverify "
+            f"$.schema_version={version!r} is not one of {list(SCHEMA_VERSIONS)}, the versions this specverify "
             f"reads: {_HOW[kind]} with this version."
         )
-    schema = load_schema(kind)
+    schema = load_schema(kind, version)
     problem = _check(doc, schema, "$", schema)
     if problem is not None:
-        raise InvalidArgument(f"{problem}: not a valid {kind} (schema version {SCHEMA_VERSION}); {_HOW[kind]}.")
+        raise InvalidArgument(f"{problem}: not a valid {kind} (schema version {version}); {_HOW[kind]}.")
     return kind
+
+
+def upgrade_document(doc: object) -> dict:
+    """``doc`` validated and, if it is of version 1, migrated to the current version (and validated again)."""
+    from specverify.certification.migrate import migrate_document
+
+    validate_document(doc)
+    if doc["schema_version"] == SCHEMA_VERSION:
+        return doc
+    out = migrate_document(doc)
+    validate_document(out)
+    return out
 
 
 def _json_type(value: object) -> str:

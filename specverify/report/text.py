@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from specverify.enums import NotRun
+
 __all__ = ["render_text", "format_pvalue", "speculation_phrase"]
 
-_BROKE = "not run: the decoder already broke the protocol"
 LEGEND = (
     "legend:",
     "  result   pass / FAIL (Holm at the family α) / INVALID (protocol violation) / skipped (capability not declared)",
@@ -42,12 +43,12 @@ def _status(s) -> str:
     if s.violation:
         return "INVALID"
     if not s.covered:
-        return "not run" if "not run" in s.note else "skipped"
+        return "not run" if s.not_run is not None and s.not_run.counts_as_run else "skipped"
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 
 def _rows(cert) -> list:
-    lines, broke = [], [s for s in cert.scenarios if not s.covered and s.note == _BROKE]
+    lines, broke = [], [s for s in cert.scenarios if s.not_run == NotRun.BROKE]
     for s in cert.scenarios:
         if s in broke:
             continue
@@ -126,9 +127,8 @@ def _failures(cert) -> list:
 def _reproducibility_line(cert) -> str:
     status = {True: "yes", False: "NO", None: "not checked"}[cert.reproducible]
     note = cert.reproducibility_note or ""
-    for prefix in ("not checked: ", "not checked"):
-        if cert.reproducible is None and note.startswith(prefix):
-            note = note[len(prefix) :]
+    if cert.reproducible is None:  # the status already says it: no "not checked — not checked: ..."
+        note = note.removeprefix("not checked: ").removeprefix("not checked")
     note = f" — {note}" if note else ""
     return f"reproducibility (same seed → same output, alone and batched): {status}{note}"
 
@@ -136,9 +136,7 @@ def _reproducibility_line(cert) -> str:
 def _metrics_lines(cert) -> list:
     """The named check ``metrics`` (docs/metrics.md) and, for the first scenario it judged, its headline metrics."""
     status = {True: "yes", False: "NO", None: "not checked"}[getattr(cert, "metrics_ok", None)]
-    note = getattr(cert, "metrics_note", "") or ""
-    if note.startswith("not checked: "):
-        note = note[len("not checked: ") :]
+    note = (getattr(cert, "metrics_note", "") or "").removeprefix("not checked: ")
     line = f"metrics (reported acceptance against its exact expectation, evidence only): {status} — {note}"
     out = [line.rstrip(" —")]
     judged = [s for s in cert.scenarios if s.metrics and s.metrics.get("rows")]

@@ -15,21 +15,12 @@ __all__ = ["assert_exact", "assert_greedy_equal", "certify_with", "model_pair"]
 
 
 def certify_with(options, factory: object, **kwargs) -> object:
-    """``certify(factory, ...)`` with the session's ``options`` (level, seed, alpha, models, scenarios, isolation,
-    budget); ``kwargs`` (any ``certify`` argument) win over them."""
-    from specverify.certification import certify
+    """``certify(factory, ...)`` with the session's ``options`` (its run options: level, seed, alpha, models,
+    scenarios, isolation, budget, …); ``kwargs`` (any ``certify`` argument) win over them."""
+    from specverify.certification.pipeline import run_certification
 
-    kw = dict(
-        level=options.level,
-        seed=options.seed,
-        alpha=options.alpha,
-        models=options.models,
-        scenarios=list(options.scenario) or None,
-        isolation=options.isolation,
-        budget_s=options.budget,
-    )
-    kw.update(kwargs)
-    return certify(factory, **kw)
+    progress = kwargs.pop("progress", None)
+    return run_certification(options.config(factory, **kwargs), progress)
 
 
 def _certificate(factory_or_cert, kwargs: dict):
@@ -117,7 +108,7 @@ def model_pair(family: str = "toy", distance: float | None = None, **fields) -> 
         spec = ToyPairSpec(**fields) if distance is None else ToyPairSpec(draft_distance=float(distance), **fields)
         return spec.build()
     from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
-    from specverify.oracles.checkpoint import CheckpointSpec
+    from specverify.oracles.checkpoint_spec import CheckpointSpec
 
     name = fields.pop("pair", "main")
     check(name in CHECKPOINT_PAIRS, f"pair={name!r} must be one of {sorted(CHECKPOINT_PAIRS)}.")

@@ -1,15 +1,16 @@
 """Baselines: a stored certificate per decoder in a folder of the repository, and what counts as a regression.
 
-``DIR/<decoder>.json`` is the certificate JSON document (``specverify.report``, schema version 1) of the decoder's
+``DIR/<decoder>.json`` is the certificate JSON document (``specverify.report``, schema version 2; version 1 files
+are read too) of the decoder's
 last accepted run, every test of the session that certified it merged into one (``merge_certificates``);
 ``--specverify-update-baseline`` rewrites it. A run regresses when its verdict is worse than the
 stored one (exact > greedy-only > approximate > invalid > inconclusive / error), when a scenario the baseline covered
 is no longer covered, or when the mean accepted length dropped beyond its interval.
 
-Acceptance length: certificates carry the first round's accepted-draft counts of each scenario
-(``accepted_observed``), not all rounds' yet, so the comparison is on the first round: a one-sided two-sample z-test of
-the mean accepted drafts, rejecting at the scenario's planned per-test α. With the same seed and an unchanged
-decoder the counts are identical and nothing moves.
+Acceptance length: the comparison is on the first round's accepted-draft counts of each scenario
+(``accepted_observed``, which every certificate carries; the all-round counts live in the ``metrics`` evidence): a
+one-sided two-sample z-test of the mean accepted drafts, rejecting at the scenario's planned per-test α. With the
+same seed and an unchanged decoder the counts are identical and nothing moves.
 
 >>> baseline_name("specverify.reference:make_decoder", "toy")
 'specverify.reference--make_decoder.json'
@@ -40,7 +41,7 @@ __all__ = [
     "merge_certificates",
 ]
 
-FIRST_ROUND_NOTE = "first round only: certificates do not carry all rounds' acceptance yet"
+FIRST_ROUND_NOTE = "the first round's accepted drafts"
 
 
 def baseline_name(factory: str, models: str = "toy") -> str:
@@ -136,10 +137,12 @@ def scenario_regressions(results, base, alpha: float) -> list:
 
 def merge_certificates(certs: list, models: str = "toy") -> object:
     """One certificate of a decoder from several of one session (its tests), as the baseline stores it: every
-    scenario once (the first test's result) in matrix order, Holm and the verdict rules over them."""
-    from specverify.certification.core import finish_certificate
-    from specverify.certification.scenarios import matrix
-    from specverify.certification.verdict import error_certificate
+    scenario once (the first test's result) in matrix order, Holm and the verdict rules over them; the run
+    configuration is the first test's, with the scenarios they covered together."""
+    from dataclasses import replace
+
+    from specverify.certification.run import matrix_for
+    from specverify.certification.verdict import error_certificate, finish_certificate
 
     first = certs[0]
     if len(certs) == 1:
@@ -151,17 +154,15 @@ def merge_certificates(certs: list, models: str = "toy") -> object:
             if s.name not in seen:
                 seen.add(s.name)
                 results.append(s)
-    order = {name: i for i, name in enumerate(matrix(models))}
-    results.sort(key=lambda s: order.get(s.name.split("/")[0], len(order)))
-    base = first.command.split(" --scenario ")[0].split(" --seed ")[0]
-    names = list(dict.fromkeys(s.name.split("/")[0] for s in results))
-    command = " ".join([base, *(f"--scenario {n}" for n in names), f"--seed {first.seed}"])
-    meta = dict(level=first.level, seed=first.seed, alpha=first.alpha, factory=first.factory, command=command)
-    meta["elapsed_s"] = sum(c.elapsed_s for c in same)
+    family = matrix_for(first.config)
+    results.sort(key=lambda s: family.position(s.scenario))
+    names = tuple(dict.fromkeys(s.scenario for s in results))
+    config = replace(first.config, scenarios=() if len(names) == len(family) else names)
+    elapsed = sum(c.elapsed_s for c in same)
     errors = [c.reason for c in same if c.verdict == Verdict.ERROR]
     if errors:
-        return error_certificate(errors[0].removeprefix("set-up failed: "), **meta)
+        return error_certificate(errors[0].removeprefix("set-up failed: "), config=config, elapsed_s=elapsed)
     violation = next((c.reason for c in same if c.verdict == Verdict.INVALID), None)
     repro = next(((c.reproducible, c.reproducibility_note) for c in same if c.reproducible is False), None)
     repro = repro or (first.reproducible, first.reproducibility_note)
-    return finish_certificate(results, violation, repro, **meta)
+    return finish_certificate(results, violation, repro, config=config, matrix=family, elapsed_s=elapsed)

@@ -11,8 +11,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from specverify.enums import Level, ScenarioKind, Verdict
+from specverify.certification.config import RunConfig
+from specverify.certification.options import OPTIONS as _RUN_OPTIONS
+from specverify.certification.options import marker_field
+from specverify.certification.scenarios import scenario_names
+from specverify.enums import NotRun, Verdict
 from specverify.errors import InvalidArgument, check
+
+MARKER_ARGS = tuple(o.marker_name or o.name for o in _RUN_OPTIONS if o.marker)
 
 __all__ = [
     "MARKER_ARGS",
@@ -26,51 +32,33 @@ __all__ = [
     "item_message",
 ]
 
-MARKER_ARGS = (
-    "factory",
-    "require",
-    "level",
-    "seed",
-    "alpha",
-    "models",
-    "scenarios",
-    "budget",
-    "isolation",
-    "timeout",
-    "allow_inconclusive",
-)
-_SAMPLING = (ScenarioKind.SAMPLING, ScenarioKind.MIXED, ScenarioKind.COLLISION, ScenarioKind.COMPOSITION)
-
 
 @dataclass(frozen=True)
 class MarkerSpec:
-    """A marked test's certification: the marker's arguments over the session's options."""
+    """A marked test's certification: ``config`` (the marker's run options over the session's), the scenarios it
+    expands into and whether an inconclusive decoder may pass (``allow_inconclusive``)."""
 
-    factory: object
-    require: str
-    level: str
-    seed: int
-    alpha: float
-    models: str
+    config: RunConfig
     scenarios: tuple
-    budget: Optional[float]
-    isolation: str
-    timeout: float
-    allow_inconclusive: bool
+    allow_inconclusive: bool = False
 
-    @property
-    def factory_name(self) -> str:
-        from specverify.certification.runner import factory_name
-
-        return factory_name(self.factory)
+    factory = property(lambda self: self.config.factory)
+    factory_name = property(lambda self: self.config.factory_name)
+    require = property(lambda self: str(self.config.require))
+    level = property(lambda self: str(self.config.level))
+    seed = property(lambda self: self.config.seed)
+    alpha = property(lambda self: self.config.alpha)
+    models = property(lambda self: str(self.config.models))
+    budget = property(lambda self: self.config.budget_s)
 
 
 def _marker_values(args: tuple, kwargs: dict) -> dict:
-    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    unknown = sorted(k for k in kwargs if k not in ("factory", "allow_inconclusive") and marker_field(k) is None)
+    accepted = ["factory", *MARKER_ARGS, "allow_inconclusive"]
     check(
         not unknown,
         f"@pytest.mark.specverify({', '.join(f'{k}=...' for k in unknown)}): unknown argument(s); use "
-        f"{', '.join(MARKER_ARGS)}.",
+        f"{', '.join(accepted)}.",
     )
     check(
         len(args) <= 1 and not (args and "factory" in kwargs),
@@ -88,70 +76,15 @@ def _marker_values(args: tuple, kwargs: dict) -> dict:
 
 
 def marker_spec(args: tuple, kwargs: dict, options) -> MarkerSpec:
-    """Validate the marker's ``args``/``kwargs`` and fill the rest from the session's ``options``."""
-    from specverify.certification.scenarios import select_scenarios
-
+    """Validate the marker's ``args``/``kwargs`` (the run options' one validator, named as the marker spells them)
+    and fill the rest from the session's ``options``."""
     v = _marker_values(args, kwargs)
-    factory = v["factory"]
-    check(
-        callable(factory) or (isinstance(factory, str) and factory.count(":") == 1 and all(factory.split(":"))),
-        f"@pytest.mark.specverify(factory={factory!r}): expected 'module:attr' or a callable factory(target, draft).",
-    )
-    require = Verdict.parse(v.get("require", "exact"), "@pytest.mark.specverify(require=...)")
-    check(
-        require in Verdict.decoder_verdicts(),
-        f"@pytest.mark.specverify(require={str(require)!r}): use one of "
-        f"{[str(x) for x in Verdict.decoder_verdicts()]}.",
-    )
-    level = Level.parse(v.get("level", options.level), "@pytest.mark.specverify(level=...)")
-    seed, alpha = v.get("seed", options.seed), v.get("alpha", options.alpha)
-    check(
-        isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**62,
-        f"@pytest.mark.specverify(seed={seed!r}): expected an int in [0, 2**62).",
-    )
-    check(
-        isinstance(alpha, float) and 0 < alpha < 0.5,
-        f"@pytest.mark.specverify(alpha={alpha!r}): expected a float in (0, 0.5), e.g. 1e-6.",
-    )
-    models = v.get("models", options.models)
-    check(models in ("toy", "checkpoint"), f"@pytest.mark.specverify(models={models!r}): use 'toy' or 'checkpoint'.")
-    names = v.get("scenarios", options.scenario)
-    if isinstance(names, str):
-        names = (names,)
-    try:
-        chosen = select_scenarios(list(names), models)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"@pytest.mark.specverify(scenarios=...): {exc}") from None
-    budget = v.get("budget", options.budget)
-    check(
-        budget is None or (isinstance(budget, (int, float)) and budget > 0),
-        f"@pytest.mark.specverify(budget={budget!r}): expected None or seconds > 0.",
-    )
-    isolation = v.get("isolation", options.isolation)
-    check(
-        isolation in ("process", "none"),
-        f"@pytest.mark.specverify(isolation={isolation!r}): use 'process' or 'none'.",
-    )
-    timeout = v.get("timeout", 120.0)
-    check(
-        isinstance(timeout, (int, float)) and timeout > 0,
-        f"@pytest.mark.specverify(timeout={timeout!r}): expected seconds > 0 (the per-call limit).",
-    )
-    allow = v.get("allow_inconclusive", False)
+    allow = v.pop("allow_inconclusive", False)
     check(isinstance(allow, bool), f"@pytest.mark.specverify(allow_inconclusive={allow!r}): expected True or False.")
-    return MarkerSpec(
-        factory,
-        str(require),
-        str(level),
-        seed,
-        alpha,
-        models,
-        tuple(s.name for s in chosen),
-        budget,
-        isolation,
-        float(timeout),
-        allow,
-    )
+    factory = v.pop("factory")
+    config = options.config(factory, "marker", **{marker_field(k): value for k, value in v.items()})
+    scenarios = config.scenarios or scenario_names(config.models, config.draft_family)
+    return MarkerSpec(config, tuple(scenarios), allow)
 
 
 @dataclass(frozen=True)
@@ -210,21 +143,13 @@ class ItemResult:
 
 def certify_item(spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float]) -> ItemResult:
     """Certify ``scenario`` alone with ``spec`` (``budget_s``: this item's share of the decoder's budget)."""
-    from specverify.certification import certify
+    from dataclasses import replace as with_
+
+    from specverify.certification.pipeline import run_certification
 
     started = time.perf_counter()
     try:
-        cert = certify(
-            spec.factory,
-            level=spec.level,
-            seed=spec.seed,
-            alpha=spec.alpha,
-            models=spec.models,
-            scenarios=[scenario],
-            isolation=spec.isolation,
-            timeout_s=spec.timeout,
-            budget_s=budget_s,
-        )
+        cert = run_certification(with_(spec.config, scenarios=(scenario,), budget_s=budget_s))
     except InvalidArgument as exc:
         return ItemResult(group, scenario, error=str(exc), elapsed_s=time.perf_counter() - started)
     error = cert.reason if cert.verdict == Verdict.ERROR else None
@@ -252,43 +177,46 @@ class ItemDecision:
     skip: Optional[str] = None
 
 
-def _rejected(r, alpha_test) -> bool:
-    if r.kind == ScenarioKind.GREEDY:
-        return r.passed is False
-    return bool(r.impossible) or (r.pvalue is not None and r.pvalue < alpha_test)
+def item_verdict(record: ItemResult, spec: MarkerSpec, *, num_tests: int):
+    """The verdict rules (``certification.verdict.decide``, the one copy) over the item's own results: the core is
+    the item's scenario if it is a core one, Holm counts the whole matrix's ``num_tests`` (the others as p = 1), so
+    a rejection here is a rejection at the per-test α, valid alone."""
+    from specverify.certification.run import matrix_for
+    from specverify.certification.verdict import decide
+
+    family = matrix_for(spec.config)
+    core = (record.scenario,) if record.scenario in family.core else ()
+    return decide(record.results, record.violation, matrix=family, alpha=spec.alpha, core=core, num_tests=num_tests)
 
 
-def judge_item(record: ItemResult, spec: MarkerSpec, *, alpha_test: float, core: bool) -> ItemDecision:
-    """The item's own decision: its scenario's rejection at ``alpha_test`` against ``spec.require``."""
+def judge_item(record: ItemResult, spec: MarkerSpec, *, num_tests: int, alpha_test: float) -> ItemDecision:
+    """The item's own decision: its scenario's verdict facts against ``spec.require``."""
     rank = Verdict(spec.require).rank
     if record.error is not None:
         return ItemDecision("error", record.error)
     if record.violation is not None:
         why = f"the decoder broke the protocol (invalid): {record.violation.splitlines()[0]}"
         return ItemDecision("INVALID", why) if rank > Verdict.INVALID.rank else ItemDecision("INVALID")
-    results = record.results
-    uncovered = [r for r in results if not r.covered]
-    if results and len(uncovered) == len(results):
+    decision = item_verdict(record, spec, num_tests=num_tests)
+    uncovered = [r for r in record.results if not r.covered]
+    if record.results and len(uncovered) == len(record.results):
         note = uncovered[0].note
-        if "budget" in note:
+        if uncovered[0].not_run == NotRun.BUDGET:
             return _inconclusive(spec, f"{record.scenario}: {note}")
-        if core and rank == Verdict.EXACT.rank and not spec.allow_inconclusive:
+        if decision.core_missing and rank == Verdict.EXACT.rank and not spec.allow_inconclusive:
             why = f"core scenario {record.scenario} {note}: no decoder is certified exact without it"
             return ItemDecision("not covered", why + " (allow_inconclusive=True lets the session go on)")
         return ItemDecision("not covered", skip=f"specverify: {record.scenario} {note}")
-    greedy = [r for r in results if r.kind == ScenarioKind.GREEDY and _rejected(r, alpha_test)]
-    if greedy and rank >= Verdict.GREEDY_ONLY.rank:
+    if decision.greedy_mismatch and rank >= Verdict.GREEDY_ONLY.rank:
         return ItemDecision("FAIL", "greedy output differs from the target's greedy output (approximate)")
-    sampling = [r for r in results if r.kind in _SAMPLING and _rejected(r, alpha_test)]
-    if sampling and rank == Verdict.EXACT.rank:
+    if decision.rejected and rank == Verdict.EXACT.rank:
         return ItemDecision("FAIL", f"law rejected at the per-test α {alpha_test:.2g} (not exact)")
-    short = [r for r in results if r.covered and r.kind in _SAMPLING and r.n < r.planned_n]
-    if short and rank == Verdict.EXACT.rank:
-        r = short[0]
+    if decision.short and rank == Verdict.EXACT.rank:
+        r = next(r for r in decision.results if r.name == decision.short[0])
         return _inconclusive(
             spec, f"{r.name}: N = {r.n} of {r.planned_n} (budget), detects TV >= {r.detectable_tv:.3f}"
         )
-    return ItemDecision("FAIL" if greedy or sampling else "pass")
+    return ItemDecision("FAIL" if decision.greedy_mismatch or decision.rejected else "pass")
 
 
 def _inconclusive(spec: MarkerSpec, why: str) -> ItemDecision:
@@ -303,13 +231,16 @@ def with_decision(record: ItemResult, decision: ItemDecision) -> ItemResult:
     return replace(record, status=decision.status, failure=decision.failure)
 
 
-def item_message(record: ItemResult, spec: MarkerSpec, *, alpha_test: float, pytest_command: str) -> str:
+def item_message(
+    record: ItemResult, spec: MarkerSpec, *, num_tests: int, alpha_test: float, pytest_command: str
+) -> str:
     """The failing item's explanation: the decision, the scenario's evidence, the known bug, how to reproduce."""
     from specverify.testing.messages import known_bug, scenario_lines
 
     lines = [f"specverify: {spec.factory_name} · scenario {record.scenario}: {record.failure}"]
-    for r in record.results:
-        if r.violation or not r.covered or _rejected(r, alpha_test) or r.n < r.planned_n:
+    judged = item_verdict(record, spec, num_tests=num_tests).results if record.violation is None else record.results
+    for r in judged:
+        if r.violation or not r.covered or r.passed is False or r.n < r.planned_n:
             lines += scenario_lines(r, alpha_test=alpha_test)
     bug = known_bug(spec.factory_name)
     if bug:

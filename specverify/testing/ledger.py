@@ -11,10 +11,10 @@ Workers send :meth:`Ledger.dump` through ``workeroutput``; the controller :meth:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from specverify.enums import Level, Verdict
+from specverify.enums import Verdict
 from specverify.testing.items import ItemResult
 
 __all__ = ["Group", "Decision", "Ledger"]
@@ -22,16 +22,12 @@ __all__ = ["Group", "Decision", "Ledger"]
 
 @dataclass
 class Group:
-    """One decoder's certification in this session (``kind``: ``marker`` items or one ``call`` of the fixture)."""
+    """One decoder's certification in this session (``kind``: ``marker`` items or one ``call`` of the fixture);
+    ``config`` is its ``RunConfig`` as plain data (``RunConfig.to_dict``: it travels from xdist workers)."""
 
     key: str
     kind: str
-    factory: str
-    level: str
-    seed: int
-    alpha: float
-    models: str
-    require: Optional[str] = None
+    config: dict
     allow_inconclusive: bool = False
     planned: tuple = ()
     nodeid: str = ""
@@ -40,6 +36,18 @@ class Group:
 
     def meta(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "certificate")}
+
+    def run_config(self) -> object:
+        from specverify.certification.config import RunConfig
+
+        return RunConfig.from_dict(self.config)
+
+    factory = property(lambda self: self.config["factory"])
+    level = property(lambda self: self.config["level"])
+    seed = property(lambda self: self.config["seed"])
+    alpha = property(lambda self: self.config["alpha"])
+    models = property(lambda self: self.config["models"])
+    require = property(lambda self: self.config["require"])
 
 
 @dataclass(frozen=True)
@@ -101,19 +109,6 @@ class Ledger:
         return [_decide(g) for g in groups if g.records or g.certificate is not None]
 
 
-def _order(group: Group) -> dict:
-    from specverify.certification.scenarios import matrix
-
-    return {name: i for i, name in enumerate(matrix(group.models))}
-
-
-def _command(group: Group, records: list) -> str:
-    base = records[0].command.split(" --scenario ")[0] if records[0].command else f"specverify certify {group.factory}"
-    ran = [r.scenario for r in records]
-    subset = [] if len(ran) == len(_order(group)) else [f"--scenario {n}" for n in ran]
-    return " ".join([base, *subset, f"--seed {group.seed}"])
-
-
 def _repro(records: list) -> tuple:
     for wanted in (False, True):
         for r in records:
@@ -122,40 +117,37 @@ def _repro(records: list) -> tuple:
     return None, records[0].reproducibility_note if records else ""
 
 
-def _certificate(group: Group, records: list):
-    from specverify.certification.core import finish_certificate
-    from specverify.certification.verdict import error_certificate
+def _certificate(group: Group, config, family, records: list):
+    from specverify.certification.verdict import error_certificate, finish_certificate
 
-    meta = dict(
-        level=Level(group.level),
-        seed=group.seed,
-        alpha=group.alpha,
-        factory=group.factory,
-        command=_command(group, records),
-        elapsed_s=sum(r.elapsed_s for r in records),
-    )
+    ran = tuple(r.scenario for r in records)
+    config = replace(config, scenarios=() if len(ran) == len(family) else ran)
+    elapsed = sum(r.elapsed_s for r in records)
     errors = [r.error for r in records if r.error]
     if errors:
-        return error_certificate(errors[0], **meta)
+        return error_certificate(errors[0], config=config, elapsed_s=elapsed)
     results = [res for r in records for res in r.results]
     violation = next((r.violation for r in records if r.violation), None)
-    return finish_certificate(results, violation, _repro(records), **meta)
+    return finish_certificate(results, violation, _repro(records), config=config, matrix=family, elapsed_s=elapsed)
 
 
 def _decide(group: Group) -> Decision:
-    from specverify.certification.ledger import per_test_alpha, planned_tests
+    from specverify.certification.ledger import planned_tests
+    from specverify.certification.run import matrix_for
 
-    alpha_test, m = per_test_alpha(group.alpha, group.models), planned_tests(group.models)
+    config = group.run_config()
+    m = planned_tests(config.models, config.draft_family)
+    alpha_test = config.alpha / m
     if group.kind == "call":
         from specverify.report import certificate_from_document
 
         cert = certificate_from_document(group.certificate)
         return Decision(group, cert, None, "", alpha_test, m)
-    order = _order(group)
-    records = sorted(group.records, key=lambda r: order.get(r.scenario, len(order)))
-    cert = _certificate(group, records)
+    family = matrix_for(config)
+    records = sorted(group.records, key=lambda r: family.position(r.scenario))
+    cert = _certificate(group, config, family, records)
     passed_items = {r.scenario for r in records if not r.failure}
-    holm_only = tuple(s.name for s in cert.failures if s.name.split("/")[0] in passed_items)
+    holm_only = tuple(s.name for s in cert.failures if s.scenario in passed_items)
     not_run = tuple(n for n in group.planned if n not in {r.scenario for r in records})
     verdict = Verdict(cert.verdict)
     meets = cert.meets(group.require)

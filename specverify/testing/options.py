@@ -1,9 +1,13 @@
-"""The pytest plugin's options: one table (flag, ini key, environment variable), resolved and validated once.
+"""The pytest plugin's options: the run options the certifier's table marks for the plugin, and the plugin's own
+outputs, resolved and validated once.
 
-A value comes from the command line, else from the environment variable (where the option has one), else from the
-ini file (``[tool.pytest.ini_options]`` / ``pytest.ini``), else the default. A bad value raises ``InvalidArgument``
-naming where it came from (``--specverify-seed='x'``, ``ini specverify_seed='x'`` or ``$SPECVERIFY_SEED='x'``),
-what was expected and how to fix it. Importing this module stays light (no torch).
+The run options (level, seed, alpha, models, drafts, scenario, budget, isolation, sequential, engine_option) are
+rows of ``specverify.certification.options.OPTIONS`` with a plugin stem: each becomes ``--specverify-STEM`` with
+the ini key ``specverify_STEM`` (and, for level and seed, ``$SPECVERIFY_LEVEL`` / ``$SPECVERIFY_SEED``), validated
+by the row's parser. A value comes from the command line, else the environment variable, else the ini file
+(``[tool.pytest.ini_options]`` / ``pytest.ini``), else the plugin's default (level quick) or ``RunConfig``'s. A bad
+value raises ``InvalidArgument`` naming where it came from (``--specverify-seed='x'``, ``ini specverify_seed='x'``
+or ``$SPECVERIFY_SEED='x'``), what was expected and how to fix it. Importing this module stays light (no torch).
 
 >>> Options().reproduce_flags()
 '--specverify-seed=0 --specverify-level=quick'
@@ -14,23 +18,26 @@ what was expected and how to fix it. Importing this module stays light (no torch
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Optional
 
-from specverify.enums import Level
+from specverify.certification.config import RunConfig
+from specverify.certification.options import OPTIONS as RUN_OPTIONS
+from specverify.certification.options import OptionError, format_value, parse_option
 from specverify.errors import InvalidArgument
 
-__all__ = ["Option", "OPTIONS", "Options", "resolve", "SEED_LIMIT", "ISOLATIONS", "MODELS"]
+__all__ = ["Option", "OPTIONS", "Options", "resolve", "PLUGIN_DEFAULTS"]
 
-SEED_LIMIT = 2**62
-ISOLATIONS = ("process", "none")
-MODELS = ("toy", "checkpoint")
+PLUGIN_DEFAULTS = {"level": "quick"}  # a test suite certifies at quick unless told
+_ENV = {"level": "SPECVERIFY_LEVEL", "seed": "SPECVERIFY_SEED"}
 
 
 class Option(NamedTuple):
-    """One option: its field in :class:`Options`, metavar (None: a flag), ini type, environment variable, help."""
+    """One plugin option: ``name`` (the flag's stem), ``field`` (the RunConfig field, None for the plugin's own
+    outputs), metavar (None: a switch), ini type, environment variable, help."""
 
     name: str
+    field: Optional[str]
     metavar: Optional[str]
     ini_type: str
     env: Optional[str]
@@ -45,136 +52,107 @@ class Option(NamedTuple):
         return "specverify_" + self.name
 
 
-OPTIONS = (
-    Option(
-        "level",
-        "LEVEL",
-        "string",
-        "SPECVERIFY_LEVEL",
-        "quick / standard / thorough: detects TV >= 0.05 / 0.02 / 0.01 per scenario (default quick)",
-    ),
-    Option(
-        "seed",
-        "SEED",
-        "string",
-        "SPECVERIFY_SEED",
-        "seed of every certification, in [0, 2**62); the header prints it (default 0)",
-    ),
-    Option("alpha", "ALPHA", "string", None, "family false-alarm rate of each decoder's certification (default 1e-6)"),
-    Option(
-        "models",
-        "FAMILY",
-        "string",
-        None,
-        "model family: toy (default) or checkpoint (tiny Llama checkpoints, the hf extra)",
-    ),
-    Option(
-        "scenario",
-        "NAME",
-        "linelist",
-        None,
-        "certify only these scenarios (repeat the flag; `specverify scenarios` lists them); a marker's scenarios= wins",
-    ),
-    Option(
-        "budget",
-        "SECONDS",
-        "string",
-        None,
-        "wall-clock budget of each decoder's certification, shared by its scenario items (default: none)",
-    ),
-    Option(
-        "isolation",
-        "MODE",
-        "string",
-        None,
-        "process (default: the decoder runs in a worker with a per-call timeout) or none (in the test process: faster)",
-    ),
-    Option(
-        "json",
-        "PATH",
-        "string",
-        None,
-        "write each decoder's certificate as JSON (several decoders: PATH-STEM-<decoder>.json)",
-    ),
-    Option("html", "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page"),
-    Option(
-        "baseline",
-        "DIR",
-        "string",
-        None,
-        "compare each decoder with its stored certificate DIR/<decoder>.json: "
-        "a worse verdict, lost coverage or a drop in acceptance length fails",
-    ),
-    Option(
-        "update_baseline",
-        None,
-        "bool",
-        None,
-        "rewrite the certificates in --specverify-baseline DIR instead of comparing",
-    ),
-)
+def _run_option(row) -> Option:
+    ini_type = "bool" if row.metavar is None else ("linelist" if row.many else "string")
+    default = PLUGIN_DEFAULTS.get(row.name)
+    text = row.help if default is None else f"{row.help.split(' (default')[0]} (default {default} here)"
+    return Option(row.plugin, row.name, row.metavar, ini_type, _ENV.get(row.plugin), text)
+
+
+OPTIONS = tuple(_run_option(row) for row in RUN_OPTIONS if row.plugin) + (
+    Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON (several decoders: "
+           "PATH-STEM-<decoder>.json)"),
+    Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page"),
+    Option("baseline", None, "DIR", "string", None, "compare each decoder with its stored certificate "
+           "DIR/<decoder>.json: a worse verdict, lost coverage or a drop in acceptance length fails"),
+    Option("update_baseline", None, None, "bool", None,
+           "rewrite the certificates in --specverify-baseline DIR instead of comparing"),
+)  # fmt: skip
 _BY_NAME = {o.name: o for o in OPTIONS}
+_RUN_DEFAULTS = {row.name: row.default for row in RUN_OPTIONS}
 
 
 @dataclass(frozen=True)
 class Options:
-    """The resolved options of a pytest session (what every fixture and marker item certifies with)."""
+    """The resolved options of a pytest session: ``run`` the RunConfig values it sets (field, value pairs) and the
+    plugin's outputs. ``level``, ``seed``, … read the run values (with the plugin's defaults)."""
 
-    level: str = "quick"
-    seed: int = 0
-    alpha: float = 1e-6
-    models: str = "toy"
-    scenario: tuple = ()
-    budget: Optional[float] = None
-    isolation: str = "process"
+    run: tuple = ()
     json: Optional[str] = None
     html: Optional[str] = None
     baseline: Optional[str] = None
     update_baseline: bool = False
 
+    def value(self, field: str) -> object:
+        given = dict(self.run)
+        if field in given:
+            return given[field]
+        if field in PLUGIN_DEFAULTS:
+            return parse_option(field, PLUGIN_DEFAULTS[field])
+        return _RUN_DEFAULTS[field]
+
+    level = property(lambda self: str(self.value("level")))
+    seed = property(lambda self: self.value("seed"))
+    alpha = property(lambda self: self.value("alpha"))
+    models = property(lambda self: str(self.value("models")))
+    scenario = property(lambda self: tuple(self.value("scenarios")))
+    budget = property(lambda self: self.value("budget_s"))
+    isolation = property(lambda self: str(self.value("isolation")))
+
+    def run_values(self) -> dict:
+        """Every RunConfig value the session sets, plugin defaults included."""
+        return {**{k: parse_option(k, v) for k, v in PLUGIN_DEFAULTS.items()}, **dict(self.run)}
+
+    def config(self, factory: object, surface: str = "python", **overrides: object) -> RunConfig:
+        """The ``RunConfig`` of certifying ``factory`` in this session (``overrides`` win)."""
+        return RunConfig.create(surface, factory=factory, **{**self.run_values(), **overrides})
+
     def reproduce_flags(self) -> str:
-        """The flags that reproduce this session's draws (those left at their default are left out)."""
+        """The flags that reproduce this session's draws: seed and level always, the other run options set (not
+        isolation, which changes no draw, nor the scenarios, which a test's node id selects)."""
         flags = [f"--specverify-seed={self.seed}", f"--specverify-level={self.level}"]
-        flags += [f"--specverify-alpha={self.alpha:g}"] if self.alpha != 1e-6 else []
-        flags += [f"--specverify-models={self.models}"] if self.models != "toy" else []
+        for option in OPTIONS:
+            if option.field in (None, "seed", "level", "isolation", "scenarios") or option.field not in dict(self.run):
+                continue
+            value = self.value(option.field)
+            if value == _RUN_DEFAULTS[option.field]:
+                continue
+            if option.ini_type == "bool":
+                flags.append(option.flag)
+            elif option.ini_type == "linelist":
+                flags += [f"{option.flag}={_text(v)}" for v in value]
+            else:
+                flags.append(f"{option.flag}={format_value(value)}")
         return " ".join(flags)
 
+    def flat(self) -> dict:
+        """Every plugin option by its name (``seed``, ``scenario``, ``json``, …) with its resolved value."""
+        out = {o.name: self.value(o.field) for o in OPTIONS if o.field is not None}
+        out["scenario"] = tuple(out["scenario"])
+        out.update(json=self.json, html=self.html, baseline=self.baseline, update_baseline=self.update_baseline)
+        return {k: (str(v) if hasattr(v, "value") else v) for k, v in out.items()}
+
     def to_dict(self) -> dict:
-        """Plain values (for xdist's ``workerinput``); :func:`resolve` reads them back."""
-        out = asdict(self)
-        out["scenario"] = list(self.scenario)
-        return out
+        """Plain values (for xdist's ``workerinput``); :meth:`from_dict` reads them back."""
+        run = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.run}
+        run = {k: (str(v) if hasattr(v, "value") else v) for k, v in run.items()}
+        return {"run": run, "json": self.json, "html": self.html, "baseline": self.baseline,
+                "update_baseline": self.update_baseline}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Options:
+        run = tuple((k, parse_option(k, v)) for k, v in data["run"].items())
+        return cls(run, data["json"], data["html"], data["baseline"], data["update_baseline"])
+
+
+def _text(value: object) -> str:
+    if isinstance(value, tuple) and len(value) == 2:  # an engine option
+        return f"{value[0]}={value[1]}"
+    return str(value)
 
 
 def _where(option: Option, source: str) -> str:
     return {"flag": option.flag, "ini": f"ini {option.ini}", "env": f"${option.env}"}.get(source, option.flag)
-
-
-def _int_seed(text: str, where: str) -> int:
-    try:
-        seed = int(str(text).strip())
-    except ValueError:
-        seed = None
-    if seed is None or not 0 <= seed < SEED_LIMIT:
-        raise InvalidArgument(f"{where}={text!r} must be an int in [0, 2**62), e.g. --specverify-seed=1234.")
-    return seed
-
-
-def _float_in(text: str, where: str, low: float, high: float, example: str) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        value = None
-    if value is None or not low < value < high:
-        raise InvalidArgument(f"{where}={text!r} must be a number in ({low:g}, {high:g}), e.g. {example}.")
-    return value
-
-
-def _choice(text: str, where: str, choices: tuple) -> str:
-    value = str(text).strip()
-    if value not in choices:
-        raise InvalidArgument(f"{where}={text!r} must be one of {', '.join(map(repr, choices))}.")
-    return value
 
 
 def _parent_exists(text: str, where: str) -> str:
@@ -186,30 +164,10 @@ def _parent_exists(text: str, where: str) -> str:
     return text
 
 
-_LEVELS = tuple(level.value for level in Level)
-_PARSE: dict = {
-    "level": lambda v, w: _choice(v, w, _LEVELS),
-    "seed": _int_seed,
-    "alpha": lambda v, w: _float_in(v, w, 0.0, 0.5, "--specverify-alpha=1e-6"),
-    "models": lambda v, w: _choice(v, w, MODELS),
-    "budget": lambda v, w: _float_in(v, w, 0.0, float("inf"), "--specverify-budget=300"),
-    "isolation": lambda v, w: _choice(v, w, ISOLATIONS),
-    "json": _parent_exists,
-    "html": _parent_exists,
-    "baseline": lambda v, w: str(v),
-    "update_baseline": lambda v, w: bool(v),
-}
-
-
-def _scenarios(names, where: str, models: str) -> tuple:
-    from specverify.certification.scenarios import select_scenarios
-
-    names = tuple(str(n).strip() for n in names if str(n).strip())
-    try:
-        select_scenarios(list(names), models)
-    except InvalidArgument as exc:
-        raise InvalidArgument(f"{where}: {exc}") from None
-    return names
+def _output(option: Option, value: object, where: str) -> object:
+    if option.name in ("json", "html"):
+        return _parent_exists(str(value), where)
+    return bool(value) if option.name == "update_baseline" else str(value)
 
 
 def _check_baseline(opts: Options, where: str) -> None:
@@ -230,7 +188,7 @@ def resolve(flags: Mapping, *, ini: Optional[Callable[[str], object]] = None, en
     """The session's :class:`Options` from ``flags`` (option name -> command-line value or None), then ``env``
     (default ``os.environ``), then ``ini`` (ini key -> value), validated. Raises ``InvalidArgument``."""
     env = os.environ if env is None else env
-    values, sources = {}, {}
+    run, outputs, sources = {}, {}, {}
     for option in OPTIONS:
         value, source = flags.get(option.name), "flag"
         if value in (None, [], False) and option.env and env.get(option.env):
@@ -239,19 +197,23 @@ def resolve(flags: Mapping, *, ini: Optional[Callable[[str], object]] = None, en
             value, source = ini(option.ini), "ini"
         if value in (None, "", [], False):
             continue
-        values[option.name], sources[option.name] = value, source
-    models = (
-        _PARSE["models"](values["models"], _where(_BY_NAME["models"], sources["models"]))
-        if "models" in values
-        else "toy"
-    )
-    parsed = {"models": models}
-    for name, value in values.items():
-        where = _where(_BY_NAME[name], sources[name])
-        if name == "scenario":
-            parsed[name] = _scenarios(value if isinstance(value, (list, tuple)) else [value], where, models)
-        elif name != "models":
-            parsed[name] = _PARSE[name](value, where)
-    opts = Options(**parsed)
-    _check_baseline(opts, _where(_BY_NAME["baseline"], sources.get("baseline", "flag")))
+        where = _where(option, source)
+        sources[option.name] = where
+        if option.field is None:
+            outputs[option.name] = _output(option, value, where)
+            continue
+        try:
+            run[option.field] = parse_option(option.field, value, text=True)
+        except OptionError as exc:
+            raise InvalidArgument(exc.template.format(**_names(option.field, where), value=repr(value))) from None
+    opts = Options(tuple(run.items()), **outputs)
+    opts.config("plugin:check", "plugin")  # the rules that tie options together (scenario names, families)
+    _check_baseline(opts, sources.get("baseline", "--specverify-baseline"))
     return opts
+
+
+def _names(field: str, where: str) -> dict:
+    from specverify.certification.options import where as spelled
+
+    names = {row.name: spelled(row.name, "plugin") for row in RUN_OPTIONS}
+    return {**names, field: where, "factory": "factory"}

@@ -53,8 +53,7 @@ def _against_baseline(ledger, record, decision, spec, options, alpha_test) -> It
 
 def setup_item(item, options, ledger) -> object:
     """Certify the item's scenario, record it (ledger, JUnit properties) and return its ``ItemResult``."""
-    from specverify.certification.ledger import per_test_alpha
-    from specverify.certification.scenarios import CORE
+    from specverify.certification.ledger import planned_tests
 
     spec = marker_spec(
         item.get_closest_marker("specverify").args, item.get_closest_marker("specverify").kwargs, options
@@ -64,24 +63,22 @@ def setup_item(item, options, ledger) -> object:
     key = f"{nodeid}::{spec.factory_name}"
     budget = None if spec.budget is None else spec.budget / len(spec.scenarios)
     record = certify_item(spec, scenario, group=key, budget_s=budget)
-    alpha_test = per_test_alpha(spec.alpha, spec.models)
-    decision = judge_item(record, spec, alpha_test=alpha_test, core=scenario in CORE)
+    m = planned_tests(spec.config.models, spec.config.draft_family)
+    alpha_test = spec.alpha / m
+    decision = judge_item(record, spec, num_tests=m, alpha_test=alpha_test)
     decision = _against_baseline(ledger, record, decision, spec, options, alpha_test)
     record = with_decision(record, decision)
     if decision.failure:
         command = pytest_command(item.nodeid, options, spec)
-        record = replace(record, failure=item_message(record, spec, alpha_test=alpha_test, pytest_command=command))
+        message = item_message(record, spec, num_tests=m, alpha_test=alpha_test, pytest_command=command)
+        record = replace(record, failure=message)
     record = replace(record, meta={"skip": decision.skip} if decision.skip else {})
+    config = spec.config.to_dict()
     ledger.add_item(
         record,
         key=key,
         kind="marker",
-        factory=spec.factory_name,
-        level=spec.level,
-        seed=spec.seed,
-        alpha=spec.alpha,
-        models=spec.models,
-        require=spec.require,
+        config=config,
         allow_inconclusive=spec.allow_inconclusive,
         planned=spec.scenarios,
         nodeid=nodeid,
@@ -96,18 +93,10 @@ def certify_call(node, options, ledger, factory: object, kwargs: dict, *, index:
     from specverify.testing.asserts import certify_with
 
     cert = certify_with(options, factory, **kwargs)
-    models = kwargs.get("models", options.models)
+    models = str(cert.config.models) if cert.config is not None else options.models
     node.user_properties.extend(call_properties(cert))
-    ledger.add_certificate(
-        cert,
-        key=f"{node.nodeid}#{index}",
-        factory=cert.factory,
-        level=str(cert.level),
-        seed=cert.seed,
-        alpha=cert.alpha,
-        models=models,
-        nodeid=node.nodeid,
-    )
+    config = cert.config.to_dict() if cert.config is not None else options.config(factory).to_dict()
+    ledger.add_certificate(cert, key=f"{node.nodeid}#{index}", config=config, nodeid=node.nodeid)
     if options.baseline and not options.update_baseline:
         from specverify.testing.baseline import baseline_path, scenario_regressions
 

@@ -2,7 +2,7 @@
 JUnit properties of items and fixture calls. Lines are returned; the plugin writes them.
 
 >>> from specverify.testing.options import Options
->>> line = header_line(Options(seed=7))
+>>> line = header_line(Options(run=(("seed", 7),)))
 >>> line.startswith("specverify: level=quick seed=7"), line.endswith("--specverify-seed=7 --specverify-level=quick)")
 (True, True)
 """
@@ -43,7 +43,7 @@ def _status(s) -> str:
     if s.violation:
         return "INVALID"
     if not s.covered:
-        return "not run" if s.note.startswith("not run") else "not covered"
+        return "not run" if s.not_run is not None and s.not_run.counts_as_run else "not covered"
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 

@@ -99,6 +99,7 @@ def zoo_entry(
         _REGISTRY[factory.__name__] = ZooEntry(
             factory.__name__, factory, tag, mechanism, summary, tuple(showcases), tv, drafts, tuple(checks)
         )
+        factory.draft_family = drafts  # certify runs the entry on its family's matrix unless --drafts says otherwise
         return factory
 
     return register

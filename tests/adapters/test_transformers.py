@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from specverify.adapters import _transformers_hooks as hooks  # noqa: E402
 from specverify.adapters import transformers as tfa  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.oracles.checkpoint import CheckpointPairSpec, CheckpointSpec  # noqa: E402
+from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
 from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402

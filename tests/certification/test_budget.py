@@ -19,6 +19,7 @@ def test_allocation_serves_the_core_first_then_shares_pro_rata():
     assert allocate(sizes, {"core"}, 1200) == {"a": 0.5, "core": 1.0, "b": 0.5}
     assert allocate(sizes, {"core"}, 500) == {"a": 0.0, "core": 0.5, "b": 0.0}
     assert allotted(10_000, 0.5) == 5000 and allotted(10_000, 0.01) == 0 and allotted(150, 1.0) == 150
+    assert allotted(150, 0.3) == 150 and allotted(150, 0.0) == 0  # a plan this small is drawn whole or not at all
 
 
 def test_max_samples_gives_the_core_its_plan_and_states_what_the_rest_detects():
@@ -59,7 +60,7 @@ def test_the_allocation_is_redone_as_the_run_goes():
     plan.spend("a", 50)  # a stopped early: what it left goes to the others
     assert plan.fraction("b") == 150 / 300 and plan.fraction("core") == 1.0
     plan.spend("core", 400)  # core too (a sequential pass)
-    assert plan.fraction("b") == 1.0 and plan.get("not-budgeted") == 1.0 and plan.fraction("a") == 0.0
+    assert plan.fraction("b") == 1.0 and plan.fraction("not-budgeted") == 1.0 and plan.fraction("a") == 0.0
     same = Allocation({"a": 100, "core": 1000, "b": 300}, {"core"}, 1200)
     same.spend("a", 50)
     same.spend("core", 1000)  # every share used in full: later shares are the ones allocated at the start

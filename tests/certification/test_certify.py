@@ -69,10 +69,10 @@ def test_missing_core_scenarios_make_it_inconclusive_and_inconclusive_never_meet
 
 def test_budget_exhaustion_is_inconclusive(monkeypatch):
     """The core runs, then the (injected) clock jumps past the budget: the rest is not run and the verdict says so."""
-    from specverify.certification import core
+    from specverify.certification import pipeline
 
     ticks = iter(range(10**6))
-    monkeypatch.setattr(core, "_now", lambda: next(ticks))  # one second per look at the clock
+    monkeypatch.setattr(pipeline, "_now", lambda: next(ticks))  # one second per look at the clock
     chosen = list(CORE) + ["penalties", "top-k"]
     cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5)  # ticks: start, allocation, each scenario
     assert cert.verdict == "inconclusive"
@@ -98,8 +98,8 @@ def test_first_round_acceptance_law_by_hand():
     import numpy as np
 
     from specverify import SamplingParams
-    from specverify.certification.acceptance import first_round_acceptance_law
     from specverify.oracles import draft_copy, draft_near, make_vocab, random_target
+    from specverify.oracles.acceptance_first import first_round_acceptance_law
     from specverify.sampling import next_token_probs
 
     target = random_target(make_vocab(5), seed=3)

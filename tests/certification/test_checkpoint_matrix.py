@@ -6,7 +6,7 @@ pytest.importorskip("transformers", reason="the checkpoint family needs the hf e
 
 import specverify as sv  # noqa: E402
 from specverify.certification import CORE, SCENARIOS  # noqa: E402
-from specverify.certification.checks import MIN_MARGIN, unfit_for_float32  # noqa: E402
+from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, TOY_ONLY  # noqa: E402
 from specverify.certification.scenarios import matrix, select_scenarios  # noqa: E402
 from specverify.oracles.law import boundary_margin, exact_law  # noqa: E402
@@ -34,14 +34,14 @@ def test_laws_stay_small_and_away_from_processor_boundaries():
             if s.kind == "sampling":
                 assert len(law) >= 10, f"{s.name}: a law of {len(law)} outcomes tests little"
             assert boundary_margin(target, s.prompt, s.params) >= MIN_MARGIN, s.name
-            assert unfit_for_float32(s) is None
+            assert unfit_for_float32(s, CHECKPOINT) is None
 
 
 def test_a_scenario_near_a_cut_point_is_refused_before_any_draw():
     from dataclasses import replace
 
     near = replace(CHECKPOINT["min-p"], params=replace(CHECKPOINT["min-p"].params, min_p=0.15))  # margin 4e-4
-    assert "processor boundary" in unfit_for_float32(near)
+    assert "processor boundary" in unfit_for_float32(near, CHECKPOINT)
 
 
 def test_reference_is_exact_on_the_checkpoint_core():

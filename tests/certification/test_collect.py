@@ -82,6 +82,22 @@ def test_tally_keeps_the_first_breach_with_its_tokens():
     assert "claims at least 5 tokens" in tally.draws(3).violation and "(tokens [1])" in tally.draws(3).violation
 
 
+def test_the_tokens_beyond_the_rounds_follow_what_the_decoder_declares():
+    """Up to 2 tokens before the first round when undeclared; exactly decoder.prefill_tokens when declared; any
+    number for unmodelled drafts (steps without a draft that an engine does not report: vLLM's n-gram)."""
+    long = Completion((1, 2, 3, 4, 5, 6), "length", accepted=(0, 0))  # 2 rounds: 2 tokens, 4 more emitted
+    two = Completion((1, 2, 3, 4), "length", accepted=(0, 0))  # 2 more
+    for prefill, draft_law, bad in [(None, "model", [long]), (0, "model", [long, two]), (None, "unmodelled", [])]:
+        for comp in (long, two):
+            tally = Tally(2, prefill, draft_law)
+            tally.add(comp)
+            breach = tally.draws(1).violation
+            assert (breach is not None) == (comp in bad), (prefill, draft_law, comp, breach)
+    tally = Tally(2, 1)
+    tally.add(two)
+    assert tally.draws(1).prefill == 1  # declared, not inferred
+
+
 def test_a_known_accepted_shape_is_not_rechecked_but_a_new_one_is():
     vocab, params = make_vocab(6), SamplingParams(max_tokens=3)
     request, known = Request((0,), params, 2), set()

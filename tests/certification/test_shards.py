@@ -5,7 +5,7 @@ import json
 import pytest
 
 import specverify as sv
-from specverify.certification.shards import merge_shards, parse_shard
+from specverify.certification.shards import merge_shards
 from specverify.cli import ExitCode, main
 
 SUBSET = ["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy", "penalties", "unseeded-collision"]
@@ -54,13 +54,35 @@ def test_the_merge_refuses_missing_duplicate_or_foreign_shards():
         merge_shards([one])
     with pytest.raises(sv.InvalidArgument, match="each of 1..2 exactly once"):
         merge_shards([one, one])
-    with pytest.raises(sv.InvalidArgument, match="differ"):
-        merge_shards([one, dict(two, seed=4)])
+    with pytest.raises(sv.InvalidArgument, match=r"\['seed'\] differ"):
+        merge_shards([one, dict(two, run=dict(two["run"], seed=4))])
     with pytest.raises(sv.InvalidArgument, match="not a specverify shard"):
         merge_shards([{"kind": "something else"}])
     for bad in ("0/2", "3/2", "a/b", "2"):
-        with pytest.raises(sv.InvalidArgument, match="--shard"):
-            parse_shard(bad)
+        with pytest.raises(sv.InvalidArgument, match=f"shard='{bad}' (must read I/N|needs 1 <= I <= N)"):
+            run(shard=bad)
+
+
+def test_a_version_1_counts_file_merges_like_its_version_2_twin():
+    """Counts files written before schema version 2 are migrated: the same certificate as from the new ones."""
+    from specverify.certification.migrate import migrate_document
+
+    new = [run(shard=(i, 2)).shard_info for i in (1, 2)]
+    old = [_as_version_1(doc) for doc in new]
+    assert [migrate_document(doc)["run"] for doc in old] == [doc["run"] for doc in new]
+    assert _key(merge_shards(old)) == _key(merge_shards(new))
+
+
+def _as_version_1(doc):
+    """A shard counts file as version 1 wrote it (its identity as top-level keys, scenarios named only by name)."""
+    run = doc["run"]
+    keep = ("factory", "level", "seed", "alpha", "power", "models")
+    old = {k: v for k, v in doc.items() if k != "run"}
+    old.update({k: run[k] for k in keep}, schema_version=1, num_shards=run["shard"][1])
+    old.update(scenarios_requested=run["scenarios"] or None)
+    drop = ("scenario", "member", "not_run")
+    old["scenarios"] = [{k: v for k, v in s.items() if k not in drop} for s in doc["scenarios"]]
+    return old
 
 
 def test_cli_shard_counts_out_and_merge(tmp_path, capsys):
@@ -82,3 +104,7 @@ def test_cli_shard_counts_out_and_merge(tmp_path, capsys):
     assert "VERDICT: EXACT" in capsys.readouterr().out
     assert main(["merge", str(tmp_path / "p1.json")]) == ExitCode.USAGE
     assert main([*base, "--counts-out", str(tmp_path / "x.json")]) == ExitCode.USAGE  # needs --shard
+    assert main([*base, "--shard", "1/2"]) == ExitCode.USAGE  # a shard's evidence is its counts file
+    (tmp_path / "list.json").write_text("[]")
+    assert main(["merge", str(tmp_path / "list.json")]) == ExitCode.USAGE
+    assert "list.json: holds a JSON list" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 import pytest
 
 import specverify as sv
-from specverify.certification.twosample import against_spec
+from specverify.certification.checks.twosample import against_spec
 
 
 def run(factory, scenarios, against):

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("transformers", reason="user checkpoints need the hf extra (tokenizers)")
 
+from specverify.certification import certify  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
-from specverify.certification.user_pair import certify_user_pair  # noqa: E402
 from specverify.cli import main  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 
@@ -19,7 +19,11 @@ def dirs():
 
 
 def run(factory, dirs, **kw):
-    return certify_user_pair(f"{HERE}:{factory}", *dirs, isolation="none", max_samples=4000, **kw)
+    target, draft = dirs
+    return certify(
+        f"{HERE}:{factory}", target_dir=target, draft_dir=draft, against="plain", level="quick", isolation="none",
+        max_samples=16000, **kw,
+    )  # fmt: skip
 
 
 def test_an_exact_decoder_agrees_with_its_plain_path_but_is_never_called_exact(dirs):
@@ -27,7 +31,10 @@ def test_an_exact_decoder_agrees_with_its_plain_path_but_is_never_called_exact(d
     assert cert.verdict == "inconclusive" and "never exact" in cert.reason, cert.reason
     got = {s.name: s for s in cert.scenarios}
     assert all(s.covered and s.passed for s in got.values()), [(s.name, s.pvalue, s.note) for s in got.values()]
-    assert got["user-top-k"].n == 4000 and "pilot" in got["user-top-k"].note
+    top_k = got["user-top-k"]
+    assert 1000 <= top_k.n < top_k.planned_n and "pilot" in top_k.note  # --max-samples shares 16000 out
+    small = sum(s.n for s in got.values() if s.kind == "sampling" and s.planned_n <= 200)  # drawn whole
+    assert sum(s.n for s in got.values() if s.kind == "sampling") <= 16000 + small
     assert cert.speculation_observed is True  # the speculative side's accepted counts are kept
 
 
@@ -40,9 +47,9 @@ def test_a_wrong_law_is_rejected_against_the_plain_path(dirs):
 
 def test_bad_directories_and_flags_are_refused(dirs, tmp_path, capsys):
     with pytest.raises(InvalidArgument, match="--target="):
-        certify_user_pair(f"{HERE}:speculative", str(tmp_path), dirs[1])
+        run("speculative", (str(tmp_path), dirs[1]))
     assert main(["certify", f"{HERE}:speculative", "--target", dirs[0], "--draft", dirs[1]]) == 2
     assert "--against" in capsys.readouterr().err
     flags = ["--target", dirs[0], "--draft", dirs[1], "--against", "plain", "--sequential"]
     assert main(["certify", f"{HERE}:speculative", *flags]) == 2
-    assert "--sequential cannot be used with --target/--draft" in capsys.readouterr().err
+    assert "--sequential cannot be used with --target" in capsys.readouterr().err

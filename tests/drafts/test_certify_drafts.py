@@ -5,13 +5,14 @@ import pytest
 
 import specverify as sv
 from specverify.certification.matrix_drafts import FAMILY_SCENARIOS
-from specverify.certification.scenarios import CORE, DRAFT_FAMILIES, matrix
+from specverify.certification.scenarios import CORE, matrix
 from specverify.cli import main
+from specverify.enums import DraftFamily
 from specverify.errors import InvalidArgument
 from specverify.oracles.drafts import DRAFT_FAMILIES as ORACLE_FAMILIES
 from specverify.oracles.drafts import draft_family
 
-FAMILIES = [f for f in DRAFT_FAMILIES if f != "ar"]
+FAMILIES = [f.value for f in DraftFamily if f != DraftFamily.AR]
 BLOCK_FAMILIES = ("heads", "ngram")  # slow: the fast suite checks the block rule through test_decoders
 
 
@@ -47,7 +48,7 @@ def test_each_family_is_exact_on_its_full_matrix_at_standard(drafts, factory):
 
 
 def test_every_family_matrix_has_the_core_scenarios_on_its_own_draft_object():
-    assert DRAFT_FAMILIES == ORACLE_FAMILIES
+    assert tuple(f.value for f in DraftFamily) == ORACLE_FAMILIES
     for drafts in FAMILIES:
         family = matrix("toy", drafts)
         assert set(CORE) <= set(family) and set(FAMILY_SCENARIOS[drafts]) <= set(family)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from specverify.certification.acceptance import first_round_acceptance_law
 from specverify.errors import InvalidArgument
 from specverify.oracles import exact_law, make_vocab
+from specverify.oracles.acceptance_first import first_round_acceptance_law
 from specverify.oracles.acceptance_rounds import acceptance_law, first_round_law
 from specverify.oracles.drafts import DRAFT_FAMILIES, NgramDraft, ngram_proposal
 from specverify.params import SamplingParams

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles import checkpoint as ck  # noqa: E402
+from specverify.oracles import checkpoint_spec as cs  # noqa: E402
 from specverify.oracles.law import boundary_margin, exact_law, greedy_outcome  # noqa: E402
 from specverify.oracles.models import make_vocab  # noqa: E402
 from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
@@ -36,7 +37,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pair(root):
-    return ck.CheckpointPairSpec().build()
+    return cs.CheckpointPairSpec().build()
 
 
 def _sha(path):
@@ -53,33 +54,33 @@ def test_import_does_not_load_transformers():
 
 
 def test_specs_are_hashable_and_checked():
-    spec = ck.CheckpointSpec()
-    assert ck.CheckpointSpec.family == ck.CheckpointPairSpec.family == "checkpoint"
-    assert {spec: 1}[ck.CheckpointSpec(init_scale=0.2)] == 1
-    assert spec.key() == ck.CheckpointSpec().key() != ck.CheckpointSpec(seed=1).key()
-    assert ck.CheckpointPairSpec().key() != ck.CheckpointPairSpec(draft_sigma=0.01).key()
+    spec = cs.CheckpointSpec()
+    assert cs.CheckpointSpec.family == cs.CheckpointPairSpec.family == "checkpoint"
+    assert {spec: 1}[cs.CheckpointSpec(init_scale=0.2)] == 1
+    assert spec.key() == cs.CheckpointSpec().key() != cs.CheckpointSpec(seed=1).key()
+    assert cs.CheckpointPairSpec().key() != cs.CheckpointPairSpec(draft_sigma=0.01).key()
     for bad in ({"vocab_size": 1}, {"head_dim": 24}, {"init_scale": 0.0}, {"seed": -1}, {"eos_scale": math.inf}):
         with pytest.raises(InvalidArgument):
-            ck.CheckpointSpec(**bad)
+            cs.CheckpointSpec(**bad)
     with pytest.raises(InvalidArgument, match="draft_sigma"):
-        ck.CheckpointPairSpec(draft_sigma=-0.1)
+        cs.CheckpointPairSpec(draft_sigma=-0.1)
 
 
 def test_build_is_deterministic(tmp_path):
     from safetensors.numpy import load_file
 
-    spec = ck.CheckpointSpec()
+    spec = cs.CheckpointSpec()
     first, second = ck.target_dir(spec, root=tmp_path / "a"), ck.target_dir(spec, root=tmp_path / "b")
     assert _sha(first) == _sha(second)
     assert (first / "tokenizer.json").read_bytes() == (second / "tokenizer.json").read_bytes()
-    assert _sha(ck.target_dir(ck.CheckpointSpec(seed=1), root=tmp_path / "a")) != _sha(first)
-    copy_dir = ck.draft_dir(ck.CheckpointPairSpec(draft_sigma=0.0), root=tmp_path / "a")
+    assert _sha(ck.target_dir(cs.CheckpointSpec(seed=1), root=tmp_path / "a")) != _sha(first)
+    copy_dir = ck.draft_dir(cs.CheckpointPairSpec(draft_sigma=0.0), root=tmp_path / "a")
     copy = load_file(str(copy_dir / "model.safetensors"))
     stored = load_file(str(first / "model.safetensors"))
     assert sorted(copy) == sorted(stored) and all(np.array_equal(copy[k], stored[k]) for k in stored)
     assert np.all(stored["model.norm.weight"] == 1) and stored["lm_head.weight"].dtype == np.float32
     assert abs(float(stored["model.embed_tokens.weight"].std()) - 0.2) < 0.03
-    scaled = load_file(str(ck.target_dir(ck.CheckpointSpec(eos_scale=0.0), root=tmp_path / "a") / "model.safetensors"))
+    scaled = load_file(str(ck.target_dir(cs.CheckpointSpec(eos_scale=0.0), root=tmp_path / "a") / "model.safetensors"))
     assert np.all(scaled["lm_head.weight"][-1] == 0)
     assert np.array_equal(scaled["lm_head.weight"][:-1], stored["lm_head.weight"][:-1])
 
@@ -87,7 +88,7 @@ def test_build_is_deterministic(tmp_path):
 def test_cache_env_var_is_respected(tmp_path, monkeypatch):
     monkeypatch.setenv(ck.CACHE_ENV, str(tmp_path / "cache"))
     assert ck.cache_root() == tmp_path / "cache"
-    built = ck.CheckpointPairSpec(draft_sigma=0.0).build()
+    built = cs.CheckpointPairSpec(draft_sigma=0.0).build()
     assert built.target.path.parent == tmp_path / "cache" == built.draft.path.parent
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()) == ["draft", "target"]
     monkeypatch.delenv(ck.CACHE_ENV)
@@ -96,7 +97,7 @@ def test_cache_env_var_is_respected(tmp_path, monkeypatch):
 
 def test_a_concurrent_writer_wins_the_rename(tmp_path, monkeypatch):
     """The target directory appears while ours is being written: ours is discarded, theirs is kept."""
-    spec, final = ck.CheckpointSpec(), tmp_path / f"target-{ck.CheckpointSpec().key()}"
+    spec, final = cs.CheckpointSpec(), tmp_path / f"target-{cs.CheckpointSpec().key()}"
     write = ck._write_checkpoint
 
     def racing_write(directory, *args):
@@ -212,7 +213,7 @@ def test_default_pair_is_context_dependent_and_the_draft_dial_works(pair, root):
     assert _tv(after[0], after[1]) > 0.05  # same last token, different context
     mean_tv = []
     for sigma in (0.0, 0.001, 0.003, 0.01):
-        built = ck.CheckpointPairSpec(draft_sigma=sigma).build()
+        built = cs.CheckpointPairSpec(draft_sigma=sigma).build()
         mean_tv.append(float(np.mean([r["tv"] for r in ck.describe_pair(built, PROMPTS)])))
     toy = ck.describe_pair(ToyPairSpec().build(), [(0, 1)])[0]  # any pair with logits() works
     assert 0 < toy["tv"] < 1 and 0 < toy["max_prob"] < 1
@@ -257,7 +258,7 @@ def test_greedy_matches_transformers_cached_generation(pair):
 
 
 def test_a_two_layer_eight_token_pair_builds(root):
-    built = ck.CheckpointPairSpec(ck.CheckpointSpec(vocab_size=8, num_layers=2, seed=5), draft_sigma=0.002).build()
+    built = cs.CheckpointPairSpec(cs.CheckpointSpec(vocab_size=8, num_layers=2, seed=5), draft_sigma=0.002).build()
     assert built.vocab == make_vocab(8) and built.target.logits([(0, 7, 1)]).shape == (1, 8)
     law = exact_law(built.target, (6, 2), SamplingParams(max_tokens=2))
     assert abs(law.probs.sum() - 1) < 1e-12

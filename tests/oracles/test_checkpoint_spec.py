@@ -42,7 +42,9 @@ def test_the_vocabulary_sizes_are_the_toy_vocabulary_s():
     assert cs.CheckpointSpec(vocab_size=8).vocab == models.make_vocab(8)
 
 
-def test_the_checkpoint_module_re_exports_them():
+def test_the_recipe_reads_specs_by_their_fields_and_refuses_anything_else(tmp_path):
     ck = pytest.importorskip("specverify.oracles.checkpoint")
-    for name in ("CheckpointSpec", "CheckpointPairSpec", "FORMAT_VERSION"):
-        assert getattr(ck, name) is getattr(cs, name) and name in ck.__all__
+    with pytest.raises(InvalidArgument, match="must be a CheckpointSpec"):
+        ck.target_dir(cs.CheckpointPairSpec(), root=tmp_path)  # a pair is not a target
+    with pytest.raises(InvalidArgument, match="must be a CheckpointPairSpec"):
+        ck.draft_dir(cs.CheckpointSpec(), root=tmp_path)

@@ -63,7 +63,7 @@ def test_an_acceptance_length_drop_fails_the_item(run_suite, pytester):
         [
             "specverify: engine:make · scenario temperature-1: regressed against the baseline base/engine--make.json: "
             "temperature-1: mean accepted drafts * < baseline * (N = 14545); its interval at α = 3.4e-08 ends at *"
-            "(p = *; first round only: certificates do not carry all rounds' acceptance yet)",
+            "(p = *; the first round's accepted drafts)",
         ]
     )
 
@@ -84,12 +84,12 @@ def test_acceptance_drop_is_a_one_sided_test_at_the_given_alpha():
 
 
 def test_verdict_order_for_regressions():
-    from specverify.certification.core import finish_certificate
-    from specverify.enums import Level
+    from specverify.certification import RunConfig
+    from specverify.certification.scenarios import TOY_MATRIX
+    from specverify.certification.verdict import finish_certificate
 
-    cert = finish_certificate(
-        [], None, (None, ""), level=Level.QUICK, seed=0, alpha=1e-6, factory="m:f", command="", elapsed_s=0.0
-    )
+    config = RunConfig(factory="m:f", level="quick")
+    cert = finish_certificate([], None, (None, ""), config=config, matrix=TOY_MATRIX, elapsed_s=0.0)
     exact, worse = replace(cert, verdict=Verdict.EXACT), replace(cert, verdict=Verdict.APPROXIMATE)
     assert verdict_regression(worse, exact).startswith("verdict got worse: exact in the baseline")
     assert verdict_regression(exact, worse) is None

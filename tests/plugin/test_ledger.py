@@ -1,7 +1,6 @@
 """The α ledger: per-test α from the whole matrix, results through JSON (xdist's workeroutput) unchanged."""
 
 import specverify as sv
-from specverify.certification.core import _num_sampling_tests
 from specverify.certification.ledger import per_test_alpha, planned_tests
 from specverify.certification.scenarios import matrix
 from specverify.testing.items import certify_item, judge_item, marker_spec, with_decision
@@ -11,8 +10,18 @@ from specverify.testing.options import Options
 
 def test_planned_tests_is_what_certify_divides_alpha_by():
     for models in ("toy", "checkpoint"):
-        assert planned_tests(models) == _num_sampling_tests(matrix(models))
+        kinds = [s.kind for s in matrix(models).values()]
+        by_hand = kinds.count("sampling") + kinds.count("collision") + 3 + 3  # mixed: 3 members; composition: 3
+        assert planned_tests(models) == by_hand
     assert per_test_alpha(1e-6) == 1e-6 / planned_tests()
+    cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["gamma-1"], isolation="none")
+    (result,) = cert.scenarios  # planned at alpha / m / 3 (the battery): what the ledger's per-test α says
+    from specverify.oracles.law import exact_law
+    from specverify.stats import plan_sample_size
+
+    scenario = matrix("toy")["gamma-1"]
+    law = exact_law(scenario.models().target, scenario.prompt, scenario.params)
+    assert result.planned_n == plan_sample_size(law.probs, 0.05, alpha=per_test_alpha(1e-6) / 3, power=0.9)
 
 
 def test_the_ledger_decides_from_json_what_it_decides_in_memory():
@@ -20,19 +29,15 @@ def test_the_ledger_decides_from_json_what_it_decides_in_memory():
     meta = dict(
         key="k",
         kind="marker",
-        factory=spec.factory_name,
-        level="quick",
-        seed=0,
-        alpha=1e-6,
-        models="toy",
-        require="exact",
+        config=spec.config.to_dict(),
         planned=("temperature-1", "gamma-1", "greedy"),
         nodeid="t.py::test",
     )
     here, there = Ledger(), Ledger()
     for name in ("temperature-1", "gamma-1"):
         record = certify_item(spec, name, group="k", budget_s=None)
-        record = with_decision(record, judge_item(record, spec, alpha_test=per_test_alpha(1e-6), core=False))
+        decision = judge_item(record, spec, num_tests=planned_tests(), alpha_test=per_test_alpha(1e-6))
+        record = with_decision(record, decision)
         here.add_item(record, **meta)
     there.merge(here.dump())
     (a,), (b,) = here.decide(), there.decide()

@@ -15,9 +15,11 @@ from specverify.testing.options import OPTIONS, Options, resolve
         ({"seed": "abc"}, "--specverify-seed='abc' must be an int"),
         ({"alpha": "0.7"}, "--specverify-alpha='0.7' must be a number in (0, 0.5)"),
         ({"models": "llama"}, "--specverify-models='llama' must be one of 'toy', 'checkpoint'"),
-        ({"budget": "0"}, "--specverify-budget='0' must be a number in (0, inf)"),
+        ({"budget": "0"}, "--specverify-budget='0' must be seconds > 0"),
         ({"isolation": "thread"}, "--specverify-isolation='thread' must be one of 'process', 'none'"),
-        ({"scenario": ["temprature-1"]}, "--specverify-scenario: scenario='temprature-1' is not a scenario. Did you"),
+        ({"scenario": ["temprature-1"]}, "--specverify-scenario='temprature-1' is not a scenario. Did you"),
+        ({"drafts": "trie"}, "--specverify-drafts='trie' must be one of 'ar', 'heads'"),
+        ({"engine_option": ["no-equals"]}, "--specverify-engine-option=['no-equals'] must be KEY=VALUE"),
         ({"json": "/no/such/dir/c.json"}, "--specverify-json='/no/such/dir/c.json': the folder '/no/such/dir' does"),
         ({"update_baseline": True}, "--specverify-update-baseline needs --specverify-baseline DIR"),
     ],
@@ -49,19 +51,21 @@ def test_flag_beats_environment_beats_ini():
 
 def test_every_option_has_an_ini_key_and_round_trips_through_workerinput():
     assert {o.ini for o in OPTIONS} == {"specverify_" + o.name for o in OPTIONS}
-    opts = resolve({"seed": "4", "scenario": ["greedy"], "isolation": "none"}, env={})
-    assert Options(**{**opts.to_dict(), "scenario": tuple(opts.to_dict()["scenario"])}) == opts
+    opts = resolve({"seed": "4", "scenario": ["greedy"], "isolation": "none", "engine_option": ["k=[1]"]}, env={})
+    assert Options.from_dict(opts.to_dict()) == opts
+    assert opts.flat()["scenario"] == ("greedy",) and opts.flat()["engine_option"] == (("k", [1]),)
 
 
 @pytest.mark.parametrize(
     "kwargs, expected",
     [
         ({}, "needs factory='module:attr'"),
-        ({"factory": "nocolon"}, "factory='nocolon'): expected 'module:attr'"),
+        ({"factory": "nocolon"}, "@pytest.mark.specverify: factory='nocolon' must be 'module:attr'"),
         ({"factory": "m:f", "requires": "exact"}, "specverify(requires=...): unknown argument(s)"),
-        ({"factory": "m:f", "require": "inconclusive"}, "require='inconclusive'): use one of"),
-        ({"factory": "m:f", "scenarios": ["nope"]}, "scenarios=...): scenario='nope' is not a scenario"),
-        ({"factory": "m:f", "seed": -2}, "seed=-2): expected an int in [0, 2**62)"),
+        ({"factory": "m:f", "require": "inconclusive"}, "specverify: require='inconclusive' must be a decoder verdict"),
+        ({"factory": "m:f", "scenarios": ["nope"]}, "specverify: scenarios='nope' is not a scenario"),
+        ({"factory": "m:f", "seed": -2}, "@pytest.mark.specverify: seed=-2 must be an int in [0, 2**62)"),
+        ({"factory": "m:f", "timeout": 0}, "@pytest.mark.specverify: timeout=0 must be seconds > 0"),
         ({"factory": "m:f", "allow_inconclusive": "yes"}, "allow_inconclusive='yes'): expected True or False"),
     ],
 )
@@ -72,7 +76,7 @@ def test_bad_marker_arguments_name_the_argument(kwargs, expected):
 
 
 def test_marker_arguments_override_the_options():
-    spec = marker_spec(("m:f",), {"seed": 3, "level": "thorough", "scenarios": "greedy"}, Options(seed=9))
+    spec = marker_spec(("m:f",), {"seed": 3, "level": "thorough", "scenarios": "greedy"}, Options(run=(("seed", 9),)))
     assert (spec.seed, spec.level, spec.scenarios, spec.alpha) == (3, "thorough", ("greedy",), 1e-6)
 
 

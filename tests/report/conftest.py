@@ -7,6 +7,7 @@ import pytest
 
 import specverify as sv
 from specverify.certification.evidence import ScenarioResult
+from specverify.enums import NotRun
 
 SCENARIOS = ["temperature-1", "greedy"]
 
@@ -45,7 +46,7 @@ def odd_cert(zoo_cert):
     impossible outcome, an infinite residual, and a scenario the budget left out."""
     first = zoo_cert.scenarios[0]
     worst = ((first.worst[0][0], 3, 0.0, float("inf")),) + first.worst[1:]
-    impossible = dataclasses.replace(first, name="eos-in-block", impossible=(("'b' [1] length", 2),), worst=worst)
+    impossible = dataclasses.replace(first, scenario="eos-in-block", impossible=(("'b' [1] length", 2),), worst=worst)
     violation = ScenarioResult(
         "max-tokens-not-multiple",
         first.kind,
@@ -56,7 +57,9 @@ def odd_cert(zoo_cert):
         reproduce="specverify certify X --scenario max-tokens-not-multiple --seed 0",
         note="protocol violation",
     )
-    skipped = ScenarioResult("penalties", first.kind, "penalties", covered=False, note="not run: budget exhausted")
+    skipped = ScenarioResult(
+        "penalties", first.kind, "penalties", covered=False, note="not run: budget exhausted", not_run=NotRun.BUDGET
+    )
     return dataclasses.replace(zoo_cert, scenarios=(*zoo_cert.scenarios, impossible, violation, skipped))
 
 

@@ -62,7 +62,7 @@ def test_text_and_json_work_without_matplotlib(zoo_cert, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     assert "VERDICT: GREEDY-ONLY" in render_text(zoo_cert)
     assert json.loads(render_json(zoo_cert))["kind"] == "specverify-certificate"
-    with pytest.raises(ImportError, match=r"specverify\[report\]"):
+    with pytest.raises(ImportError, match=r"specverify-toolkit\[report\]"):
         render_html(zoo_cert)
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specverify.certification.evidence import ScenarioResult
-from specverify.enums import Level, ScenarioKind, Verdict
+from specverify.enums import Level, NotRun, ScenarioKind, Verdict
 from specverify.errors import InvalidArgument
 from specverify.report import (
     SCHEMA_VERSION,
@@ -37,9 +37,9 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
         schema = load_schema(kind)
         jsonschema.Draft202012Validator.check_schema(schema)
         scenario = schema["$defs"]["scenario"]
-        optional = {"metrics"}  # added within schema version 1: documents written before it still validate
-        assert set(scenario["required"]) | optional == {f.name for f in dataclasses.fields(ScenarioResult)}
-        assert optional <= set(scenario["properties"]) and not optional & set(scenario["required"])
+        fields = {f.name for f in dataclasses.fields(ScenarioResult)} | {"name"}  # name: scenario[/member]
+        assert set(scenario["required"]) == fields == set(scenario["properties"])
+        assert scenario["properties"]["not_run"]["enum"] == [r.value for r in NotRun] + [None]
         assert scenario["properties"]["kind"]["enum"] == [k.value for k in ScenarioKind]
         assert schema["properties"]["level"]["enum"] == [v.value for v in Level]
     cert_schema = load_schema("specverify-certificate")
@@ -50,7 +50,7 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
 def test_certificates_of_real_runs_validate(which, request):
     cert = request.getfixturevalue(which)
     doc = _doc(cert)
-    assert doc["schema_version"] == SCHEMA_VERSION == 1 and doc["kind"] == "specverify-certificate"
+    assert doc["schema_version"] == SCHEMA_VERSION == 2 and doc["kind"] == "specverify-certificate"
     assert validate_document(doc) == "specverify-certificate"
     assert validate_document(json_document(cert)) == "specverify-certificate"  # in memory too (enums, tuples)
     assert _jsonschema_errors(doc) == []
@@ -124,8 +124,9 @@ def test_broken_certificates_are_rejected_with_the_json_path(zoo_cert, path, val
     [
         ([], r"doc=\[\] is an array, expected a JSON object"),
         ({"verdict": "exact"}, r"\$\.kind=None is not a specverify document kind"),
-        ({"kind": "specverify-certificate", "schema_version": 2}, r"\$\.schema_version=2 is not 1"),
+        ({"kind": "specverify-certificate", "schema_version": 3}, r"\$\.schema_version=3 is not one of \[1, 2\]"),
         ({"kind": "specverify-shard", "schema_version": 1}, r"\$\.shard is missing \(required\)"),
+        ({"kind": "specverify-shard", "schema_version": 2}, r"\$\.shard is missing \(required\)"),
     ],
 )
 def test_documents_of_no_known_kind_or_version_are_rejected(doc, message):
@@ -139,3 +140,23 @@ def test_a_broken_shard_file_is_rejected(shard_path):
     with pytest.raises(InvalidArgument, match=r"\$\.scenarios\[0\]\.worst\[0\]=.* expected array.*--counts-out"):
         validate_document(doc)
     assert _jsonschema_errors(doc)
+
+
+def _as_version_1(doc):
+    """A certificate document as schema version 1 wrote it: no run, requirements, engine; scenarios by name."""
+    old = {k: v for k, v in doc.items() if k not in ("run", "requirements", "engine")}
+    drop = ("scenario", "member", "not_run")
+    old["scenarios"] = [{k: v for k, v in s.items() if k not in drop} for s in doc["scenarios"]]
+    return {**old, "schema_version": 1}
+
+
+@pytest.mark.parametrize("which", ["reference_cert", "odd_cert"])
+def test_a_version_1_certificate_reads_as_its_version_2_twin(which, request):
+    """Migration: members and typed not-run reasons from v1's names and notes, the configuration from its command."""
+    doc = _doc(request.getfixturevalue(which))
+    old = _as_version_1(doc)
+    assert validate_document(old) == "specverify-certificate"
+    back = certificate_from_document(old)
+    new = certificate_from_document(doc)
+    assert back.scenarios == new.scenarios and back.config == new.config
+    assert render_text(back) == render_text(new)

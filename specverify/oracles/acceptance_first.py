@@ -1,6 +1,11 @@
-"""The exact acceptance law of an engine whose first tokens come before any verification round (docs/metrics.md).
+"""The first round's acceptance law: from the prompt, and after the plain tokens an engine emits before its first
+verification round (docs/metrics.md); and the draft object whose law fits what a decoder says it drafts.
 
-vLLM emits the prefill's token (and, on its draft-model path, one more decode step without drafts) before its first
+:func:`first_round_acceptance_law` walks the accepted paths of an AR draft: drafting x and accepting it has
+probability draft(x)·min(1, target(x)/draft(x)) = min(target(x), draft(x)), so P(m accepted) is exact; other draft
+families (and trees, by their own rule) go through ``acceptance_rounds.first_round_law``.
+
+vLLM emits the prefill's token (``decoder.prefill_tokens`` = 1 on its draft-model paths) before its first
 round. Its rounds then start from those plain target draws, so its acceptance statistics have another exact
 expectation than a decoder speculating from the first token. :func:`acceptance_law_after` is
 ``acceptance_law`` started from the law of the first ``prefill`` plain draws (requests that finish inside them have
@@ -13,12 +18,69 @@ from collections import defaultdict
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from specverify.errors import check
-from specverify.oracles.acceptance_rounds import AcceptanceLaw, _setup, _z_vector, acceptance_law, law_from_moments
+from specverify.oracles.acceptance_rounds import (
+    AcceptanceLaw,
+    _setup,
+    _z_vector,
+    acceptance_law,
+    first_round_law,
+    law_from_moments,
+)
+from specverify.oracles.law import first_finish
 from specverify.params import SamplingParams
+from specverify.sampling import next_token_probs
 
-__all__ = ["acceptance_law_after"]
+__all__ = ["first_round_acceptance_law", "acceptance_law_after", "draft_for_law"]
+
+
+def draft_for_law(draft: object, draft_law: str) -> object:
+    """The draft object whose exact acceptance expectation fits a decoder of this ``draft_law``
+    (``specverify.protocol.draft_law_of``): the pair's draft, its argmax chain, or None (not modelled)."""
+    if draft_law == "model":
+        return draft
+    if draft_law == "model-argmax":
+        from specverify.oracles.argmax_draft import ArgmaxDraft
+
+        return ArgmaxDraft(draft)
+    return None
+
+
+def first_round_acceptance_law(
+    target: object, draft: object, prompt: tuple, params: object, num_draft_tokens: int
+) -> np.ndarray:
+    """P(m drafts accepted in the first round), m = 0..γ (float64 [γ+1]); a draft family other than AR (and a
+    tree, by its own rule) goes through ``specverify.oracles.acceptance_rounds``."""
+    if getattr(draft, "family", "ar") != "ar" or hasattr(draft, "proposal_logits"):
+        return first_round_law(target, draft, prompt, params, num_draft_tokens)
+    gamma = num_draft_tokens
+    law = np.zeros(gamma + 1)
+    vocab = target.vocab
+    stack = [((), 1.0)]
+    while stack:
+        path, mass = stack.pop()
+        k = len(path)
+        if k == gamma:
+            law[k] += mass
+            continue
+        history = tuple(prompt) + path
+        kw = dict(prompt=prompt, generated=path, eos_token_id=vocab.eos_token_id)
+        target_probs = next_token_probs(target.logits([history])[0], params, **kw)
+        draft_probs = next_token_probs(draft.logits([history])[0], params, **kw)
+        if float(target_probs.sum()) <= 0 or float(draft_probs.sum()) <= 0:  # no_token, or no draft: 0 more
+            law[k] += mass
+            continue
+        overlap = torch.minimum(target_probs, draft_probs)
+        law[k] += mass * max(0.0, 1.0 - float(overlap.sum()))
+        for tok in torch.nonzero(overlap > 0).flatten().tolist():
+            weight = mass * float(overlap[tok])
+            if first_finish(vocab, path + (tok,), params) is not None:
+                law[k + 1] += weight  # the accepted draft ends the request: the round stops there
+            else:
+                stack.append((path + (tok,), weight))
+    return law / law.sum()
 
 
 def acceptance_law_after(

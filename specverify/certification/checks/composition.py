@@ -15,30 +15,48 @@ import time
 from collections import Counter
 from dataclasses import replace
 
+from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import Draws, scenario_seed
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 
-__all__ = ["COMPOSITIONS", "SMALL_CALL_EPSILON", "composition_sizes", "run_composition"]
+__all__ = ["COMPOSITIONS", "SMALL_CALL_EPSILON", "CompositionCheck"]
 
 COMPOSITIONS = ("alone", "pairs", "large")
 SMALL_CALL_EPSILON = 0.2
 LARGE_CALL = 512
 
 
-def _planned(law, plan, composition: str) -> int:
-    from specverify.stats import plan_sample_size
-
-    epsilon = max(plan.epsilon, SMALL_CALL_EPSILON)
-    return int(plan_sample_size(law.probs, epsilon, alpha=plan.alpha_test, power=plan.power))
+def _planned(law, plan) -> int:
+    return plan.sample_size_of(law.probs, max(plan.epsilon, SMALL_CALL_EPSILON))
 
 
-def composition_sizes(scenario, plan) -> int:
-    """Outcomes of R the scenario draws over its three compositions (for budgets)."""
+def _law(scenario):
     from specverify.oracles.law import exact_law
 
-    law = exact_law(scenario.models().target, scenario.prompt, scenario.params)
-    return sum(_planned(law, plan, c) for c in COMPOSITIONS)
+    return exact_law(scenario.models().target, scenario.prompt, scenario.params)
+
+
+class CompositionCheck:
+    """One sampling test per composition (``alone``, ``pairs``, ``large``: three shares of α)."""
+
+    kind = ScenarioKind.COMPOSITION
+
+    def uses_other(self, run) -> bool:
+        return False
+
+    def requires(self, scenario, matrix) -> frozenset:
+        return scenario.needs() | {"batch"}
+
+    def num_tests(self, scenario) -> int:
+        return len(COMPOSITIONS)
+
+    def planned_size(self, run, scenario) -> int:
+        """Outcomes of R the scenario draws over its three compositions."""
+        return len(COMPOSITIONS) * _planned(_law(scenario), run.plan)
+
+    def run(self, run, scenario) -> list:
+        return run_composition(run, scenario)
 
 
 def _neighbours(scenario, base: int) -> list:
@@ -73,23 +91,20 @@ def _calls(scenario, composition: str, n: int, seed_of, neighbours: list) -> lis
     return calls
 
 
-def run_composition(session, scenario, plan, reproduce) -> list:
-    """One result per composition, each R-law against the exact law (names ``batch-composition/alone`` …)."""
-    from specverify.certification.checks import budget_spent, judge
-    from specverify.oracles.law import exact_law
-
+def run_composition(run, scenario) -> list:
+    """One result per composition, each R-law against the exact law (members ``alone``, ``pairs``, ``large``)."""
     started = time.perf_counter()
+    session, plan = run.session, run.plan
     handle = session.decoder(scenario)
-    law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
-    base = scenario_seed(plan.seed, scenario.name)
+    law = _law(scenario)
+    base = scenario_seed(run.seed, scenario.name)
     neighbours = _neighbours(scenario, base)
     out = []
     for k, composition in enumerate(COMPOSITIONS):
-        named = replace(scenario, name=f"{scenario.name}/{composition}", kind=ScenarioKind.COMPOSITION)
-        planned = _planned(law, plan, composition)
-        n = plan.allotted(scenario.name, planned)
+        planned = _planned(law, plan)
+        n = run.allotted(scenario, planned)
         if n == 0:
-            out.append(budget_spent(named, planned))
+            out.append(budget_spent(scenario, planned, member=composition))
             continue
         seed = base + 1_000_003 * k
 
@@ -107,15 +122,16 @@ def run_composition(session, scenario, plan, reproduce) -> list:
         draws = Draws(outcomes, accepted or None, n)
         out.append(
             judge(
-                named,
+                scenario,
                 law,
                 draws,
                 plan,
                 seed=seed,
-                reproduce=reproduce,
+                reproduce=run.reproduce(scenario),
                 started=started,
                 planned=planned,
                 draft_law=handle.draft_law,
+                member=composition,
             )
         )
     return out

@@ -1,0 +1,123 @@
+"""Evidence from draws against the exact law: the battery, TV beside its null, the worst outcomes, impossible
+outcomes, acceptance (shared by the sampling, mixed and composition checks)."""
+
+from __future__ import annotations
+
+import time
+
+from specverify.certification.evidence import ScenarioResult
+from specverify.certification.metrics_check import acceptance_evidence, metrics_evidence
+from specverify.certification.run import BATTERY_SIZE
+from specverify.enums import ModelFamily, NotRun
+
+__all__ = ["judge", "budget_spent", "decode", "unfit_for_float32", "MIN_MARGIN"]
+
+MIN_MARGIN = 1e-3  # probability between any reachable row and a processor cut point (docs/design.md)
+
+
+def decode(law, outcome) -> str:
+    """An outcome as the reports label it: ``repr(text) [tokens] finish_reason``."""
+    tokens, reason = outcome
+    return f"{law.text(outcome)!r} {list(tokens)} {reason}"
+
+
+def budget_spent(scenario, planned: int, *, member=None) -> ScenarioResult:
+    """The result of a scenario (or its ``member``) whose share of the budget would detect nothing."""
+    note = "not run: budget exhausted (the share left would detect nothing)"
+    return ScenarioResult.skipped(scenario, NotRun.BUDGET, note, member=member, planned_n=planned)
+
+
+def unfit_for_float32(scenario, matrix) -> str | None:
+    """Why a non-toy scenario cannot be run fairly (a processor boundary within ``MIN_MARGIN``), or None.
+
+    Toy scenarios are built with the margin by construction (and tested); other families with an exact law are
+    checked here, before any draw, so a float32 engine is never failed for rounding."""
+    if scenario.pair.family == ModelFamily.TOY or not matrix.exact_law or scenario.members:
+        return None
+    from specverify.oracles.law import boundary_margin
+
+    margin = boundary_margin(scenario.models().target, scenario.prompt, scenario.params)
+    if margin < MIN_MARGIN:
+        return (
+            f"not run: the scenario comes within {margin:.2g} < {MIN_MARGIN:g} of a processor boundary on "
+            f"the {scenario.pair.family} family (a float32 engine could be failed for rounding); a bug in the matrix"
+        )
+    return None
+
+
+def judge(
+    scenario,
+    law,
+    draws,
+    plan,
+    *,
+    seed,
+    reproduce,
+    started,
+    planned=None,
+    decision=None,
+    draft_law="model",
+    parent=None,
+    member=None,
+) -> ScenarioResult:
+    """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
+
+    ``planned``: the scenario's planned N (default ``draws.n``); ``decision``: the sequential decision it stopped
+    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only); ``draft_law``: the
+    decoder's (``DecoderHandle.draft_law``), which picks the acceptance expectation its counts are compared with;
+    ``member``: these draws are that member of ``parent`` (default: of ``scenario`` itself), drawn as
+    ``scenario`` (its request shape, on the parent's pair)."""
+    from specverify.stats import battery, detectable_tv
+
+    vec, impossible = law.align(draws.outcomes)
+    owner = parent or scenario
+    result = dict(
+        scenario=owner.name,
+        member=member,
+        kind=owner.kind,
+        exercises=scenario.exercises,
+        covered=True,
+        n=draws.n,
+        planned_n=draws.n if planned is None else planned,
+        num_outcomes=len(law),
+        reproduce=reproduce,
+        detectable_tv=float(detectable_tv(law.probs, max(draws.n, 1), alpha=plan.alpha_test, power=plan.power)),
+    )
+    if impossible:
+        result.update(
+            passed=False,
+            pvalue=0.0,
+            note="observed outcomes of exact probability 0",
+            impossible=tuple((decode(law, o), c) for o, c in impossible[:5]),
+        )
+    if vec.sum() > 0:
+        bat = battery(vec, law.probs, alpha=plan.alpha_scenario, seed=seed)
+        pvalue = min(1.0, BATTERY_SIZE * bat.pvalue_min)
+        worst = tuple(
+            (decode(law, law.outcomes[w.index]), int(w.observed), float(w.expected_count), float(w.residual))
+            for w in bat.worst
+        )
+        result.update(
+            statistic=float(bat.gof.statistic),
+            df=int(bat.gof.df),
+            tests=tuple(bat.tests),
+            worst=worst,
+            tv_estimate=float(bat.tv.estimate),
+            tv_interval=tuple(map(float, bat.tv.interval)),
+            tv_null_quantile=float(bat.tv.null_quantile),
+        )
+        if decision is not None:
+            pvalue = min(1.0, BATTERY_SIZE * float(decision.pvalue))
+            fixed = plan.sample_size(law)
+            result.update(
+                note=f"sequential: {decision.status} at look {decision.look + 1}, N = {decision.n} "
+                f"({decision.n / fixed:.2f}× the fixed plan's {fixed})"
+            )
+        if not impossible:
+            result.update(pvalue=pvalue)
+    if draws.accepted:
+        result.update(acceptance_evidence(scenario, draws.accepted, law, draft_law, draws.prefill))
+    if draws.rounds or draws.violation:
+        result.update(metrics=metrics_evidence(scenario, draws, law, alpha=plan.alpha, draft_law=draft_law))
+    result["elapsed_s"] = time.perf_counter() - started
+    return ScenarioResult(**result)

@@ -1,0 +1,92 @@
+"""The ``mixed`` check: the members' configurations (other scenarios of the matrix) interleaved in each call, on
+the mixed scenario's models; one result per member, each against its own exact law."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from specverify.certification.checks.judge import budget_spent, judge
+from specverify.certification.collect import CHUNK, Tally, scenario_seed
+from specverify.enums import ScenarioKind
+from specverify.protocol import Request
+
+__all__ = ["MixedCheck"]
+
+
+class MixedCheck:
+    """One sampling test per member (its share of α each), in shuffled calls of up to ``CHUNK`` requests."""
+
+    kind = ScenarioKind.MIXED
+
+    def uses_other(self, run) -> bool:
+        return False
+
+    def requires(self, scenario, matrix) -> frozenset:
+        needed = scenario.needs() | {"batch"}
+        for member in scenario.members:
+            needed |= matrix[member].needs()
+        return needed
+
+    def num_tests(self, scenario) -> int:
+        return len(scenario.members)
+
+    def planned_size(self, run, scenario) -> int:
+        return sum(_planned(run, scenario))
+
+    def run(self, run, scenario) -> list:
+        started = time.perf_counter()
+        handle = run.session.decoder(scenario)
+        members = _members(run, scenario)
+        laws = _laws(scenario, members)
+        planned = [run.plan.sample_size(law) for law in laws]
+        sizes = [run.allotted(scenario, n) for n in planned]
+        if min(sizes) == 0:
+            return [budget_spent(scenario, n, member=m.name) for m, n in zip(members, planned)]
+        base = scenario_seed(run.seed, scenario.name)
+        order = [i for i in range(len(members)) for _ in range(sizes[i])]
+        np.random.default_rng(base % 2**32).shuffle(order)
+        requests = [
+            Request(m.prompt, m.params, m.num_draft_tokens, seed=(base + j) % 2**63 if handle.seeded else None)
+            for j, m in ((j, members[i]) for j, i in enumerate(order))
+        ]
+        tallies = [Tally(m.num_draft_tokens, handle.prefill_tokens, handle.draft_law) for m in members]
+        for i, (_, comp) in zip(order, run.session.call_in_chunks(handle, requests, CHUNK)):
+            tallies[i].add(comp)
+        out = []
+        for i, member in enumerate(members):
+            draws = tallies[i].draws(sizes[i])
+            out.append(
+                judge(
+                    member,
+                    laws[i],
+                    draws,
+                    run.plan,
+                    seed=base + i,
+                    reproduce=run.reproduce(scenario),
+                    started=started,
+                    planned=planned[i],
+                    draft_law=handle.draft_law,
+                    parent=scenario,
+                    member=member.name,
+                )
+            )
+        return out
+
+
+def _members(run, scenario) -> list:
+    """The member scenarios, drawn on the mixed scenario's model pair."""
+    return [replace(run.matrix[m], pair=scenario.pair) for m in scenario.members]
+
+
+def _laws(scenario, members) -> list:
+    from specverify.oracles.law import exact_law
+
+    target = scenario.models().target
+    return [exact_law(target, m.prompt, m.params) for m in members]
+
+
+def _planned(run, scenario) -> list:
+    return [run.plan.sample_size(law) for law in _laws(scenario, _members(run, scenario))]

@@ -1,0 +1,94 @@
+"""The ``sampling`` check: one request shape drawn N times (fixed plan, or group-sequential looks) against its
+exact law."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from specverify.certification.checks.judge import budget_spent, judge
+from specverify.certification.collect import merge_draws, scenario_seed
+from specverify.enums import ScenarioKind
+from specverify.protocol import Request
+
+__all__ = ["SamplingCheck"]
+
+
+class SamplingCheck:
+    """Law vs exact law: the pooled battery at the scenario's α share, N planned to detect the level's TV."""
+
+    kind = ScenarioKind.SAMPLING
+
+    def uses_other(self, run) -> bool:
+        return False
+
+    def requires(self, scenario, matrix) -> frozenset:
+        return scenario.needs()
+
+    def num_tests(self, scenario) -> int:
+        return 1
+
+    def planned_size(self, run, scenario) -> int:
+        from specverify.oracles.law import exact_law
+
+        return run.plan.sample_size(exact_law(scenario.models().target, scenario.prompt, scenario.params))
+
+    def run(self, run, scenario) -> list:
+        from specverify.oracles.law import exact_law
+
+        started = time.perf_counter()
+        handle = run.session.decoder(scenario)
+        law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
+        seed = scenario_seed(run.seed, scenario.name)
+        seeded = handle.seeded and scenario.seeded
+        request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if seeded else None)
+        planned = run.plan.sample_size(law)
+        n = run.allotted(scenario, planned)
+        if n == 0:
+            return [budget_spent(scenario, planned)]
+        decision = None
+        if run.config.sequential:  # under a budget, the looks up to the N allotted (the p-value is any-time valid)
+            draws, decision = _draw_sequential(run, handle, request, law, cap=None if n == planned else n)
+            if decision is not None and decision.status != "continue":
+                planned = draws.n  # the design ran to its decision (it never continues past its last look)
+        if decision is None:
+            draws = run.session.draw(handle, request, n)
+        result = judge(
+            scenario,
+            law,
+            draws,
+            run.plan,
+            seed=seed,
+            reproduce=run.reproduce(scenario),
+            started=started,
+            planned=planned,
+            decision=decision,
+            draft_law=handle.draft_law,
+        )
+        return [result]
+
+
+def _draw_sequential(run, handle, request, law, cap=None) -> tuple:
+    """Draw look by look until the group-sequential design rejects or passes (or, with ``cap``, until the last look
+    within ``cap`` draws: the decision may then be ``continue``; None when the first look is beyond it); chunk c of
+    a seeded request uses its own derived seed, so no draw repeats (no protocol change)."""
+    from specverify.stats import plan_sequential, sequential_decision
+
+    plan = run.plan
+    design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
+    draws, decision, done = None, None, 0
+    if cap is not None and design.schedule[0] > cap:
+        return None, None
+    for look, target_n in enumerate(design.schedule):
+        if cap is not None and target_n > cap:
+            break
+        seed = None if request.seed is None else (request.seed + 7919 * look) % 2**63
+        draws = merge_draws(draws, run.session.draw(handle, replace(request, seed=seed), target_n - done))
+        done = target_n
+        vec, impossible = law.align(draws.outcomes)
+        if impossible:
+            break
+        decision = sequential_decision(design, vec, look, previous=decision)
+        if decision.status != "continue":
+            break
+    return draws, decision

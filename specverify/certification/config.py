@@ -1,0 +1,239 @@
+"""``RunConfig``: every option of one certification, frozen and validated once (docs/design.md, run configuration).
+
+The CLI, the pytest plugin's options, the ``@pytest.mark.specverify`` marker and ``certify(**kwargs)`` all build it
+with :meth:`RunConfig.create`, which validates each value with the table of ``options.py`` and names bad values the
+way that surface spells them. :meth:`RunConfig.reproduce` is the command line that runs it again (one scenario of it
+with ``scenario=NAME``); :meth:`RunConfig.from_command` reads such a line back into the same ``RunConfig``.
+
+How an option is added (one place, here and in ``options.py``): a field of ``RunConfig`` with its default, a row of
+``options.OPTIONS`` (its parser, CLI flag and help, the plugin's option stem, whether the marker takes it), and any
+rule that ties it to other options in :meth:`RunConfig.__post_init__`. The CLI flag (:func:`add_run_arguments`), the
+plugin option, the marker argument, ``certify``'s keyword and the ``reproduce`` flag all follow from the row;
+``tests/certification/test_config.py`` checks the round trip options → RunConfig → reproduce() → the same RunConfig.
+
+>>> cfg = RunConfig.create(factory="specverify.reference:make_decoder", level="quick", seed=7, budget_s=60)
+>>> cfg.reproduce()
+'specverify certify specverify.reference:make_decoder --level quick --budget 60 --seed 7'
+>>> RunConfig.from_command(cfg.reproduce()) == cfg
+True
+>>> cfg.reproduce(scenario="greedy")
+'specverify certify specverify.reference:make_decoder --level quick --budget 60 --scenario greedy --seed 7'
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Callable, Optional, Union
+
+from specverify.certification.options import (
+    OPTIONS,
+    OPTIONS_BY_NAME,
+    OptionError,
+    engine_value,
+    format_value,
+    parse_option,
+)
+from specverify.enums import DraftFamily, Isolation, Level, ModelFamily, Verdict
+from specverify.errors import InvalidArgument
+
+__all__ = ["RunConfig", "factory_name", "add_run_arguments"]
+
+
+def factory_name(spec: object) -> str:
+    """The ``module:attr`` that names ``spec`` on the command line (best effort for callables)."""
+    if isinstance(spec, str):
+        return spec
+    return f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__qualname__', getattr(spec, '__name__', '?'))}"
+
+
+def _check_factory(factory: object) -> None:
+    if callable(factory) and not isinstance(factory, str):
+        return
+    if not (isinstance(factory, str) and factory.count(":") == 1 and all(factory.split(":"))):
+        raise OptionError(
+            "{factory}={value} must be 'module:attr' (or a callable factory(target, draft) -> decoder), e.g. "
+            "'specverify.reference:make_decoder'.",
+            factory,
+        )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every option of a certification (``options.OPTIONS`` documents each). ``drafts`` None means the factory's
+    declared ``draft_family`` (else ``ar``): :meth:`with_factory_drafts` resolves it before a run."""
+
+    factory: Union[str, Callable]
+    level: Level = Level.STANDARD
+    seed: int = 0
+    alpha: float = 1e-6
+    power: float = 0.9
+    models: ModelFamily = ModelFamily.TOY
+    drafts: Optional[DraftFamily] = None
+    scenarios: tuple = ()
+    isolation: Isolation = Isolation.PROCESS
+    timeout_s: float = 120.0
+    threads: Optional[int] = None
+    budget_s: Optional[float] = None
+    max_samples: Optional[int] = None
+    sequential: bool = False
+    against: Optional[str] = None
+    shard: Optional[tuple] = None
+    target_dir: Optional[str] = None
+    draft_dir: Optional[str] = None
+    engine_options: tuple = ()
+    engine_config: Optional[str] = None
+    require: Verdict = Verdict.EXACT
+    require_reproducible: bool = False
+    require_metrics: bool = False
+    require_speculation: bool = False
+
+    def __post_init__(self):
+        _check_factory(self.factory)
+        for option in OPTIONS:  # normalise (enums, tuples, floats) and validate each value once
+            object.__setattr__(self, option.name, parse_option(option.name, getattr(self, option.name)))
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        if self.drafts not in (None, DraftFamily.AR) and self.models != ModelFamily.TOY:
+            raise OptionError("{drafts} runs on the toy models only; leave {models} at 'toy'.", self.drafts)
+        if self.shard is not None and self.drafts not in (None, DraftFamily.AR):
+            raise OptionError("{shard}={value} with {drafts}: shards run the AR matrix only.", self.shard)
+        if self.user_pair or self.target_dir or self.draft_dir:
+            if not (self.target_dir and self.draft_dir and self.against):
+                raise OptionError(
+                    "{target_dir} and {draft_dir} go together, with {against} (e.g. plain): a user's checkpoints "
+                    "have no exact law."
+                )
+            clashing = [n for n in ("shard", "budget_s", "sequential") if getattr(self, n)]
+            clashing += ["models"] if self.models != ModelFamily.TOY else []
+            clashing += ["drafts"] if self.drafts not in (None, DraftFamily.AR) else []
+            if clashing:
+                raise OptionError(", ".join(f"{{{n}}}" for n in clashing) + " cannot be used with {target_dir}.")
+        if self.scenarios and not self.user_pair:  # a user pair's names are checked once its matrix is built
+            from specverify.certification.scenarios import check_names, matrix
+
+            check_names(self.scenarios, matrix(self.models, self.drafts or DraftFamily.AR))
+
+    @classmethod
+    def create(cls, surface: str = "python", **values: object) -> RunConfig:
+        """A validated ``RunConfig`` from ``values`` (``RunConfig`` field names; None or absent: the default);
+        ``surface`` ("python", "cli", "plugin", "marker") names bad options as that surface spells them."""
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls))
+            raise InvalidArgument(f"{unknown!r} are not certify options; use {known}.")
+        text = surface in ("cli", "plugin")
+        given = {k: v for k, v in values.items() if v is not None}
+        try:
+            parsed = {k: parse_option(k, v, text=text) if k in OPTIONS_BY_NAME else v for k, v in given.items()}
+            return cls(**parsed)
+        except OptionError as exc:
+            raise InvalidArgument(exc.render(surface)) from None
+
+    @property
+    def factory_name(self) -> str:
+        return factory_name(self.factory)
+
+    @property
+    def user_pair(self) -> bool:
+        """Whether the run is on the user's own checkpoints (``--target DIR --draft DIR``): no exact law."""
+        return bool(self.target_dir and self.draft_dir)
+
+    @property
+    def draft_family(self) -> DraftFamily:
+        return self.drafts or DraftFamily.AR
+
+    def with_factory_drafts(self, factory: object) -> RunConfig:
+        """``drafts`` resolved: as given, else the resolved factory's ``draft_family`` attribute (zoo entries declare
+        theirs), else ``ar``."""
+        if self.drafts is not None:
+            return self
+        declared = getattr(factory, "draft_family", None)
+        try:
+            return replace(self, drafts=DraftFamily(declared) if declared else DraftFamily.AR)
+        except ValueError:
+            raise InvalidArgument(
+                f"{self.factory_name}.draft_family={declared!r} must be one of "
+                f"{[str(d) for d in DraftFamily]} (docs/adapters.md)."
+            ) from None
+
+    def reproduce(self, scenario: Optional[str] = None) -> str:
+        """The command line that runs this configuration again; with ``scenario``, that one scenario alone (no
+        shard). Options at their default are left out (``--drafts ar`` too), except ``--level`` and ``--seed``."""
+        cfg = self if scenario is None else replace(self, scenarios=(scenario,), shard=None)
+        parts = ["specverify certify", shlex.quote(self.factory_name), f"--level {cfg.level}"]
+        for option in OPTIONS:
+            value = getattr(cfg, option.name)
+            if option.name in ("level", "seed", "scenarios") or value in (option.default, DraftFamily.AR):
+                continue
+            parts += _flag(option, value)
+        parts += _flag(OPTIONS_BY_NAME["scenarios"], cfg.scenarios) + [f"--seed {cfg.seed}"]
+        return " ".join(parts)
+
+    @classmethod
+    def from_command(cls, command: str) -> RunConfig:
+        """The ``RunConfig`` a :meth:`reproduce` line (or any ``specverify certify`` command line) describes."""
+        words = shlex.split(command)
+        if words[:2] != ["specverify", "certify"]:
+            raise InvalidArgument(f"command={command!r} must start with 'specverify certify FACTORY'.")
+        parser = argparse.ArgumentParser(prog="specverify certify", add_help=False)
+        parser.add_argument("factory")
+        add_run_arguments(parser)
+        args, _ = parser.parse_known_args(words[2:])
+        return cls.from_args(args)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunConfig:
+        """From the CLI's parsed arguments (:func:`add_run_arguments`): bad values name their flags."""
+        values = {o.name: getattr(args, o.name, None) for o in OPTIONS}
+        values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
+        return cls.create("cli", factory=args.factory, **{k: v for k, v in values.items() if v not in (None, False)})
+
+    def to_dict(self) -> dict:
+        """Plain JSON values (the certificate's ``run``; schema v2): the factory by name, enums as strings."""
+        out = asdict(self)
+        out["factory"] = self.factory_name
+        out["shard"] = list(self.shard) if self.shard else None
+        out["engine_options"] = {k: v for k, v in self.engine_options}
+        return {k: (str(v) if hasattr(v, "value") else v) for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunConfig:
+        """The inverse of :meth:`to_dict`."""
+        data = dict(data)
+        data["scenarios"] = tuple(data.get("scenarios") or ())
+        data["shard"] = tuple(data["shard"]) if data.get("shard") else None
+        return cls.create(**{k: v for k, v in data.items() if v is not None})
+
+
+def _flag(option, value) -> list:
+    if value is True:
+        return [option.flag]
+    if option.name == "engine_options":
+        return [f"{option.flag} {shlex.quote(f'{k}={_engine_text(v)}')}" for k, v in value]
+    if option.many:
+        return [f"{option.flag} {shlex.quote(str(v))}" for v in value]
+    return [f"{option.flag} {shlex.quote(format_value(value))}"]
+
+
+def _engine_text(value: object) -> str:
+    import json
+
+    if isinstance(value, str) and engine_value(value) == value:
+        return value  # a plain string reads back as itself
+    return json.dumps(value)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every run option as a flag of ``parser`` (values validated by :meth:`RunConfig.from_args`, not argparse)."""
+    for option in OPTIONS:
+        if option.metavar is None:
+            parser.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
+        elif option.many:
+            parser.add_argument(
+                option.flag, dest=option.name, action="append", default=[], metavar=option.metavar, help=option.help
+            )
+        else:
+            parser.add_argument(option.flag, dest=option.name, default=None, metavar=option.metavar, help=option.help)

@@ -1,0 +1,202 @@
+"""``certify``: run a configuration's scenarios through the checks table and decide the verdict (docs/design.md).
+
+The loop is the same for every configuration — toy or checkpoint models, a draft family, ``--against``, a user's own
+checkpoints, a shard: :func:`certify` builds the ``RunConfig``, the runners and the ``Run``; each scenario goes to
+its check (``checks.check_for``) after the capability and float32 gates; then the reproducibility check, and the
+verdict rules (``verdict.finish_certificate``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable, Optional
+
+from specverify.certification import checks
+from specverify.certification.budget import SAFETY, Allocation, pilot_rate
+from specverify.certification.checks.judge import unfit_for_float32
+from specverify.certification.checks.twosample import against_spec
+from specverify.certification.collect import Session
+from specverify.certification.config import RunConfig
+from specverify.certification.evidence import Certificate, ScenarioResult
+from specverify.certification.factory import SetupFailure, resolve_factory
+from specverify.certification.run import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
+from specverify.certification.runner import make_runner
+from specverify.certification.scenarios import check_names
+from specverify.certification.shards import shard_certificate, shard_of
+from specverify.certification.verdict import error_certificate, finish_certificate
+from specverify.enums import NotRun, ScenarioKind
+from specverify.errors import InvalidArgument, ProtocolViolation
+
+__all__ = ["certify", "run_certification"]
+
+_now = time.perf_counter  # the budget's clock (tests replace it)
+_BROKE = "not run: the decoder already broke the protocol"
+
+
+def certify(factory: object, *, progress: Optional[Callable[[str], None]] = None, **options: object) -> Certificate:
+    """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
+
+    Parameters
+    ----------
+    factory : str or callable
+        ``"module:attr"`` of ``factory(target, draft, **engine_options) -> decoder`` (docs/adapters.md).
+    progress : callable, optional
+        Called with one line per scenario (its position, name, elapsed time and an ETA).
+    **options
+        Every field of :class:`~specverify.certification.config.RunConfig` (``level``, ``seed``, ``alpha``,
+        ``power``, ``models``, ``drafts``, ``scenarios``, ``isolation``, ``timeout_s``, ``threads``, ``budget_s``,
+        ``max_samples``, ``sequential``, ``against``, ``shard``, ``target_dir``/``draft_dir``, ``engine_options``,
+        ``engine_config``, ``require*``); ``config=RunConfig(...)`` instead passes one whole. ``specverify
+        certify --help`` says what each does; docs/design.md gives the verdict rules.
+
+    A set-up failure (the factory raises, its module raises on import, it returns no decoder, unknown
+    ``capabilities``) gives the verdict ``error``: it says nothing about the decoder. A sharded run
+    (``shard=(I, N)``) is ``inconclusive`` by itself; its ``shard_info`` is the counts file that
+    ``specverify.certification.shards.merge_shards`` turns into one certificate.
+
+    Returns
+    -------
+    Certificate
+        ``verdict`` in exact / greedy-only / approximate / invalid / inconclusive / error, with per-scenario evidence
+        and ``command``, the line that reproduces it.
+    """
+    config = options.pop("config", None)
+    if config is None:
+        config = RunConfig.create(factory=factory, **options)
+    elif options or not isinstance(config, RunConfig):
+        raise InvalidArgument(f"config={config!r} must be a RunConfig, given alone (no other options).")
+    return run_certification(config, progress)
+
+
+def run_certification(config: RunConfig, progress: Optional[Callable[[str], None]] = None) -> Certificate:
+    """:func:`certify` of a ``RunConfig`` already built."""
+    started = _now()
+    try:
+        config = config.with_factory_drafts(resolve_factory(config.factory))
+    except SetupFailure as exc:
+        return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
+    family = matrix_for(config)
+    check_names(config.scenarios, family)
+    chosen = [family[n] for n in config.scenarios] if config.scenarios else list(family.values())
+    if config.shard is not None:
+        chosen = [s for s in chosen if shard_of(family.position(s.name), config.shard[1]) == config.shard[0]]
+    plan = AlphaPlan(config.alpha, config.level.epsilon, config.power, checks.num_tests(family))
+    try:
+        results, violation, repro, timings, engine = _run_guarded(config, family, plan, chosen, progress, started)
+    except SetupFailure as exc:
+        return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
+    cert = finish_certificate(
+        results, violation, repro, config=config, matrix=family, elapsed_s=_now() - started, timings=timings,
+        engine=engine,
+    )  # fmt: skip
+    return cert if config.shard is None else shard_certificate(cert, violation)
+
+
+def _run_guarded(config, family, plan, chosen, progress, started) -> tuple:
+    """Build the runners and the ``Run``, run every chosen scenario, close the runners (set-up failures propagate)."""
+    end = None if config.budget_s is None else time.perf_counter() + config.budget_s
+    runners = [make_runner(config.factory, config)]
+    try:
+        if config.against:
+            runners.append(make_runner(against_spec(config.factory_name, config.against), config))
+        sessions = [Session(Deadline(r, end)) for r in runners]
+        run = Run(config, family, plan, sessions[0], sessions[1] if config.against else None, started=started)
+        if config.budget_s is not None or config.max_samples is not None:
+            run = replace(run, allocation=_allocate(run, chosen))
+        return _run_all(run, chosen, progress)
+    finally:
+        for runner in runners:
+            runner.close()
+
+
+def _allocate(run, chosen) -> Allocation:
+    """A time and/or sample budget as each scenario's share of its plan (core scenarios first)."""
+    sizes = {s.name: checks.check_for(s, run.config, run.matrix).planned_size(run, s) for s in chosen}
+    total = run.config.max_samples if run.config.max_samples is not None else sum(sizes.values())
+    first = next((s for s in chosen if s.kind == ScenarioKind.SAMPLING), None)
+    if run.config.budget_s is not None and first is not None:
+        try:
+            if checks.requirements(first, run.matrix) <= run.session.decoder(first).capabilities:
+                rate = pilot_rate(run.session, first, run.seed)
+                left = max(0.0, run.config.budget_s - (_now() - run.started))
+                total = min(total, int(rate * left * SAFETY))
+        except ProtocolViolation:
+            pass  # the run itself finds and reports it, with the scenario that shows it
+        except BudgetSpent:
+            total = 0  # the pilot alone spent the budget
+    return Allocation(sizes, set(run.matrix.core), total)
+
+
+def _progress_line(i, total, name, elapsed) -> str:
+    eta = f", ETA {elapsed / i * (total - i):.0f} s" if i else ""
+    return f"specverify: [{i + 1}/{total}] {name} (elapsed {elapsed:.0f} s{eta})"
+
+
+def _run_all(run, chosen, progress) -> tuple:
+    results, violation, clock, budget = [], None, time.perf_counter(), run.config.budget_s
+    for i, scenario in enumerate(chosen):
+        if violation is not None or (budget is not None and _now() - run.started > budget):
+            why, note = (NotRun.BROKE, _BROKE) if violation else (NotRun.BUDGET, "not run: budget exhausted")
+            results.append(ScenarioResult.skipped(scenario, why, note))
+            continue
+        if progress:
+            progress(_progress_line(i, len(chosen), scenario.name, time.perf_counter() - clock))
+        try:
+            done = _run_one(run, scenario)
+            results.extend(done)
+            if run.allocation is not None:
+                run.allocation.spend(scenario.name, sum(r.n or 0 for r in done))
+            for session in filter(None, (run.session, run.other)):  # the first pair: reproducibility
+                session.release_unused(chosen[i + 1 :], keep=(chosen[0].pair,))
+        except BudgetSpent:
+            results.append(ScenarioResult.skipped(scenario, NotRun.BUDGET, "not run: budget exhausted mid-scenario"))
+        except ProtocolViolation as exc:
+            violation = f"{scenario.name}: {exc}\nReproduce: {run.reproduce(scenario)}"
+            broke = ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=True, passed=False)
+            results.append(
+                replace(broke, violation=str(exc), reproduce=run.reproduce(scenario), note="protocol violation")
+            )
+    if violation is not None:
+        return results, violation, (None, "not run: the decoder broke the protocol"), None, None
+    first = run.session.decoder(chosen[0]) if chosen else None
+    timings = run.session.timings(chosen[0]) if chosen else None  # decoder.timings(), for `speedup --from`
+    return results, violation, _reproducibility(run, chosen), timings, first.engine if first else None
+
+
+def _run_one(run, scenario) -> list:
+    check = checks.check_for(scenario, run.config, run.matrix)
+    caps = run.session.decoder(scenario).capabilities
+    if check.uses_other(run):
+        caps = caps & run.other.decoder(scenario).capabilities
+    missing = sorted(checks.requirements(scenario, run.matrix) - caps)
+    if missing:
+        who = "a decoder does" if check.uses_other(run) else "the decoder does"
+        return [ScenarioResult.skipped(scenario, NotRun.UNDECLARED, f"not covered: {who} not declare {missing}")]
+    problem = unfit_for_float32(scenario, run.matrix)
+    if problem:
+        return [ScenarioResult.skipped(scenario, NotRun.UNFIT, problem)]
+    return check.run(run, scenario)
+
+
+def _reproducibility(run, chosen) -> tuple:
+    """The separate reproducibility check: its failure, even a protocol violation, is ``reproducible=False``."""
+    if run.config.shard is not None and run.config.shard[0] != 1:
+        return None, "not run in this shard"
+    name = checks.REPRODUCIBILITY_SCENARIO
+    home = _matrix_of(run, chosen[0]) if chosen else {}
+    if name not in home:
+        return None, f"not run: the matrix has no {name} scenario"
+    try:
+        return checks.check_reproducible(run, home[name])
+    except BudgetSpent:
+        return None, "not run: budget exhausted"
+    except ProtocolViolation as exc:
+        return False, f"the check's calls broke the protocol: {exc}"
+
+
+def _matrix_of(run, scenario):
+    """The matrix of the first chosen scenario's pair (its decoder is the one kept for the check)."""
+    from specverify.certification.scenarios import matrix_of
+
+    return run.matrix if run.config.user_pair else matrix_of(scenario.pair)

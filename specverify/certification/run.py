@@ -1,0 +1,108 @@
+"""What every check reads while a certification runs: the α plan, the matrix, the decoders' sessions, the budget.
+
+``Run`` is built once per certification (``pipeline.py``) and never gains attributes: the two-sample decoder
+(``other``), the budget's allocation and the deadline are fields from the start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from specverify.certification.budget import Allocation, allotted
+from specverify.certification.collect import Session
+from specverify.certification.config import RunConfig
+from specverify.certification.scenarios import Matrix, matrix
+
+__all__ = ["BATTERY_SIZE", "AlphaPlan", "Run", "Deadline", "BudgetSpent", "matrix_for"]
+
+BATTERY_SIZE = 3  # omnibus + surprisal + max-cell
+
+
+@dataclass(frozen=True)
+class AlphaPlan:
+    """The α budget: each of ``num_tests`` sampling tests (over the family's whole matrix, so ``--scenario NAME``
+    draws what the full run draws) gets ``alpha / num_tests``, split over the battery; N is planned to detect a TV
+    of ``epsilon`` with ``power`` at that level."""
+
+    alpha: float
+    epsilon: float
+    power: float
+    num_tests: int
+
+    @property
+    def alpha_scenario(self) -> float:
+        return self.alpha / max(1, self.num_tests)
+
+    @property
+    def alpha_test(self) -> float:
+        return self.alpha_scenario / BATTERY_SIZE
+
+    def sample_size(self, law) -> int:
+        return self.sample_size_of(law.probs)
+
+    def sample_size_of(self, probs, epsilon: Optional[float] = None) -> int:
+        from specverify.stats import plan_sample_size
+
+        eps = self.epsilon if epsilon is None else epsilon
+        return int(plan_sample_size(probs, eps, alpha=self.alpha_test, power=self.power))
+
+
+class BudgetSpent(Exception):
+    """The budget's wall clock ran out between two calls of a scenario."""
+
+
+class Deadline:
+    """A runner that refuses new calls once the budget's wall clock is spent (an in-process call cannot be
+    interrupted: the budget is enforced between calls)."""
+
+    def __init__(self, runner, end: Optional[float]):
+        self._runner, self._end = runner, end
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+    def request(self, op: str, *args: object) -> object:
+        if self._end is not None and op in ("call", "sample") and time.perf_counter() > self._end:
+            raise BudgetSpent()
+        return self._runner.request(op, *args)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One certification in progress. ``other`` is the ``--against`` decoder's session; ``allocation`` the
+    budget's shares (None without ``--budget`` / ``--max-samples``); ``pilots`` planned sizes a check measured
+    once (a user pair's pilot of the plain path), by scenario name."""
+
+    config: RunConfig
+    matrix: Matrix
+    plan: AlphaPlan
+    session: Session
+    other: Optional[Session] = None
+    allocation: Optional[Allocation] = None
+    started: float = 0.0
+    pilots: dict = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    def reproduce(self, scenario) -> str:
+        """The command line that reruns ``scenario`` alone (same N and draws: the α plan counts the whole matrix)."""
+        return self.config.reproduce(scenario=scenario.name)
+
+    def allotted(self, scenario, planned: int) -> int:
+        """What the budget lets ``scenario`` draw of its ``planned`` N (all of it without a budget)."""
+        if self.allocation is None:
+            return planned
+        return allotted(planned, self.allocation.fraction(scenario.name))
+
+
+def matrix_for(config: RunConfig) -> Matrix:
+    """The matrix a configuration runs: the user pair's, a draft family's, or the model family's."""
+    if config.user_pair:
+        from specverify.certification.matrix_user import user_matrix
+
+        return user_matrix(config.target_dir, config.draft_dir)
+    return matrix(config.models, config.draft_family)
