@@ -147,12 +147,12 @@ class RunConfig:
 
     def with_factory_drafts(self, factory: object) -> RunConfig:
         """``drafts`` resolved: as given, else the resolved factory's ``draft_family`` attribute (zoo entries declare
-        theirs), else ``ar``."""
-        if self.drafts is not None:
-            return self
+        theirs) when it is not ``ar``; ``draft_family`` is ``ar`` for None."""
         declared = getattr(factory, "draft_family", None)
+        if self.drafts is not None or declared in (None, DraftFamily.AR):
+            return self  # ar stays None, so the command line (which leaves --drafts ar out) reads back the same
         try:
-            return replace(self, drafts=DraftFamily(declared) if declared else DraftFamily.AR)
+            return replace(self, drafts=DraftFamily(declared))
         except ValueError:
             raise InvalidArgument(
                 f"{self.factory_name}.draft_family={declared!r} must be one of "

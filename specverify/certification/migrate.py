@@ -44,7 +44,6 @@ def _run(command: str, **fields) -> dict | None:
         return None
     from dataclasses import replace
 
-    fields.setdefault("drafts", config.draft_family)  # a v1 command named --drafts whenever it was not ar
     return replace(config, **fields).to_dict()
 
 

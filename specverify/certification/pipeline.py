@@ -112,7 +112,7 @@ def _run_guarded(config, family, plan, chosen, progress, started) -> tuple:
 
 def _allocate(run, chosen) -> Allocation:
     """A time and/or sample budget as each scenario's share of its plan (core scenarios first)."""
-    sizes = {s.name: checks.check_for(s, run.config, run.matrix).planned_size(run, s) for s in chosen}
+    sizes = {s.name: _planned_size(run, s) for s in chosen}
     total = run.config.max_samples if run.config.max_samples is not None else sum(sizes.values())
     first = next((s for s in chosen if s.kind == ScenarioKind.SAMPLING), None)
     if run.config.budget_s is not None and first is not None:
@@ -126,6 +126,15 @@ def _allocate(run, chosen) -> Allocation:
         except BudgetSpent:
             total = 0  # the pilot alone spent the budget
     return Allocation(sizes, set(run.matrix.core), total)
+
+
+def _planned_size(run, scenario) -> int:
+    """The scenario's planned outcomes; 0 when planning it already broke the protocol (a pilot's calls): the run
+    itself meets the violation again in that scenario and reports it there."""
+    try:
+        return checks.check_for(scenario, run.config, run.matrix).planned_size(run, scenario)
+    except (ProtocolViolation, BudgetSpent):
+        return 0
 
 
 def _progress_line(i, total, name, elapsed) -> str:

@@ -139,3 +139,12 @@ def test_engine_options_and_configs_reach_the_factory():
     wrong = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["greedy"], isolation="none",
                        engine_options={"no_such_option": 1})  # fmt: skip
     assert wrong.verdict == "error" and "no_such_option" in wrong.reason
+
+
+@pytest.mark.parametrize("factory", [FACTORY, "specverify.zoo:medusa_padding_as_token_0"])
+def test_a_certificates_command_reads_back_as_its_configuration(factory):
+    import specverify as sv
+
+    cert = sv.certify(factory, level="quick", scenarios=["greedy"], isolation="none", sequential=True)
+    assert RunConfig.from_command(cert.command) == cert.config
+    assert cert.config.draft_family == ("tree" if "zoo" in factory else "ar")  # the zoo entry's own family

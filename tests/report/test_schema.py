@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from specverify.certification import RunConfig
 from specverify.certification.evidence import ScenarioResult
 from specverify.enums import Level, NotRun, ScenarioKind, Verdict
 from specverify.errors import InvalidArgument
@@ -41,8 +42,11 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
         assert set(scenario["required"]) == fields == set(scenario["properties"])
         assert scenario["properties"]["not_run"]["enum"] == [r.value for r in NotRun] + [None]
         assert scenario["properties"]["kind"]["enum"] == [k.value for k in ScenarioKind]
-        assert schema["properties"]["level"]["enum"] == [v.value for v in Level]
+        run = schema["$defs"]["run"]
+        assert set(run["required"]) == set(run["properties"]) == set(RunConfig.__dataclass_fields__)
+        assert run["properties"]["level"]["enum"] == [v.value for v in Level]
     cert_schema = load_schema("specverify-certificate")
+    assert cert_schema["properties"]["level"]["enum"] == [v.value for v in Level]
     assert cert_schema["properties"]["verdict"]["enum"] == [v.value for v in Verdict]
 
 
