@@ -100,7 +100,7 @@ class RunConfig:
             raise OptionError("{drafts} runs on the toy models only; leave {models} at 'toy'.", self.drafts)
         if self.shard is not None and self.drafts not in (None, DraftFamily.AR):
             raise OptionError("{shard}={value} with {drafts}: shards run the AR matrix only.", self.shard)
-        if self.user_pair or self.target_dir or self.draft_dir:
+        if self.target_dir or self.draft_dir:
             if not (self.target_dir and self.draft_dir and self.against):
                 raise OptionError(
                     "{target_dir} and {draft_dir} go together, with {against} (e.g. plain): a user's checkpoints "
