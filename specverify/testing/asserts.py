@@ -8,7 +8,7 @@ made (``assert_exact(specverify_certify(FACTORY))`` binds the pytest session's o
 
 from __future__ import annotations
 
-from specverify.enums import ScenarioKind, Verdict
+from specverify.enums import ModelFamily, ScenarioKind, Verdict
 from specverify.errors import check
 
 __all__ = ["assert_exact", "assert_greedy_equal", "certify_with", "model_pair"]
@@ -95,7 +95,7 @@ def model_pair(family: str = "toy", distance: float | None = None, **fields) -> 
     from dataclasses import fields as dc_fields
     from dataclasses import replace
 
-    check(family in ("toy", "checkpoint"), f"family={family!r} must be 'toy' or 'checkpoint'.")
+    family = ModelFamily.parse(family, "family")
     check(
         distance is None or (isinstance(distance, (int, float)) and distance >= 0),
         f"distance={distance!r} must be None or a number >= 0 (how far the draft is from the target).",
