@@ -165,6 +165,15 @@ class Session:
             del self._made[spec]
             self.runner.request("release", spec)
 
+    def engine_info(self, scenario) -> Optional[dict]:
+        """The scenario's decoder's ``engine_info`` at the end of the run (an adapter may learn its effective
+        configuration only once the engine ran); its value at set-up when asking fails."""
+        handle = self.decoder(scenario)
+        try:
+            return self.runner.request("engine_info", handle.pair.spec)
+        except Exception:  # noqa: BLE001 - a description of the engine, never evidence for the verdict
+            return handle.engine
+
     def timings(self, scenario) -> Optional[dict]:
         """The optional ``decoder.timings()`` of the scenario's decoder (None when it has none, or on failure:
         timings are evidence for the speed model, never for the verdict)."""

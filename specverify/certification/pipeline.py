@@ -168,9 +168,10 @@ def _run_all(run, chosen, progress) -> tuple:
             )
     if violation is not None:
         return results, violation, (None, "not run: the decoder broke the protocol"), None, None
-    first = run.session.decoder(chosen[0]) if chosen else None
+    repro = _reproducibility(run, chosen)
     timings = run.session.timings(chosen[0]) if chosen else None  # decoder.timings(), for `speedup --from`
-    return results, violation, _reproducibility(run, chosen), timings, first.engine if first else None
+    engine = run.session.engine_info(chosen[0]) if chosen else None  # after the calls: the effective configuration
+    return results, violation, repro, timings, engine
 
 
 def _run_one(run, scenario) -> list:

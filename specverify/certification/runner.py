@@ -179,6 +179,13 @@ class _Host:
     def sample(self, key, request, n):
         return _as_counts(self.decoders[key].sample(request, n))
 
+    def engine_info(self, key):
+        """The decoder's optional ``engine_info`` now (after its calls: the effective configuration), checked."""
+        try:
+            return engine_of(self.decoders.get(key))
+        except InvalidArgument as exc:
+            raise DecoderFailure(str(exc)) from None
+
     def timings(self, key):
         """The decoder's optional per-phase times (``decoder.timings()``, docs/adapters.md), checked; None without."""
         report = getattr(self.decoders.get(key), "timings", None)

@@ -42,3 +42,14 @@ def test_a_lambda_factory_cannot_reach_the_worker_and_the_message_says_what_to_d
 def test_the_cli_exit_code_of_a_set_up_failure(capsys):
     code = main(["certify", f"{HERE}:returns_a_string", "--level", "quick", "--scenario", "greedy"])
     assert code == ExitCode.ERROR and "set-up failed" in capsys.readouterr().out
+
+
+def test_the_engine_description_is_read_again_after_the_run():
+    cert = certify(f"{HERE}:described", isolation="none")
+    assert cert.engine == {"name": "toy-engine", "version": "1.0", "requested": {"mode": "fast"},
+                           "effective": {"mode": "safe"}}  # fmt: skip
+    from specverify.report import certificate_from_document, json_document
+
+    assert certificate_from_document(json_document(cert)).engine == cert.engine
+    bad = certify(f"{HERE}:bad_engine_info", isolation="none")
+    assert bad.verdict == "error" and "decoder.engine_info=" in bad.reason
