@@ -7,7 +7,8 @@ import sys
 import pytest
 
 import specverify
-from specverify.cli import ExitCode, main
+from specverify.cli import ExitCode
+from tests.helpers import cli
 
 PUBLIC = {
     "certify",
@@ -76,14 +77,6 @@ def test_import_and_plugin_load_stay_light(code):
 def test_stats_never_imports_torch():
     code = "import sys, specverify.stats; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
-
-
-def cli(*argv):
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_cli_certify_json_and_exit_codes(tmp_path):

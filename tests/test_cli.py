@@ -1,6 +1,5 @@
 """The CLI and certify() as a new user meets them: progress, verdict lines, set-up errors, flags, output paths."""
 
-import io
 import json
 import os
 import sys
@@ -10,18 +9,13 @@ import pytest
 
 from specverify import certify
 from specverify.certification import CORE
-from specverify.cli import ExitCode, main
+from specverify.cli import ExitCode
 from specverify.report import render_text
+from tests.helpers import cli
 
 REF = "specverify.reference:make_decoder"
 BAD = "tests.certification.bad_decoders"
 FAST = list(CORE)
-
-
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def quick(factory, *flags):

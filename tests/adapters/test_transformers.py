@@ -168,20 +168,22 @@ def test_accepted_counts(toy_pair):
         assert c.finish_reason in ("eos", "stop", "length")
 
 
-def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair):
-    """N = 1500 outcomes of one request (temperature 1, max_tokens 3, γ = 3) against the exact law.
-    Observed: both pass (docs/findings/transformers.md, "small-N law check")."""
+@pytest.mark.parametrize("n", [300, pytest.param(1500, marks=pytest.mark.slow)])
+def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair, n):
+    """N = 1500 outcomes of one request (temperature 1, max_tokens 3, γ = 3) against the exact law (-m slow; 300 in
+    the fast suite, the same assertions at a fifth of the power, ~5 s). Observed at 1500: both pass, the assisted
+    first round accepts 2 drafts in 91 % of requests (docs/findings/transformers.md, "small-N law check")."""
     params = SamplingParams(temperature=1.0, max_tokens=3)
     law = exact_law(checkpoint_pair.target, (0, 1), params)
     verdicts = {}
     for name in ("plain", "assisted"):
-        completions = decoders[name]([Request((0, 1), params, num_draft_tokens=3)] * 1500)
+        completions = decoders[name]([Request((0, 1), params, num_draft_tokens=3)] * n)
         counts, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in completions))
         assert not impossible
         verdicts[name] = battery(counts, law.probs, alpha=1e-6, seed=0).passed
         if name == "assisted":
             first = collections.Counter(c.accepted[0] for c in completions)
-            assert set(first) <= {0, 1, 2, 3} and first[2] > 1000  # γ capped at max_tokens - 1 = 2
+            assert set(first) <= {0, 1, 2, 3} and first[2] > 2 * n / 3  # γ capped at max_tokens - 1 = 2
     assert verdicts == {"plain": True, "assisted": True}
 
 

@@ -1,5 +1,6 @@
 """Sharded runs: shards merged give the unsharded certificate; the merge refuses incomplete or mixed parts."""
 
+import copy
 import json
 
 import pytest
@@ -17,6 +18,17 @@ def run(**kw):
     )
 
 
+@pytest.fixture(scope="module")
+def shards():
+    """Shards 1/2 and 2/2 of ``run()``, certified once for the module's tests (each reads a deep copy)."""
+    return tuple(run(shard=(i, 2)) for i in (1, 2))
+
+
+@pytest.fixture
+def shard_infos(shards):
+    return [copy.deepcopy(part.shard_info) for part in shards]
+
+
 def _key(cert):
     return [
         (
@@ -31,9 +43,9 @@ def _key(cert):
     ]
 
 
-def test_two_shards_merged_are_the_unsharded_certificate(tmp_path):
+def test_two_shards_merged_are_the_unsharded_certificate(tmp_path, shards):
     whole = run()
-    parts = [run(shard=(i, 2)) for i in (1, 2)]
+    parts = list(shards)
     assert all(p.verdict == "inconclusive" and "merge" in p.reason for p in parts)
     assert sorted(s.name for p in parts for s in p.scenarios) == sorted(s.name for s in whole.scenarios)
     assert parts[0].reproducible is True and parts[1].reproducible is None  # shard 1 runs the reproducibility check
@@ -48,8 +60,8 @@ def test_two_shards_merged_are_the_unsharded_certificate(tmp_path):
     assert merged.command == whole.command and merged.reproducible is True
 
 
-def test_the_merge_refuses_missing_duplicate_or_foreign_shards():
-    one, two = (run(shard=(i, 2)).shard_info for i in (1, 2))
+def test_the_merge_refuses_missing_duplicate_or_foreign_shards(shard_infos):
+    one, two = shard_infos
     with pytest.raises(sv.InvalidArgument, match="each of 1..2 exactly once"):
         merge_shards([one])
     with pytest.raises(sv.InvalidArgument, match="each of 1..2 exactly once"):
@@ -63,11 +75,11 @@ def test_the_merge_refuses_missing_duplicate_or_foreign_shards():
             run(shard=bad)
 
 
-def test_a_version_1_counts_file_merges_like_its_version_2_twin():
+def test_a_version_1_counts_file_merges_like_its_version_2_twin(shard_infos):
     """Counts files written before schema version 2 are migrated: the same certificate as from the new ones."""
     from specverify.certification.migrate import migrate_document
 
-    new = [run(shard=(i, 2)).shard_info for i in (1, 2)]
+    new = shard_infos
     old = [_as_version_1(doc) for doc in new]
     assert [migrate_document(doc)["run"] for doc in old] == [doc["run"] for doc in new]
     assert _key(merge_shards(old)) == _key(merge_shards(new))

@@ -4,11 +4,10 @@
 ten times the examples (``tests/fuzz/_budget.py`` scales each test's budget).
 """
 
-import pytest
-import torch
 from hypothesis import HealthCheck, settings
 
 from tests.fuzz import _budget
+from tests.helpers import one_torch_thread  # noqa: F401 (autouse: every fuzz test)
 
 _SLOW_OK = [
     HealthCheck.too_slow,
@@ -35,12 +34,3 @@ def pytest_report_header(config):
         f"specverify fuzz: hypothesis profile {_budget.PROFILE!r}, budget scale {_budget.EXTRA:g} "
         "(SPECVERIFY_HYPOTHESIS_PROFILE=ci|thorough, SPECVERIFY_FUZZ_SCALE)"
     )
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # one-row torch ops never need a thread pool; on a busy 2-core machine waking one costs milliseconds per call
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

@@ -5,7 +5,7 @@ catch its mutant."""
 from functools import partial
 
 import pytest
-from hypothesis import find, given
+from hypothesis import find
 from hypothesis import strategies as st
 
 from specverify.fuzz import PropertyFailure, batch_outcomes, check_batch_independence, check_law, requests
@@ -21,7 +21,7 @@ from specverify.params import SamplingParams
 from specverify.protocol import Request
 from specverify.reference import VectorizedDecoder
 from specverify.reference.transactional import TransactionalDecoder
-from tests.fuzz._budget import examples, search
+from tests.fuzz._budget import fast_and_full, search
 
 VOCAB = make_vocab(5)
 TARGET = random_target(VOCAB, seed=3, eos_bias=-1.0)
@@ -86,8 +86,7 @@ def test_unseeded_request_keeps_the_exact_law_among_other_requests(make):
 BATCHES = st.tuples(requests(VOCAB, seeded=True), st.lists(requests(VOCAB), max_size=3), st.integers(0, 3))
 
 
-@examples(40)
-@given(BATCHES)
+@fast_and_full(40, BATCHES)
 def test_seeded_output_does_not_depend_on_the_batch(batch):
     request, companions, position = batch
     check_batch_independence(

@@ -2,16 +2,15 @@
 copy-on-write, against flat caches; each broken variant is caught."""
 
 import pytest
-from hypothesis import event, find, given
+from hypothesis import event, find
 
 from specverify.fuzz import PropertyFailure
 from specverify.fuzz.whitebox.paged import check_paged_operations, paged_cases
 from specverify.reference.paged import PagedCache
-from tests.fuzz._budget import examples, search
+from tests.fuzz._budget import fast_and_full, search
 
 
-@examples(250)
-@given(paged_cases())
+@fast_and_full(250, paged_cases())
 def test_paged_caches_read_like_flat_caches_under_sharing_and_copy_on_write(case):
     event(f"block_size {case['block_size']}")
     counts = check_paged_operations(case)

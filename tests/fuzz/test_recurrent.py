@@ -3,7 +3,7 @@ inputs never advance it; each broken replay is caught; the recurrent decoder's l
 
 import numpy as np
 import pytest
-from hypothesis import find, given
+from hypothesis import find
 from hypothesis import strategies as st
 
 from specverify.fuzz import PropertyFailure, check_law, prompts
@@ -12,7 +12,7 @@ from specverify.oracles import exact_law, make_vocab
 from specverify.params import SamplingParams
 from specverify.protocol import Request
 from specverify.reference.recurrent import RecurrentCache, RecurrentDecoder, ToySSM
-from tests.fuzz._budget import examples, search
+from tests.fuzz._budget import fast_and_full, search
 
 VOCAB = make_vocab(5)
 CASES = st.tuples(
@@ -25,8 +25,7 @@ def run_case(cache_class, case):
     check_recurrent_rounds(cache_class, ToySSM(VOCAB, dim=dim, seed=seed), prompt, rounds)
 
 
-@examples(800)
-@given(CASES)
+@fast_and_full(800, CASES)
 def test_replaying_accepted_inputs_equals_recompute_from_scratch(case):
     run_case(RecurrentCache, case)
 

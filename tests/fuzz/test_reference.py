@@ -2,18 +2,17 @@
 
 from collections import Counter
 
-from hypothesis import event, given, target
+from hypothesis import event, target
 
 from specverify.fuzz.whitebox import reference_runs, run_schedule
-from tests.fuzz._budget import PROFILE, examples
+from tests.fuzz._budget import PROFILE, fast_and_full
 
 # paths every schedule-level strategy must reach in >= 10 % of examples (the "interesting paths")
 MUST_REACH = ("rejection", "bonus", "finish inside block", "stop or EOS inside block", "rollback after fault")
 REACHED: Counter = Counter()
 
 
-@examples(100)
-@given(reference_runs())
+@fast_and_full(100, reference_runs())
 def test_reference_keeps_every_state_property_under_random_schedules(run):
     workload, schedule = run
     trace = run_schedule(workload, schedule)
@@ -26,6 +25,6 @@ def test_reference_keeps_every_state_property_under_random_schedules(run):
 
 def test_schedules_reach_each_interesting_path_in_at_least_ten_percent_of_examples():
     if not REACHED["examples"]:  # run alone: generate the examples here
-        test_reference_keeps_every_state_property_under_random_schedules()
+        test_reference_keeps_every_state_property_under_random_schedules("fast")
     share = {path: REACHED[path] / REACHED["examples"] for path in MUST_REACH}
     assert min(share.values()) >= 0.10, (PROFILE, share)

@@ -27,14 +27,13 @@ from specverify.fuzz import (
 )
 from specverify.oracles import make_vocab, random_target
 from specverify.sampling import next_token_probs
-from tests.fuzz._budget import examples, search
+from tests.fuzz._budget import examples, fast_and_full, search
 
 VOCAB = make_vocab(7)
 TARGET = random_target(VOCAB, seed=0)
 
 
-@examples(600)
-@given(law_pairs())
+@fast_and_full(600, law_pairs())
 def test_one_position_of_the_rule_commits_the_target_law(pair):
     target, draft = pair
     tv = 0.5 * float(np.abs(target - draft).sum())
@@ -84,8 +83,7 @@ def token_lists(count, seed):
 STOP_CASES = st.tuples(stop_sets(VOCAB.strings), st.builds(token_lists, st.integers(0, 12), st.integers(0, 2**32 - 1)))
 
 
-@examples(800)
-@given(STOP_CASES)
+@fast_and_full(800, STOP_CASES)
 def test_incremental_stop_matcher_flags_what_the_text_holds(case):
     stops, tokens = case
     hits = check_stop_matcher(VOCAB.strings, stops, tokens)
@@ -111,8 +109,7 @@ def test_stop_property_catches_a_matcher_without_carry_over():
     find(STOP_CASES, fails, settings=search(200))
 
 
-@examples(200)
-@given(sampling_params(VOCAB))
+@fast_and_full(200, sampling_params(VOCAB))
 def test_sampling_params_are_valid_and_sometimes_mask_everything(params):
     probs = next_token_probs(TARGET.logits([(0,)]), params, prompt=(0,), generated=(), eos_token_id=VOCAB.eos_token_id)
     event("every token masked" if float(probs.sum()) == 0 else "some token allowed")

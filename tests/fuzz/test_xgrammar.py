@@ -7,7 +7,7 @@ xgrammar = pytest.importorskip(
     "xgrammar", reason="xgrammar is not installed: pip install 'specverify-toolkit[grammar]'"
 )
 
-from hypothesis import event, find, given  # noqa: E402
+from hypothesis import event, find  # noqa: E402
 
 from specverify.fuzz import PropertyFailure, check_law  # noqa: E402
 from specverify.fuzz.grammars import check_matcher_rollback, example_grammars, json_vocab, matcher_cases  # noqa: E402
@@ -17,11 +17,10 @@ from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 from specverify.reference import VectorizedDecoder  # noqa: E402
 from specverify.reference.transactional import TransactionalDecoder  # noqa: E402
-from tests.fuzz._budget import examples, search  # noqa: E402
+from tests.fuzz._budget import fast_and_full, search  # noqa: E402
 
 
-@examples(800)
-@given(matcher_cases())
+@fast_and_full(800, matcher_cases())
 def test_live_matcher_after_any_accept_reject_history_equals_a_fresh_matcher(case):
     name, seed = case
     history = check_matcher_rollback(example_grammars()[name], seed)

@@ -3,15 +3,23 @@
 Each entry runs at the cheapest level whose detectable TV is at most half the entry's estimated TV (``ZooEntry.tv``;
 no TV: quick; TV below twice thorough's 0.01 — detected through outcomes of exact probability 0 — thorough). The
 full scenario matrix runs under ``@pytest.mark.slow``; thorough runs use the core scenarios plus those where the
-entry's mechanism shows. The default run certifies the reference (exact) and the invalid entries (each on the
-scenario that shows it), which takes seconds.
+entry's mechanism shows.
+
+The fast suite certifies one entry per verdict tag and every entry off the AR family (greedy plus the one scenario
+that decides its tag: ~1 s each), the invalid entries on the scenario that shows them, and a metrics entry per
+rule. Every other entry's certification runs under ``-m slow``; its mechanism stays in the fast suite through
+``test_zoo_direct.py``, which checks what the verdict rules look at for its tag without certifying. ``fast_checks()``
+names, for every entry, the fast test that keeps it, and ``test_every_entry_is_checked_in_the_fast_suite`` fails
+when an entry has none.
 """
 
 import pytest
 
-from specverify import Level, certify
+from specverify import InvalidArgument, Level, certify
 from specverify.certification import CORE, SCENARIOS
-from specverify.zoo import ZOO
+from specverify.certification.config import RunConfig
+from specverify.enums import DraftFamily, Verdict
+from specverify.zoo import ZOO, zoo_entries
 
 SHOWS_IN = {  # the certifier scenario where an invalid entry breaks the protocol
     "stop_state_not_rolled_back": "stop-spanning",
@@ -52,6 +60,12 @@ def test_reference_is_exact():
 METRIC_ENTRIES = [n for n in ZOO if ZOO[n].checks]
 # ~3 s each: the fast suite decides one entry caught by the consistency rule and one caught by an interval
 FAST_METRIC_ENTRIES = ("acceptance_counts_emitted_token", "acceptance_rate_mean_of_ratios")
+METRIC_RULE = {  # the part of the metrics check each entry fails (specverify/zoo/metrics.py's docstrings)
+    "acceptance_counts_emitted_token": "consistency",
+    "acceptance_counts_drafts_after_eos": "consistency",
+    "acceptance_over_reported_when_rejected": "consistency",
+    "acceptance_rate_mean_of_ratios": "interval",
+}
 
 
 @pytest.mark.parametrize(
@@ -93,11 +107,6 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
 }
 
 
-# their bug shows only through calls of one, two or many requests (batch-composition: ~2,000 decoder calls, ~15 s
-# each on 2 cores); test_zoo_direct.py checks the same mechanisms through calls in the fast suite
-THROUGH_CALLS = ("rng_keyed_by_batch_position", "corrupts_beyond_two_sequences")
-
-
 # entries of specverify.zoo.drafts: the fewest scenarios that decide their tag (greedy-only: greedy passes and one
 # sampling scenario fails; approximate: greedy fails; exact: the core), on their draft family's matrix
 DECIDED_BY = {
@@ -119,16 +128,14 @@ DECIDED_BY = {
 }
 
 
-# each greedy scenario costs ~2 s: the fast suite decides one entry per kind of path (tree, block, dtype, state,
-# approximate mode; the exact fallback is test_zoo_direct's); the slow suite decides them all
-FAST_DRAFT_ENTRIES = {
-    "tree_slot_not_reordered",
-    "block_draft_probs_none",
-    "bf16_draft_fp32_ratio",
-    "recurrent_state_from_first_block",
-    "synthetic_acceptance",
+# the fast suite certifies one AR entry per tag the tests above leave out (greedy-only, approximate: exact and invalid
+# are certified above) and every entry off the AR family, which test_zoo_direct.py does not run: ~1 s each, greedy
+# plus the scenario that decides the tag; every other entry is certified under -m slow (fast_checks() below)
+FAST_TAG_ENTRIES = {
+    "threshold_acceptance",  # greedy-only, ar
+    "synthetic_acceptance",  # approximate, ar
+    *(name for name in DECIDED_BY if ZOO[name].drafts != "ar"),  # tree, mtp, ngram, heads, markov
 }
-SLOW_HERE = set(THROUGH_CALLS) | (set(DECIDED_BY) - FAST_DRAFT_ENTRIES)
 
 
 def test_every_draft_family_entry_has_its_deciding_scenarios():
@@ -137,14 +144,14 @@ def test_every_draft_family_entry_has_its_deciding_scenarios():
     assert set(DECIDED_BY) == set(drafts_entries)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=[pytest.mark.slow] if level_for(ZOO[n]) == "thorough" or n in SLOW_HERE else [])
-        for n in ZOO
-        if ZOO[n].verdict != "invalid" and not ZOO[n].checks  # those: test_metric_entry_keeps_its_verdict_...
-    ],
-)
+TAG_PARAMS = [
+    pytest.param(n, marks=[] if n in FAST_TAG_ENTRIES else [pytest.mark.slow])
+    for n in ZOO
+    if ZOO[n].verdict != "invalid" and not ZOO[n].checks  # those: test_metric_entry_keeps_its_verdict_...
+]
+
+
+@pytest.mark.parametrize("name", TAG_PARAMS)
 def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
     """Core + every greedy scenario + where the entry's law breaks: enough to decide exactly its tag."""
     entry = ZOO[name]
@@ -152,6 +159,68 @@ def test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it(name):
     scenarios = list(DECIDED_BY.get(name, scenarios))
     cert = certified(name, level_for(entry), scenarios)
     assert cert.verdict == entry.verdict, f"{name} at {level_for(entry)}: {cert.verdict} ({cert.reason})"
+
+
+def test_every_entry_resolves_its_draft_family_without_drafts():
+    """``specverify certify specverify.zoo:NAME`` picks the entry's family by itself (``RunConfig.drafts`` None)."""
+    for entry in zoo_entries():
+        config = RunConfig(factory=f"specverify.zoo:{entry.name}").with_factory_drafts(entry.factory)
+        assert config.draft_family == entry.drafts, f"{entry.name}: {config.draft_family}, tagged {entry.drafts}"
+
+
+@pytest.mark.xfail(
+    raises=InvalidArgument,
+    strict=True,
+    reason="RunConfig checks scenarios= against the AR matrix before the factory's family is resolved, so a tree "
+    "scenario named without drafts= is 'not a scenario' (specverify/certification/config.py, _check_combinations)",
+)
+def test_a_tree_entry_gets_its_tag_without_drafts():
+    """A tree entry certified as a user would name it, no ``drafts=``, on the scenarios that decide its tag: its
+    family's matrix, its tag (this was ``error`` before the factory's family was resolved: "must be a tree draft").
+    Until it passes, the entry's certification with ``drafts=`` stays in the fast suite (FAST_TAG_ENTRIES)."""
+    name = "medusa_padding_as_token_0"
+    cert = certify(
+        f"specverify.zoo:{name}", level="quick", seed=0, alpha=1e-6, scenarios=list(DECIDED_BY[name]), isolation="none"
+    )
+    assert cert.config.draft_family == "tree" and cert.verdict == ZOO[name].verdict, cert.reason
+
+
+def fast_certified() -> dict:
+    """Entries the fast suite certifies, each with the test here that does."""
+    tests = {"reference": "test_reference_is_exact"}
+    tests |= {n: "test_invalid_entry_is_invalid_on_its_scenario" for n in SHOWS_IN}
+    tests |= {n: "test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check" for n in FAST_METRIC_ENTRIES}
+    return tests | {n: "test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it" for n in FAST_TAG_ENTRIES}
+
+
+def fast_checks() -> dict:
+    """Every entry, with the fast test that keeps its mechanism: its certification here, else its direct check in
+    test_zoo_direct.py (for a metrics entry: its law there, its wrong acceptance through a certified entry failing the
+    same rule of the metrics check)."""
+    from tests.quality.test_zoo_direct import DIRECT
+
+    checks = {n: f"test_zoo_direct.py::{test}[{n}]" for test, names in DIRECT.values() for n in names}
+    checks["unseeded_shared_stream"] += " and test_collision_test_over_identical_unseeded_pairs[unseeded_shared_stream]"
+    for name in set(METRIC_ENTRIES) - set(FAST_METRIC_ENTRIES):
+        (twin,) = [n for n in FAST_METRIC_ENTRIES if METRIC_RULE[n] == METRIC_RULE[name]]
+        checks[name] += f" and test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check[{twin}]"
+    return checks | {n: f"test_zoo_certify.py::{test}[{n}]" for n, test in fast_certified().items()}
+
+
+def test_every_entry_is_checked_in_the_fast_suite():
+    from tests.quality import test_zoo_direct
+
+    checks = fast_checks()
+    assert set(checks) == set(ZOO), f"no fast test keeps {sorted(set(ZOO) - set(checks))}"
+    assert set(METRIC_RULE) == set(METRIC_ENTRIES)
+    assert all(callable(getattr(test_zoo_direct, test)) for test, _ in test_zoo_direct.DIRECT.values())
+    certified = fast_certified()
+    assert {ZOO[n].verdict for n in certified} == set(Verdict.decoder_verdicts())
+    assert {ZOO[n].drafts for n in certified} == set(DraftFamily) == {e.drafts for e in ZOO.values()}
+    off_ar = {n for n, e in ZOO.items() if e.drafts != "ar"}
+    assert off_ar <= set(certified), f"no direct test runs these: {sorted(off_ar - set(certified))}"
+    fast_params = {p.values[0] for p in TAG_PARAMS if not p.marks}
+    assert fast_params == FAST_TAG_ENTRIES, "FAST_TAG_ENTRIES are exactly the fast parameters"
 
 
 @pytest.mark.slow

@@ -29,8 +29,19 @@ THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 600), "corrupts_beyond_two_s
 
 
 def named(verdict):
-    """Entries of ``verdict`` that run on the AR showcases (draft-family entries: tests/drafts/test_zoo_drafts.py)."""
+    """Entries of ``verdict`` that run on the AR showcases (draft-family entries: test_zoo_certify.py certifies each
+    on its family in the fast suite)."""
     return [name for name, e in ZOO.items() if e.verdict == verdict and e.drafts == "ar"]
+
+
+#: each verdict's direct test here and the entries it checks: test_zoo_certify.py counts these as the fast check of
+#: an entry whose certification runs only under ``-m slow``
+DIRECT = {
+    "exact": ("test_exact_entry_law_is_not_rejected", named("exact")),
+    "greedy-only": ("test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law", named("greedy-only")),
+    "approximate": ("test_approximate_entry_changes_some_greedy_output", named("approximate")),
+    "invalid": ("test_invalid_entry_breaks_the_protocol", named("invalid")),
+}
 
 
 def showcase_of(name):
@@ -52,7 +63,7 @@ def test_greedy_drafts_disagree_with_the_target_argmax_often():
     assert disagree >= 0.3
 
 
-@pytest.mark.parametrize("name", named("exact"))
+@pytest.mark.parametrize("name", DIRECT["exact"][1])
 def test_exact_entry_law_is_not_rejected(name):
     for showcase_name in dict.fromkeys(ZOO[name].showcases + ("eos_in_block", "stop")):
         showcase = SHOWCASES[showcase_name]
@@ -63,7 +74,7 @@ def test_exact_entry_law_is_not_rejected(name):
         assert impossible == 0 and pvalue > ALPHA, f"{name} on {showcase_name}: p={pvalue:.3g}, {impossible} p=0"
 
 
-@pytest.mark.parametrize("name", named("greedy-only"))
+@pytest.mark.parametrize("name", DIRECT["greedy-only"][1])
 def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     target, far, requests = greedy_setup(name)
     decoder = ZOO[name].factory(target, far, entropy=0)
@@ -96,7 +107,7 @@ def test_collision_test_over_identical_unseeded_pairs(name):
     assert (pvalue < ALPHA) == (name == "unseeded_shared_stream"), f"{hits}/400 collisions, Σp² = {rate:.4f}"
 
 
-@pytest.mark.parametrize("name", named("approximate"))
+@pytest.mark.parametrize("name", DIRECT["approximate"][1])
 def test_approximate_entry_changes_some_greedy_output(name):
     target, far, requests = greedy_setup(name, max_tokens=6)
     decoder = ZOO[name].factory(target, far, entropy=0)
@@ -114,7 +125,7 @@ def test_approximate_entry_changes_some_greedy_output(name):
     assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
 
 
-@pytest.mark.parametrize("name", named("invalid"))
+@pytest.mark.parametrize("name", DIRECT["invalid"][1])
 def test_invalid_entry_breaks_the_protocol(name):
     showcase, target, draft = showcase_of(name)
     decoder = ZOO[name].factory(target, draft, entropy=0)

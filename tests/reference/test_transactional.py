@@ -3,10 +3,7 @@ the state rebuilt from the committed tokens, the exact law, and bad input."""
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
-import torch
-from scipy import stats
 
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
@@ -15,6 +12,7 @@ from specverify.params import SamplingParams
 from specverify.protocol import Request
 from specverify.reference.transactional import TransactionalDecoder
 from specverify.reference.vectorized import VectorizedDecoder
+from tests.helpers import one_torch_thread, pooled_pvalue  # noqa: F401 (one_torch_thread: autouse)
 
 V5, V6 = make_vocab(5), make_vocab(6)
 T5 = random_target(V5, seed=3, eos_bias=-1.0)
@@ -70,15 +68,6 @@ def case(name):
 
 def requests(params, seeds, gammas=(1, 2, 4), prompts=((0,), LONG_PROMPT)):
     return [Request(p, params, g, seed=s) for g in gammas for p in prompts for s in seeds]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # single-row ops never need a thread pool; on a busy machine waking one costs milliseconds per call
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ----------------------------------------------------------------------------------------- (a) token for token
@@ -185,30 +174,6 @@ def test_state_comparison_sees_a_stale_kv_entry_and_a_wrong_penalty_count():
 # ----------------------------------------------------------------------------------------- (c) the exact law
 
 
-def pooled_chi_square(law, counts, n):
-    """Pearson χ² over cells pooled by ascending expected probability until each expects >= 5 (the partition
-    depends only on the law and n). An outcome of exact probability 0 fails at once."""
-    impossible = [o for o in counts if law.index(o) < 0]
-    assert not impossible, f"outcomes of exact probability 0: {impossible[:3]}"
-    observed = np.zeros(len(law))
-    for outcome, count in counts.items():
-        observed[law.index(outcome)] = count
-    expected = law.probs * n
-    cells, current, mass = [], [], 0.0
-    for i in np.argsort(law.probs, kind="stable"):
-        current.append(i)
-        mass += expected[i]
-        if mass >= 5:
-            cells.append(current)
-            current, mass = [], 0.0
-    if current:
-        cells[-1].extend(current)
-    obs = np.array([observed[c].sum() for c in cells])
-    exp = np.array([expected[c].sum() for c in cells])
-    statistic = float(((obs - exp) ** 2 / exp).sum())
-    return statistic, len(cells) - 1, float(stats.chi2.sf(statistic, len(cells) - 1))
-
-
 def test_empirical_law_matches_exact_law():
     target, draft, _ = case("stops")
     params = SamplingParams(top_k=4, repetition_penalty=1.3, frequency_penalty=0.3, max_tokens=3, stop=("b a", "aa"))
@@ -217,8 +182,9 @@ def test_empirical_law_matches_exact_law():
     assert len(law) <= 100
     n = 3000  # ~1-4 ms a draw through the protocol path: the budget of this file, not the statistics, sets n
     counts = TransactionalDecoder(target, draft).sample(request, n).outcomes
-    statistic, df, pvalue = pooled_chi_square(law, counts, n)
-    assert df >= 30 and pvalue > 1e-7, (statistic, df, pvalue)
+    pvalue, df, impossible = pooled_pvalue(counts, law)
+    assert impossible == 0, f"{impossible} outcomes of exact probability 0"
+    assert df >= 30 and pvalue > 1e-7, (pvalue, df)
 
 
 # ----------------------------------------------------------------------------------------- (e) bad input

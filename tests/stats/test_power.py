@@ -17,6 +17,7 @@ from specverify.stats import (
     plan_sample_size,
     pooled_cells,
 )
+from tests.helpers import flat_tilt
 
 from ._laws import zipf_law
 
@@ -78,25 +79,11 @@ def test_detectable_tv_is_infinite_with_one_cell():
     assert detectable_tv(np.full(4, 0.25), 2, alpha=1e-3) == math.inf
 
 
-def _flat_tilt(law: np.ndarray, cells: np.ndarray, epsilon: float) -> np.ndarray:
-    """Move mass epsilon between two unions of pooled cells of mass ~1/2 (greedy), proportionally: the worst case."""
-    cell_mass = np.bincount(cells, weights=law)
-    up_cells = np.zeros(cell_mass.size, dtype=bool)
-    sides = [0.0, 0.0]
-    for cell in np.argsort(-cell_mass, kind="stable"):  # greedy: heaviest cell to the lighter side
-        side = int(sides[1] < sides[0])
-        sides[side] += cell_mass[cell]
-        up_cells[cell] = side == 1
-    up = up_cells[cells]
-    mass_up = law[up].sum()
-    return np.where(up, law * (1 + epsilon / mass_up), law * (1 - epsilon / (1 - mass_up)))
-
-
 @pytest.mark.parametrize("method", ["pearson", "cressie-read"])
 def test_planned_n_detects_a_flat_tilt(method):
     law, epsilon, alpha, power, draws = zipf_law(40, 1.3), 0.1, 1e-3, 0.9, 300
     n = plan_sample_size(law, epsilon, alpha=alpha, power=power)
-    alternative = _flat_tilt(law, pooled_cells(law, n), epsilon)
+    alternative = flat_tilt(law, pooled_cells(law, n), epsilon)
     assert 0.5 * np.abs(alternative - law).sum() == pytest.approx(epsilon)
     samples = np.random.default_rng(20240607).multinomial(n, alternative, size=draws)  # [draws, K]
     rejected = sum(goodness_of_fit(row, law, method=method).pvalue <= alpha / 4 for row in samples)

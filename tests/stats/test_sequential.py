@@ -17,22 +17,12 @@ from specverify.stats import (
     pooled_cells,
     sequential_decision,
 )
+from tests.helpers import flat_tilt
 
 from ._laws import zipf_law
 
 UNIFORM = np.full(64, 1 / 64)
 ZIPF = zipf_law(256, 1.1)
-
-
-def flat_tilt(law: np.ndarray, cells: np.ndarray, tv: float) -> np.ndarray:
-    """Move mass tv from one half of the cells to the other, proportionally: TV exactly tv on ``cells``."""
-    masses = np.bincount(cells, law)
-    up = np.zeros(masses.size, dtype=bool)
-    total = 0.0
-    for c in np.argsort(-masses, kind="stable"):
-        if total == 0.0 or total + masses[c] <= 0.5:
-            up[c], total = True, total + masses[c]
-    return np.where(up[cells], law * (1 + tv / total), law * (1 - tv / (1 - total)))
 
 
 def run(plan: SequentialPlan, source: np.ndarray, seed: int) -> SequentialDecision:
