@@ -114,7 +114,12 @@ class RunConfig:
         if self.scenarios and not self.user_pair:  # a user pair's names are checked once its matrix is built
             from specverify.certification.scenarios import check_names, matrix
 
-            check_names(self.scenarios, matrix(self.models, self.drafts or DraftFamily.AR))
+            if self.drafts is None and self.models == ModelFamily.TOY:  # the factory may declare its family: a name
+                known = {n for family in DraftFamily for n in matrix(self.models, family)}  # of any family waits for it
+                unknown = [n for n in self.scenarios if n not in known]
+                check_names(unknown, matrix(self.models, DraftFamily.AR))
+            else:
+                check_names(self.scenarios, matrix(self.models, self.draft_family))
 
     @classmethod
     def create(cls, surface: str = "python", **values: object) -> RunConfig:
