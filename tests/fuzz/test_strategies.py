@@ -63,8 +63,7 @@ def test_one_position_property_catches_a_wrong_residual(residual):
     find(law_pairs(), fails, settings=search(100))
 
 
-@examples(300)
-@given(probability_vectors())
+@fast_and_full(300, probability_vectors())
 def test_probability_vectors_are_laws_with_their_corners(row):
     assert row.dtype == np.float64 and np.all(row >= 0) and abs(row.sum() - 1) < 1e-12
     event("exact zero" if np.any(row == 0) else "no zero")
@@ -117,8 +116,7 @@ def test_sampling_params_are_valid_and_sometimes_mask_everything(params):
         event(f"processor {name}")
 
 
-@examples(150)
-@given(toy_grammars(VOCAB.size, VOCAB.eos_token_id))
+@fast_and_full(150, toy_grammars(VOCAB.size, VOCAB.eos_token_id))
 def test_toy_grammars_hold_dead_ends_and_immediate_acceptance(grammar):
     allowed, nxt = grammar.tables(VOCAB.size, VOCAB.eos_token_id)
     for state in range(grammar.num_states):

@@ -184,7 +184,10 @@ def test_a_tree_entry_gets_its_tag_without_drafts():
 
 def fast_certified() -> dict:
     """Entries the fast suite certifies, each with the test here that does."""
-    tests = {"reference": "test_reference_is_exact"}
+    tests = {
+        "reference": "test_reference_is_exact",
+        "medusa_padding_as_token_0": "test_a_tree_entry_gets_its_tag_without_drafts",
+    }
     tests |= {n: "test_invalid_entry_is_invalid_on_its_scenario" for n in SHOWS_IN}
     tests |= {n: "test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check" for n in FAST_METRIC_ENTRIES}
     return tests | {n: "test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it" for n in FAST_TAG_ENTRIES}

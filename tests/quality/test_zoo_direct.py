@@ -5,7 +5,10 @@
   violation, and the sampling law is rejected (χ² p < 1e-8, or an outcome of exact probability 0).
 - approximate: some greedy output differs; no protocol violation.
 - invalid: a protocol violation appears.
-Every request is seeded and every decoder gets ``entropy=0``: the tests are deterministic.
+An entry of another draft family than AR runs on its family's models and scenarios (``matrix("toy", family)``: the
+scenarios' data only): greedy on the family's greedy scenario, the law on the scenario that decides its tag
+(``test_zoo_certify.DECIDED_BY``). Every request is seeded and every decoder gets ``entropy=0``: the tests are
+deterministic.
 """
 
 from dataclasses import replace
@@ -15,17 +18,19 @@ import pytest
 import scipy.stats
 import torch
 
+from specverify.certification.scenarios import matrix
 from specverify.oracles import draft_near, exact_law
 from specverify.protocol import Request
 from specverify.zoo import SHOWCASES, ZOO
 
 from ._checks import first_violation, greedy_mismatches, law_check, law_check_calls, prompts
+from .test_zoo_certify import DECIDED_BY
 
 ALPHA = 1e-8
 N = 20_000
 PROMPTS = prompts(100, seed=0)
 # entries whose bug lives on the batch path: their law is checked through calls of this size (sample() is exact)
-THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 600), "corrupts_beyond_two_sequences": (512, N)}
+THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 300), "corrupts_beyond_two_sequences": (512, N)}
 
 
 def named(verdict):
@@ -34,13 +39,20 @@ def named(verdict):
     return [name for name, e in ZOO.items() if e.verdict == verdict and e.drafts == "ar"]
 
 
-#: each verdict's direct test here and the entries it checks: test_zoo_certify.py counts these as the fast check of
-#: an entry whose certification runs only under ``-m slow``
+def off_ar(verdict):
+    """Entries of ``verdict`` on another draft family than AR."""
+    return [name for name, e in ZOO.items() if e.verdict == verdict and e.drafts != "ar"]
+
+
+#: each direct test here and the entries it checks: test_zoo_certify.py counts these as the fast check of an entry
+#: whose certification runs only under ``-m slow``
 DIRECT = {
-    "exact": ("test_exact_entry_law_is_not_rejected", named("exact")),
-    "greedy-only": ("test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law", named("greedy-only")),
-    "approximate": ("test_approximate_entry_changes_some_greedy_output", named("approximate")),
-    "invalid": ("test_invalid_entry_breaks_the_protocol", named("invalid")),
+    "test_exact_entry_law_is_not_rejected": named("exact"),
+    "test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law": named("greedy-only"),
+    "test_approximate_entry_changes_some_greedy_output": named("approximate"),
+    "test_invalid_entry_breaks_the_protocol": named("invalid"),
+    "test_draft_family_entry_keeps_greedy_output_but_breaks_the_law": off_ar("greedy-only"),
+    "test_draft_family_entry_changes_some_greedy_output": off_ar("approximate"),
 }
 
 
@@ -63,7 +75,7 @@ def test_greedy_drafts_disagree_with_the_target_argmax_often():
     assert disagree >= 0.3
 
 
-@pytest.mark.parametrize("name", DIRECT["exact"][1])
+@pytest.mark.parametrize("name", DIRECT["test_exact_entry_law_is_not_rejected"])
 def test_exact_entry_law_is_not_rejected(name):
     for showcase_name in dict.fromkeys(ZOO[name].showcases + ("eos_in_block", "stop")):
         showcase = SHOWCASES[showcase_name]
@@ -74,7 +86,7 @@ def test_exact_entry_law_is_not_rejected(name):
         assert impossible == 0 and pvalue > ALPHA, f"{name} on {showcase_name}: p={pvalue:.3g}, {impossible} p=0"
 
 
-@pytest.mark.parametrize("name", DIRECT["greedy-only"][1])
+@pytest.mark.parametrize("name", DIRECT["test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law"])
 def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     target, far, requests = greedy_setup(name)
     decoder = ZOO[name].factory(target, far, entropy=0)
@@ -107,7 +119,7 @@ def test_collision_test_over_identical_unseeded_pairs(name):
     assert (pvalue < ALPHA) == (name == "unseeded_shared_stream"), f"{hits}/400 collisions, Σp² = {rate:.4f}"
 
 
-@pytest.mark.parametrize("name", DIRECT["approximate"][1])
+@pytest.mark.parametrize("name", DIRECT["test_approximate_entry_changes_some_greedy_output"])
 def test_approximate_entry_changes_some_greedy_output(name):
     target, far, requests = greedy_setup(name, max_tokens=6)
     decoder = ZOO[name].factory(target, far, entropy=0)
@@ -125,8 +137,41 @@ def test_approximate_entry_changes_some_greedy_output(name):
     assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
 
 
-@pytest.mark.parametrize("name", DIRECT["invalid"][1])
+@pytest.mark.parametrize("name", DIRECT["test_invalid_entry_breaks_the_protocol"])
 def test_invalid_entry_breaks_the_protocol(name):
     showcase, target, draft = showcase_of(name)
     decoder = ZOO[name].factory(target, draft, entropy=0)
     assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is not None
+
+
+def family_setup(name, scenario):
+    """(scenario, target, the entry's decoder) on the entry's family's ``scenario``."""
+    shown = matrix("toy", ZOO[name].drafts)[scenario]
+    pair = shown.models()
+    return shown, pair.target, ZOO[name].factory(pair.target, pair.draft, entropy=0)
+
+
+def family_request(scenario, seed):
+    return Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed)
+
+
+def family_greedy_mismatches(name):
+    greedy, target, decoder = family_setup(name, "greedy")
+    requests = [Request(p, greedy.params, greedy.num_draft_tokens, seed=i) for i, p in enumerate(PROMPTS)]
+    return greedy_mismatches(decoder, target, requests)
+
+
+@pytest.mark.parametrize("name", DIRECT["test_draft_family_entry_keeps_greedy_output_but_breaks_the_law"])
+def test_draft_family_entry_keeps_greedy_output_but_breaks_the_law(name):
+    assert not family_greedy_mismatches(name)
+    shown, target, decoder = family_setup(name, DECIDED_BY[name][-1])
+    assert first_violation(decoder, target.vocab, [family_request(shown, s) for s in range(300)]) is None
+    pvalue, df, impossible = law_check(decoder, target, family_request(shown, 1234), N)
+    assert impossible > 0 or pvalue < ALPHA, f"{name} on {shown.name}: p={pvalue:.3g} (df={df}), no outcome p=0"
+
+
+@pytest.mark.parametrize("name", DIRECT["test_draft_family_entry_changes_some_greedy_output"])
+def test_draft_family_entry_changes_some_greedy_output(name):
+    assert family_greedy_mismatches(name), f"{name}: greedy output equals greedy_outcome on {len(PROMPTS)} prompts"
+    shown, target, decoder = family_setup(name, "temperature-1")
+    assert first_violation(decoder, target.vocab, [family_request(shown, s) for s in range(300)]) is None
