@@ -36,9 +36,9 @@ def test_max_samples_gives_the_core_its_plan_and_states_what_the_rest_detects():
 
 def test_a_time_budget_on_a_slow_decoder_finishes_in_time_and_is_inconclusive():
     started = time.perf_counter()
-    cert = run(bad_decoders.Slow, list(CORE) + ["penalties", "top-k"], budget_s=6.0)
+    cert = run(bad_decoders.Slow, list(CORE) + ["penalties", "top-k"], budget_s=3.0)  # the core's plans take ~10 s
     elapsed = time.perf_counter() - started
-    assert elapsed < 6.0 + 4.0, elapsed  # the greedy scenario's fixed cost and exact laws are not allocated
+    assert elapsed < 3.0 + 4.0, elapsed  # the greedy scenario's fixed cost and exact laws are not allocated
     assert cert.verdict == "inconclusive" and "budget" in cert.reason
     assert any(s.covered and s.n < s.planned_n for s in cert.scenarios)
 

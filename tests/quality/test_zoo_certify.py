@@ -128,17 +128,16 @@ DECIDED_BY = {
 }
 
 
-# the fast suite certifies one entry per tag the tests above leave out (greedy-only, approximate: exact and invalid
-# are certified above) and one entry per draft family: ~1 s each, greedy plus the scenario that decides the tag; every
-# other entry is certified under -m slow, its mechanism checked by test_zoo_direct.py (fast_checks() below)
+# the fast suite certifies one entry per draft family (greedy-only, approximate: the tags the tests above leave out;
+# exact and invalid are certified above): ~1 s each, greedy plus the scenario that decides the tag; every other entry
+# is certified under -m slow, its mechanism checked by test_zoo_direct.py (fast_checks() below)
 FAST_TAG_ENTRIES = {
-    "threshold_acceptance",  # greedy-only, ar
-    "synthetic_acceptance",  # approximate, ar
-    "tree_slot_not_reordered",  # tree
-    "block_token_wise_rule",  # mtp
-    "block_draft_probs_none",  # ngram
-    "draft_sampler_without_temperature",  # heads
-    "bf16_draft_fp32_ratio",  # markov
+    "synthetic_acceptance",  # approximate, ar (greedy only)
+    "tree_slot_not_reordered",  # greedy-only, tree
+    "block_token_wise_rule",  # greedy-only, mtp
+    "recurrent_state_from_first_block",  # approximate, ngram (greedy only)
+    "draft_sampler_without_temperature",  # greedy-only, heads
+    "bf16_draft_fp32_ratio",  # greedy-only, markov
 }
 
 

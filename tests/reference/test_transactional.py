@@ -174,6 +174,7 @@ def test_state_comparison_sees_a_stale_kv_entry_and_a_wrong_penalty_count():
 # ----------------------------------------------------------------------------------------- (c) the exact law
 
 
+@pytest.mark.slow  # the fast suite: seeded outputs and sample() equal the vectorized decoder's, whose law is tested
 def test_empirical_law_matches_exact_law():
     target, draft, _ = case("stops")
     params = SamplingParams(top_k=4, repetition_penalty=1.3, frequency_penalty=0.3, max_tokens=3, stop=("b a", "aa"))
