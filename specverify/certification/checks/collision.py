@@ -8,6 +8,7 @@ from collections import Counter
 
 from specverify.certification.checks.judge import decode
 from specverify.certification.evidence import ScenarioResult
+from specverify.certification.laws import law_of
 from specverify.enums import Level, ScenarioKind
 from specverify.protocol import Request
 
@@ -36,12 +37,11 @@ class CollisionCheck:
         return 2 * COLLISION_PAIRS[run.config.level]
 
     def run(self, run, scenario) -> list:
-        from specverify.oracles.law import exact_law
         from specverify.stats import collision_probability, collision_test
 
         started = time.perf_counter()
         handle = run.session.decoder(scenario)
-        law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
+        law = law_of(scenario)
         pairs = COLLISION_PAIRS[run.config.level]
         requests = [Request(scenario.prompt, scenario.params, scenario.num_draft_tokens) for _ in range(2 * pairs)]
         outcomes = Counter()

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import Draws, scenario_seed
+from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 
@@ -32,9 +33,7 @@ def _planned(law, plan) -> int:
 
 
 def _law(scenario):
-    from specverify.oracles.law import exact_law
-
-    return exact_law(scenario.models().target, scenario.prompt, scenario.params)
+    return law_of(scenario)
 
 
 class CompositionCheck:

@@ -10,6 +10,7 @@ import numpy as np
 from specverify.certification.checks.judge import MIN_MARGIN
 from specverify.certification.collect import scenario_seed
 from specverify.certification.evidence import ScenarioResult
+from specverify.certification.laws import greedy_of
 from specverify.enums import ModelFamily, ScenarioKind
 from specverify.protocol import Request
 
@@ -49,10 +50,8 @@ class GreedyCheck:
         answers = [("", pair) for pair in run.session.call_in_chunks(handle, requests, chunk)]
         if "batch" in handle.capabilities:  # some prompts alone too: batch-size code paths must agree (bugs.md)
             answers += [(" (alone)", (r, run.session.call(handle, [r])[0])) for r in requests[: scenario.alone_prompts]]
-        from specverify.oracles.law import greedy_outcome
-
         for how, (req, comp) in answers:
-            want = greedy_outcome(target, req.prompt, req.params)
+            want = greedy_of(scenario, req.prompt, req.params)
             if not how:
                 histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
             if (comp.tokens, comp.finish_reason) != want:

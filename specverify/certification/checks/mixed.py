@@ -10,6 +10,7 @@ import numpy as np
 
 from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import CHUNK, Tally, scenario_seed
+from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 
@@ -82,10 +83,7 @@ def _members(run, scenario) -> list:
 
 
 def _laws(scenario, members) -> list:
-    from specverify.oracles.law import exact_law
-
-    target = scenario.models().target
-    return [exact_law(target, m.prompt, m.params) for m in members]
+    return [law_of(scenario, m.prompt, m.params) for m in members]
 
 
 def _planned(run, scenario) -> list:

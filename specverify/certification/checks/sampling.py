@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import merge_draws, scenario_seed
+from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 
@@ -29,16 +30,12 @@ class SamplingCheck:
         return 1
 
     def planned_size(self, run, scenario) -> int:
-        from specverify.oracles.law import exact_law
-
-        return run.plan.sample_size(exact_law(scenario.models().target, scenario.prompt, scenario.params))
+        return run.plan.sample_size(law_of(scenario))
 
     def run(self, run, scenario) -> list:
-        from specverify.oracles.law import exact_law
-
         started = time.perf_counter()
         handle = run.session.decoder(scenario)
-        law = exact_law(handle.pair.target, scenario.prompt, scenario.params)
+        law = law_of(scenario)
         seed = scenario_seed(run.seed, scenario.name)
         seeded = handle.seeded and scenario.seeded
         request = Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed if seeded else None)

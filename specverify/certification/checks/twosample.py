@@ -18,6 +18,7 @@ import numpy as np
 from specverify.certification.checks.judge import budget_spent
 from specverify.certification.collect import scenario_seed
 from specverify.certification.evidence import ScenarioResult
+from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request
@@ -109,9 +110,7 @@ def _law_and_plan(run, scenario) -> tuple:
     """(law probabilities, planned N per sample of the one-sample plan, pilot draws or None), measured once."""
     if scenario.name not in run.pilots:
         if run.matrix.exact_law:
-            from specverify.oracles.law import exact_law
-
-            probs, pilot = exact_law(scenario.models().target, scenario.prompt, scenario.params).probs, None
+            probs, pilot = law_of(scenario).probs, None
         else:
             pilot = USER_PILOT if run.config.max_samples is None else min(USER_PILOT, run.config.max_samples)
             handle = run.other.decoder(scenario)
