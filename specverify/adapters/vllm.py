@@ -1,10 +1,23 @@
 """vLLM's in-process ``LLM`` engine as a specverify decoder: draft-model and n-gram speculation, and plain sampling.
 
-Factories (docs/adapters.md): ``draft_model`` (the draft samples its tokens, ``draft_sample_method="probabilistic"``),
-``draft_model_greedy`` (the draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2]; the draft is ignored)
-and ``plain`` (speculation off: the control). ``target`` and ``draft`` must be ``CheckpointModel`` s: vLLM loads
+**Methods.** One table, :data:`METHODS` (factory name -> :class:`MethodSpec`), says per method which vLLM ``method``
+it runs, whether it loads a draft checkpoint (the pair's draft, or the one ``MethodSpec.draft_path`` gives), its
+``draft_law`` and ``prefill_tokens``, its capabilities, the engine options it accepts with their defaults, and how
+its ``speculative_config`` is built. Each factory is made from the table (``factory(target, draft, **options)``, named
+``specverify.adapters.vllm:NAME``): ``draft_model`` (the draft samples its tokens), ``draft_model_greedy`` (the
+draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2] by default; the draft is ignored) and ``plain``
+(speculation off: the control). ``target`` and ``draft`` must be ``CheckpointModel`` s of the AR family: vLLM loads
 ``target.path`` (float32, eager, ``max_model_len`` 64, KV block size 32) with the checkpoint's own tokenizer, which
-gives vLLM the EOS id and the text that stop strings are matched on. Toy models cannot be loaded (``InvalidArgument``).
+gives vLLM the EOS id and the text that stop strings are matched on. Toy models and the toy draft families
+(``--drafts`` other than ``ar``) cannot be loaded (``InvalidArgument``, verdict ``error``).
+
+**Engine options** (``--engine-option KEY=VALUE``; an unknown key raises ``InvalidArgument`` listing the accepted
+ones): ``workaround`` (every method; None, or ``"expand-kernel"``: finding 1 worked around in-process,
+:mod:`specverify.adapters.vllm_patches`, gated to vLLM 0.32.0; a process cannot hold live decoders with and without
+it), ``draft_sample_method`` (every method that loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's own
+default is greedy, ``draft_model``'s is probabilistic, ``draft_model_greedy``'s greedy), ``prompt_lookup_min`` /
+``prompt_lookup_max`` (``ngram``: 1 and 2). ``decoder.engine_info`` records vLLM's version, the requested method,
+options and speculative configs, and what each engine ran (read back from its ``vllm_config`` and kernel registry).
 
 vLLM fixes γ per engine (``num_speculative_tokens``), so a decoder makes one engine per γ it is asked for; ``plain``
 makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a process: before another starts, the
@@ -13,7 +26,7 @@ docs/findings/vllm.md, finding 5), so the default restarts an engine (2-3 s) whe
 groups its requests by γ and sends each group as one ``generate()``. Each engine gets a fresh random ``seed``: vLLM
 reseeds torch's global generator from it, and a fixed seed would replay the same draws for the unseeded requests of
 every engine made later in the process. Engines are shut down by ``close()``, when evicted, or at interpreter exit
-(``atexit``; the certifier does not call ``close()`` yet).
+(``atexit``).
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
 through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p
@@ -71,20 +84,33 @@ import os
 import random
 import sys
 import time
+import weakref
 from collections import OrderedDict
-from typing import Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence, Union
 
+from specverify.adapters import vllm_patches
 from specverify.adapters._finish import clip_accepted, finish
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, Request
 
-__all__ = ["draft_model", "draft_model_greedy", "ngram", "plain", "VllmDecoder", "METHODS", "close_all", "completion"]
+__all__ = [
+    "draft_model",
+    "draft_model_greedy",
+    "ngram",
+    "plain",
+    "VllmDecoder",
+    "MethodSpec",
+    "METHODS",
+    "COMMON_OPTIONS",
+    "close_all",
+    "completion",
+]
 
-METHODS = ("draft_model", "draft_model_greedy", "ngram", "plain")
 MAX_MODEL_LEN = 64
 MAX_NUM_SEQS = 1024
 _ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-_SPEC = frozenset(
+SPECULATIVE_CAPABILITIES = frozenset(
     {
         "temperature",
         "max_tokens",
@@ -100,14 +126,140 @@ _SPEC = frozenset(
         "accepted",
     }
 )
-CAPABILITIES = {
-    "draft_model": _SPEC,
-    "draft_model_greedy": _SPEC,
-    "ngram": _SPEC,
-    "plain": (_SPEC - {"accepted"}) | {"min_p", "top_k"},
+PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
+COMMON_OPTIONS: dict = {"workaround": None}  # accepted by every method (module docstring, "Engine options")
+
+
+def _one_of(key: str, allowed: tuple) -> Callable:
+    def check(value) -> None:
+        if value not in allowed:
+            raise InvalidArgument(f"{key}={value!r} must be one of {allowed!r}.")
+
+    return check
+
+
+def _positive_int(key: str) -> Callable:
+    def check(value) -> None:
+        if type(value) is not int or value < 1:
+            raise InvalidArgument(f"{key}={value!r} must be an int >= 1 (e.g. --engine-option {key}=2).")
+
+    return check
+
+
+#: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
+OPTION_CHECKS: dict = {
+    "workaround": vllm_patches.check_workaround,
+    "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
+    "prompt_lookup_min": _positive_int("prompt_lookup_min"),
+    "prompt_lookup_max": _positive_int("prompt_lookup_max"),
 }
-PREFILL_TOKENS = {"draft_model": 1, "draft_model_greedy": 1}  # module docstring, "Prefill"; ngram: varies
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of the adapter. ``vllm_method``: ``speculative_config["method"]`` (None: speculation off);
+    ``loads_draft``: the engine loads a draft checkpoint, by default the pair's ``draft.path`` (``draft_path(target,
+    draft, options) -> str`` gives another, e.g. a head checkpoint built for the target); ``options``: the keys this
+    method accepts besides :data:`COMMON_OPTIONS`, with their defaults; ``speculative_config(target_path,
+    draft_path, gamma, options) -> dict | None``; ``draft_law`` and ``prefill_tokens`` (None: undeclared) as
+    docs/adapters.md defines them, ``draft_law`` also a function of the options; ``summary``: the factory's
+    docstring."""
+
+    vllm_method: Optional[str]
+    loads_draft: bool
+    capabilities: frozenset
+    speculative_config: Callable[[str, Optional[str], int, Mapping], Optional[dict]]
+    draft_law: Union[str, None, Callable[[Mapping], Optional[str]]] = None
+    prefill_tokens: Optional[int] = None
+    options: Mapping = field(default_factory=dict)
+    draft_path: Optional[Callable[[object, object, Mapping], str]] = None
+    summary: str = ""
+
+    def law(self, options: Mapping) -> Optional[str]:
+        return self.draft_law(options) if callable(self.draft_law) else self.draft_law
+
+
+def draft_model_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
+    """vLLM's ``speculative_config`` for a draft checkpoint proposing γ tokens with ``draft_sample_method``."""
+    return {
+        "method": "draft_model",
+        "model": draft_path,
+        "num_speculative_tokens": gamma,
+        "draft_sample_method": options["draft_sample_method"],
+    }
+
+
+def _ngram_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
+    lo, hi = options["prompt_lookup_min"], options["prompt_lookup_max"]
+    if lo > hi:
+        raise InvalidArgument(f"prompt_lookup_min={lo!r} must be <= prompt_lookup_max={hi!r}.")
+    return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": hi, "prompt_lookup_min": lo}
+
+
+def sampled_draft_law(options: Mapping) -> str:
+    """``draft_law`` of a method whose draft samples (``probabilistic``) or proposes its argmax (``greedy``)."""
+    return "model" if options["draft_sample_method"] == "probabilistic" else "model-argmax"
+
+
+METHODS: dict = {
+    "draft_model": MethodSpec(
+        "draft_model",
+        loads_draft=True,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=draft_model_config,
+        draft_law=sampled_draft_law,
+        prefill_tokens=1,  # module docstring, "Prefill"
+        options={"draft_sample_method": "probabilistic"},
+        summary="Draft-model speculation, drafts sampled from the draft (``draft_sample_method='probabilistic'``).",
+    ),
+    "draft_model_greedy": MethodSpec(
+        "draft_model",
+        loads_draft=True,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=draft_model_config,
+        draft_law=sampled_draft_law,
+        prefill_tokens=1,
+        options={"draft_sample_method": "greedy"},
+        summary="Draft-model speculation, the draft proposes its argmax (``draft_sample_method='greedy'``).",
+    ),
+    "ngram": MethodSpec(
+        "ngram",
+        loads_draft=False,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=_ngram_config,
+        draft_law="unmodelled",
+        prefill_tokens=None,  # varies (module docstring, "Prefill")
+        options={"prompt_lookup_min": 1, "prompt_lookup_max": 2},
+        summary="N-gram (prompt lookup) speculation, n in [prompt_lookup_min, prompt_lookup_max]; no draft model.",
+    ),
+    "plain": MethodSpec(
+        None,
+        loads_draft=False,
+        capabilities=PLAIN_CAPABILITIES,
+        speculative_config=lambda target_path, draft_path, gamma, options: None,
+        summary="Speculation off: vLLM's own sampler, the control.",
+    ),
+}
 _LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
+_DECODERS: "weakref.WeakSet" = weakref.WeakSet()  # decoders not closed yet (the workaround's one-setting rule)
+
+
+def method_options(name: str, options: Mapping) -> dict:
+    """The options of method ``name``: its defaults overridden by ``options``, every key and value checked."""
+    if name not in METHODS:
+        raise InvalidArgument(f"method={name!r} must be one of {tuple(METHODS)!r}.")
+    accepted = {**COMMON_OPTIONS, **METHODS[name].options}
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InvalidArgument(
+            f"engine option(s) {', '.join(f'{k}={options[k]!r}' for k in unknown)} not accepted by "
+            f"specverify.adapters.vllm:{name}: it accepts {sorted(accepted)!r} (--engine-option KEY=VALUE)."
+        )
+    merged = {**accepted, **options}
+    for key, value in merged.items():
+        if key in options and key in OPTION_CHECKS:
+            OPTION_CHECKS[key](value)
+    return merged
 
 
 def _max_engines() -> int:
@@ -126,20 +278,6 @@ def _path(model, role: str) -> str:
             "toy models cannot be loaded by vLLM."
         )
     return str(path)
-
-
-def _speculative_config(method: str, draft_path: str, gamma: int) -> Optional[dict]:
-    if method == "plain":
-        return None
-    if method == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
-    sample = "greedy" if method == "draft_model_greedy" else "probabilistic"
-    return {
-        "method": "draft_model",
-        "model": draft_path,
-        "num_speculative_tokens": gamma,
-        "draft_sample_method": sample,
-    }
 
 
 class _HideLlvmliteLib:
@@ -189,18 +327,48 @@ def _add(total: dict, delta: dict) -> None:
             total[key] = total.get(key, 0) + value
 
 
+def _effective_config(llm, options: Mapping) -> dict:
+    """What one engine runs, read back from its ``vllm_config`` and vLLM's kernel registry (engine_info)."""
+    config = llm.llm_engine.vllm_config
+    sched, spec = config.scheduler_config, config.speculative_config
+    out = {
+        "model_runner": "v2" if config.use_v2_model_runner else "v1",  # v1 without Triton (config/vllm.py:724)
+        "async_scheduling": bool(sched.async_scheduling),  # forced off on CPU (platforms/cpu.py:331)
+        "max_num_seqs": int(sched.max_num_seqs),
+        "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+        "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False)),
+        "prefix_caching": bool(getattr(config.cache_config, "enable_prefix_caching", False)),
+        "dtype": str(config.model_config.dtype).removeprefix("torch."),
+        "workaround": options["workaround"],
+        "expand_kernel": vllm_patches.bound_expand_kernel(),
+    }
+    if spec is not None:
+        out.update(
+            method=str(spec.method),
+            num_speculative_tokens=int(spec.num_speculative_tokens),
+            draft_sample_method=str(spec.draft_sample_method),
+            rejection_sample_method=str(spec.rejection_sample_method),
+            # the drafter keeps its probabilities for the ratio test only then (v1/spec_decode/llm_base_proposer.py:258)
+            draft_probs_used=spec.method not in ("ngram", "suffix")
+            and spec.rejection_sample_method == "standard"
+            and spec.draft_sample_method == "probabilistic",
+        )
+    return out
+
+
 def _check_request(request: Request, method: str) -> None:
     p = request.params
+    speculative = METHODS[method].vllm_method is not None
     if p.grammar is not None or p.ignore_eos:
         raise InvalidArgument(
             f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
         )
-    if p.top_k and method != "plain" and p.temperature > 0:
+    if p.top_k and speculative and p.temperature > 0:
         raise InvalidArgument(
             f"top_k={p.top_k!r} with speculation: vLLM 0.32 (CPU) calls top-k on an empty row set in the first decode "
             "step and its engine dies (v1/sample/ops/topk_topp_sampler.py:529; docs/findings/vllm.md). Use 'plain'."
         )
-    if p.min_p and method != "plain":
+    if p.min_p and speculative:
         raise InvalidArgument(f"min_p={p.min_p!r}: vLLM refuses min_p with speculative decoding; use 'plain'.")
     if p.min_p and (p.top_k or p.top_p < 1):
         raise InvalidArgument(
@@ -247,37 +415,96 @@ def completion(request: Request, output, vocab, method: str) -> Completion:
     detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
     done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
     accepted = None
-    if method != "plain":
+    spec = METHODS[method]
+    if spec.vllm_method is not None:
         per_step = getattr(getattr(output, "spec_decode_metrics", None), "per_step_accepted", None) or ()
-        start = PREFILL_TOKENS.get(method, 1)  # ngram: at least the prefill's token (module docstring)
+        start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
         accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
     return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)
 
 
-class VllmDecoder:
-    """Decoder over vLLM engines for one model pair and one ``method`` in ``METHODS``; one engine per γ."""
+def _check_draft_family(draft) -> None:
+    family = getattr(draft, "family", "ar")
+    if family != "ar":
+        raise InvalidArgument(
+            f"draft={type(draft).__name__} of family {family!r} (--drafts {family}): the vLLM adapter runs the AR "
+            "matrix on the checkpoint pairs only (--models checkpoint, --drafts ar); the other draft families are toy "
+            "objects vLLM cannot load. Leave --drafts out."
+        )
 
-    def __init__(self, target, draft, method: str):
-        if method not in METHODS:
-            raise InvalidArgument(f"method={method!r} must be one of {METHODS!r}.")
-        self.method = method
+
+def _check_one_workaround_setting(decoder) -> None:
+    """vLLM binds its kernel overrides process-wide at each engine start (module docstring of vllm_patches), so
+    live decoders with and without a workaround cannot share a process."""
+    for other in list(_DECODERS):
+        if other is not decoder and not other._closed and other.options["workaround"] != decoder.options["workaround"]:
+            raise InvalidArgument(
+                f"workaround={decoder.options['workaround']!r}: this process already holds a vLLM decoder with "
+                f"workaround={other.options['workaround']!r} ({other.method}), and vLLM's kernel overrides are "
+                "process-global. Give --against the same --engine-option workaround=..., or run each decoder in its "
+                "own worker (leave out --isolation none); close the other decoder first from Python."
+            )
+
+
+class VllmDecoder:
+    """Decoder over vLLM engines for one model pair and one method of :data:`METHODS`; one engine per γ.
+    ``options``: the method's engine options (:func:`method_options`)."""
+
+    def __init__(self, target, draft, method: str, **options):
+        self.options = method_options(method, options)
+        spec = METHODS[method]
+        _check_draft_family(draft)
+        self.method, self.spec = method, spec
         self.target_path = _path(target, "target")
-        self.draft_path = _path(draft, "draft") if method in ("draft_model", "draft_model_greedy") else None
+        self.draft_path = None
+        if spec.loads_draft:
+            self.draft_path = (
+                str(spec.draft_path(target, draft, self.options)) if spec.draft_path else _path(draft, "draft")
+            )
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
-        self.capabilities = frozenset(CAPABILITIES[method])
-        # what the drafts are (specverify.protocol.draft_law_of): samples of the draft, its argmax, or n-gram lookup
-        self.draft_law = {"draft_model_greedy": "model-argmax", "ngram": "unmodelled"}.get(method, "model")
-        if method in PREFILL_TOKENS:  # tokens committed before the first verification round (module docstring)
-            self.prefill_tokens = PREFILL_TOKENS[method]
+        self.capabilities = frozenset(spec.capabilities)
+        law = spec.law(self.options)  # what the drafts are (specverify.protocol.draft_law_of)
+        if law is not None:
+            self.draft_law = law
+        if spec.prefill_tokens is not None:  # tokens committed before the first verification round
+            self.prefill_tokens = spec.prefill_tokens
         self.engine_counters: dict = {}  # spec-decode counters summed over this decoder's calls (evidence)
         self.last_counters: dict = {}  # ... of the last call
         self.engine_start_s: list = []  # seconds each engine took to start
+        self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
         self._closed = False
-        self._engine(3 if method != "plain" else 0)  # fail at set-up, not in the first call
+        _check_one_workaround_setting(self)
+        _DECODERS.add(self)
+        self._engine(3 if self._speculative else 0)  # fail at set-up, not in the first call
+
+    @property
+    def _speculative(self) -> bool:
+        return self.spec.vllm_method is not None
+
+    def speculative_config(self, gamma: int) -> Optional[dict]:
+        """The ``speculative_config`` this decoder's engine for γ gets (None: speculation off)."""
+        return self.spec.speculative_config(self.target_path, self.draft_path, gamma, self.options)
+
+    @property
+    def engine_info(self) -> dict:
+        """docs/adapters.md: vLLM's version, what was requested and what each engine ran (``effective`` by γ)."""
+        gammas = sorted(self._effective, key=int) or (["3"] if self._speculative else ["0"])
+        requested = {
+            "method": self.method,
+            "vllm_method": self.spec.vllm_method,
+            "options": dict(self.options),
+            "speculative_config": {g: self.speculative_config(int(g)) for g in gammas},
+        }
+        return {
+            "name": "vllm",
+            "version": vllm_patches.vllm_version(),
+            "requested": requested,
+            "effective": dict(self._effective),
+        }
 
     def _engine(self, gamma: int) -> object:
-        key = (id(self), gamma if self.method != "plain" else 0)
+        key = (id(self), gamma if self._speculative else 0)
         llm = _LIVE.get(key)
         if llm is not None:
             _LIVE.move_to_end(key)
@@ -289,8 +516,9 @@ class VllmDecoder:
         from vllm import LLM
 
         started = time.perf_counter()
-        spec = _speculative_config(self.method, self.draft_path, key[1])
+        spec = self.speculative_config(key[1])
         extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
+        vllm_patches.bind(self.options["workaround"])  # the override is bound when the engine starts
         with _HideLlvmliteLib():
             llm = LLM(
                 model=self.target_path,
@@ -306,6 +534,7 @@ class VllmDecoder:
                 **extra,
             )
         self.engine_start_s.append(time.perf_counter() - started)
+        self._effective[str(key[1])] = _effective_config(llm, self.options)
         _LIVE[key] = llm
         return llm
 
@@ -317,7 +546,7 @@ class VllmDecoder:
             _check_request(request, self.method)
         groups: dict = {}
         for i, request in enumerate(requests):
-            groups.setdefault(request.num_draft_tokens if self.method != "plain" else 0, []).append(i)
+            groups.setdefault(request.num_draft_tokens if self._speculative else 0, []).append(i)
         out: list = [None] * len(requests)
         self.last_counters = {}
         for gamma, indices in groups.items():
@@ -329,9 +558,9 @@ class VllmDecoder:
         llm = self._engine(gamma)
         prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
         params = [_vllm_params(r, self.vocab_size) for r in requests]
-        before = _spec_counters(llm) if self.method != "plain" else {}
+        before = _spec_counters(llm) if self._speculative else {}
         outputs = llm.generate(prompts, params, use_tqdm=False)
-        if self.method != "plain":
+        if self._speculative:
             delta = _diff(before, _spec_counters(llm))
             _add(self.engine_counters, delta)
             _add(self.last_counters, delta)
@@ -373,21 +602,22 @@ def close_all() -> None:
 atexit.register(close_all)
 
 
-def draft_model(target, draft) -> VllmDecoder:
-    """Draft-model speculation, drafts sampled from the draft (``draft_sample_method="probabilistic"``)."""
-    return VllmDecoder(target, draft, "draft_model")
+def _factory(name: str) -> Callable:
+    """The module-level factory of ``METHODS[name]``, picklable by name (``specverify.adapters.vllm:NAME``)."""
+
+    def factory(target, draft, **options) -> VllmDecoder:
+        return VllmDecoder(target, draft, name, **options)
+
+    spec = METHODS[name]
+    accepted = {**COMMON_OPTIONS, **spec.options}
+    factory.__name__ = factory.__qualname__ = name
+    factory.__module__ = __name__
+    factory.__doc__ = f"{spec.summary} Engine options (defaults): {accepted!r}."
+    factory.draft_family = "ar"  # the checkpoint AR matrix only (_check_draft_family)
+    return factory
 
 
-def draft_model_greedy(target, draft) -> VllmDecoder:
-    """Draft-model speculation, the draft proposes its argmax (``draft_sample_method="greedy"``)."""
-    return VllmDecoder(target, draft, "draft_model_greedy")
-
-
-def ngram(target, draft) -> VllmDecoder:
-    """N-gram (prompt lookup) speculation, n in [1, 2]; the draft model is not used."""
-    return VllmDecoder(target, draft, "ngram")
-
-
-def plain(target, draft) -> VllmDecoder:
-    """Speculation off: vLLM's own sampler, the control."""
-    return VllmDecoder(target, draft, "plain")
+draft_model = _factory("draft_model")
+draft_model_greedy = _factory("draft_model_greedy")
+ngram = _factory("ngram")
+plain = _factory("plain")

@@ -8,9 +8,11 @@ The law checks pin what vLLM 0.32.0 (CPU) does today: plain sampling is exact, e
 """
 
 import collections
+import pickle
 import subprocess
 import sys
 import types
+import weakref
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters import vllm_patches  # noqa: E402
 from specverify.adapters._finish import EngineStoppedEarly  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
@@ -29,6 +32,7 @@ from specverify.protocol import Request  # noqa: E402
 from specverify.stats import battery, goodness_of_fit  # noqa: E402
 
 SPECULATIVE = ("draft_model", "draft_model_greedy", "ngram")
+FACTORIES = (*SPECULATIVE, "plain")  # the methods this module certifies (other METHODS entries have their own tests)
 LAW_N = 3000
 
 
@@ -39,7 +43,7 @@ def pair():
 
 @pytest.fixture(scope="module")
 def decoders(pair):
-    made = {name: getattr(va, name)(pair.target, pair.draft) for name in va.METHODS}
+    made = {name: getattr(va, name)(pair.target, pair.draft) for name in FACTORIES}
     yield made
     for decoder in made.values():
         decoder.close()
@@ -102,6 +106,99 @@ def test_parameter_mapping_and_refusals():
         with pytest.raises(InvalidArgument):
             va._check_request(Request((0,), bad), method)
     va._check_request(Request((0,), SamplingParams(stop=("a",), min_tokens=1, stop_after_min_tokens=True)), "plain")
+
+
+def test_every_method_has_a_module_level_factory():
+    """The factories are made from the table, named as ``specverify.adapters.vllm:NAME``, picklable for the worker
+    process, and declare the AR draft family (the checkpoint matrix)."""
+    assert set(FACTORIES) <= set(va.METHODS)
+    for name, spec in va.METHODS.items():
+        factory = getattr(va, name)
+        assert (factory.__name__, factory.__qualname__, factory.__module__) == (name, name, va.__name__)
+        assert pickle.loads(pickle.dumps(factory)) is factory and factory.draft_family == "ar"
+        options = va.method_options(name, {})
+        assert set(options) == set(va.COMMON_OPTIONS) | set(spec.options)
+        assert pickle.loads(pickle.dumps(options)) == options
+    assert va.method_options("draft_model", {})["draft_sample_method"] == "probabilistic"
+    assert va.method_options("draft_model_greedy", {})["draft_sample_method"] == "greedy"
+    assert va.METHODS["draft_model"].law({"draft_sample_method": "greedy"}) == "model-argmax"
+    spec = va.METHODS["ngram"].speculative_config("t", None, 4, va.method_options("ngram", {"prompt_lookup_max": 3}))
+    assert spec == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+
+
+def test_unknown_or_malformed_engine_options_are_refused():
+    with pytest.raises(InvalidArgument, match=r"foo=1 not accepted .*:draft_model: it accepts \['draft_sample_method'"):
+        va.method_options("draft_model", {"foo": 1})
+    with pytest.raises(InvalidArgument, match="draft_sample_method='greedy' not accepted .*:ngram"):
+        va.method_options("ngram", {"draft_sample_method": "greedy"})
+    with pytest.raises(InvalidArgument, match="draft_sample_method='sampled' must be one of"):
+        va.method_options("draft_model", {"draft_sample_method": "sampled"})
+    with pytest.raises(InvalidArgument, match="prompt_lookup_min=0 must be an int >= 1"):
+        va.method_options("ngram", {"prompt_lookup_min": 0})
+    with pytest.raises(InvalidArgument, match="workaround='patch-everything' is not a workaround"):
+        va.method_options("plain", {"workaround": "patch-everything"})
+
+
+def test_draft_families_other_than_ar_are_refused(pair):
+    heads = types.SimpleNamespace(family="heads", path="/nowhere")
+    with pytest.raises(InvalidArgument, match=r"family 'heads' \(--drafts heads\): .* AR matrix"):
+        va.draft_model(pair.target, heads)
+
+
+def test_the_workaround_is_gated_to_the_version_read(monkeypatch):
+    monkeypatch.setattr(vllm_patches, "vllm_version", lambda: "0.33.0")
+    with pytest.raises(InvalidArgument, match="replaces a function of vLLM 0.32.0 .* but vLLM 0.33.0 is installed"):
+        va.method_options("draft_model", {"workaround": "expand-kernel"})
+    monkeypatch.setattr(vllm_patches, "vllm_version", lambda: "0.32.0")
+    monkeypatch.setattr(vllm_patches, "has_triton", lambda: True)
+    with pytest.raises(InvalidArgument, match="not register when Triton is present"):
+        va.method_options("draft_model", {"workaround": "expand-kernel"})
+    monkeypatch.setattr(vllm_patches, "has_triton", lambda: False)
+    assert va.method_options("draft_model", {"workaround": "expand-kernel"})["workaround"] == "expand-kernel"
+
+
+class _Held:
+    """A live decoder as ``_check_one_workaround_setting`` sees it."""
+
+    def __init__(self, method, workaround):
+        self.method, self.options, self._closed = method, {"workaround": workaround}, False
+
+
+def test_decoders_with_and_without_the_workaround_cannot_share_a_process(monkeypatch):
+    monkeypatch.setattr(va, "_DECODERS", weakref.WeakSet())
+    held = _Held("draft_model", "expand-kernel")
+    va._DECODERS.add(held)
+    va._check_one_workaround_setting(_Held("ngram", "expand-kernel"))  # the same setting: fine
+    with pytest.raises(InvalidArgument, match="workaround=None: .*'expand-kernel' .*--against .*--isolation"):
+        va._check_one_workaround_setting(_Held("plain", None))
+    held._closed = True
+    va._check_one_workaround_setting(_Held("plain", None))  # closed decoders hold no engine
+
+
+def test_the_expand_kernel_workaround_writes_the_real_output():
+    """Finding 1's kernel reproducer: vLLM's own expand_batch_to_tokens with the override bound to the workaround
+    expands float and int32 values into the output (vLLM 0.32.0 as shipped leaves them uninitialised)."""
+    import torch
+    from vllm.platforms import current_platform
+
+    current_platform.import_kernels()
+    from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
+
+    try:
+        vllm_patches.bind("expand-kernel")
+        with va._HideLlvmliteLib():  # as at an engine start (finding 4)
+            current_platform.register_triton_kernel_overrides()
+        assert vllm_patches.bound_expand_kernel() == "specverify.adapters.vllm_patches.expand_into_output"
+        cu = torch.tensor([3, 6], dtype=torch.int32)
+        got = expand_batch_to_tokens(torch.tensor([-1.0, 0.5]), cu, 6, replace_from=-1, replace_to=1)
+        assert got.tolist() == [1, 1, 1, 0.5, 0.5, 0.5]
+        got = expand_batch_to_tokens(torch.tensor([4, 2], dtype=torch.int32), torch.tensor([1, 3]), 3)
+        assert got.dtype == torch.int32 and got.tolist() == [4, 2, 2]
+    finally:
+        vllm_patches.bind(None)
+        with va._HideLlvmliteLib():
+            current_platform.register_triton_kernel_overrides()
+    assert vllm_patches.bound_expand_kernel() == "vllm.utils.cpu_triton_utils._expand_kernel_impl"
 
 
 # ------------------------------------------------------------------------------------------------ engines
