@@ -8,6 +8,7 @@ The law checks pin what vLLM 0.32.0 (CPU) does today: plain sampling is exact, e
 """
 
 import collections
+import json
 import pickle
 import subprocess
 import sys
@@ -272,6 +273,52 @@ def test_speculative_law_is_rejected_finding_1(decoders, pair, name):
     the target rows that verify drafts are divided by uninitialised temperatures. Plain sampling passes above."""
     result, _ = _law_check(decoders[name], pair)
     assert not result.passed and result.tv.estimate > 0.2, (result.pvalue_min, result.tv.estimate)
+
+
+_WORKAROUND_SCRIPT = """
+import collections, json
+from specverify.adapters import vllm as va
+from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+from specverify.errors import InvalidArgument
+from specverify.oracles.law import exact_law
+from specverify.params import SamplingParams
+from specverify.protocol import Request
+from specverify.stats import battery
+pair = CHECKPOINT_PAIRS["main"].build()
+params = SamplingParams(temperature=1.0, max_tokens=3)
+law = exact_law(pair.target, (0, 1), params)
+for name in ("draft_model", "draft_model_greedy", "ngram"):
+    decoder = getattr(va, name)(pair.target, pair.draft, workaround="expand-kernel")
+    out = decoder([Request((0, 1), params, 3) for _ in range(%d)])
+    vec, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in out))
+    result = battery(vec, law.probs, alpha=1e-6, seed=0)
+    try:
+        va.plain(pair.target, pair.draft)
+        mixed = "accepted"
+    except InvalidArgument as exc:
+        mixed = str(exc)
+    row = dict(name=name, passed=bool(result.passed), pvalue=result.pvalue_min, tv=result.tv.estimate,
+               impossible=len(impossible), effective=decoder.engine_info["effective"]["3"], mixed=mixed)
+    print("RESULT", json.dumps(row), flush=True)
+    decoder.close()
+"""
+
+
+def test_the_expand_kernel_workaround_makes_every_speculative_law_exact():
+    """finding 1 worked around (``--engine-option workaround=expand-kernel``), in a fresh process (the override is
+    process-global): the law that test_speculative_law_is_rejected_finding_1 rejects as shipped passes, the engines
+    ran the workaround's kernel, and a decoder without it is refused while one with it lives."""
+    script = _WORKAROUND_SCRIPT % LAW_N
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    rows = [json.loads(x.removeprefix("RESULT ")) for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    assert [r["name"] for r in rows] == list(SPECULATIVE), out.stderr[-2000:]
+    for row in rows:
+        print(row["name"], "p", row["pvalue"], "TV", row["tv"])
+        assert row["passed"] and row["impossible"] == 0, row
+        assert row["effective"]["expand_kernel"] == "specverify.adapters.vllm_patches.expand_into_output", row
+        assert row["effective"]["workaround"] == "expand-kernel" and row["effective"]["model_runner"] == "v1", row
+        assert "--against" in row["mixed"] and "process-global" in row["mixed"], row
+    assert rows[0]["effective"]["draft_probs_used"] and not rows[1]["effective"]["draft_probs_used"]
 
 
 def test_one_round_acceptance_counters(decoders, pair):
