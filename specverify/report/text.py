@@ -82,10 +82,28 @@ def render_text(cert, *, legend: bool = True) -> str:
     spec = speculation_phrase(cert)
     if spec and str(cert.verdict) not in ("invalid", "error"):
         verdict += f" — {spec}"
-    lines += ["", verdict, *(f"note: {n}" for n in notes), f"elapsed {cert.elapsed_s:.1f} s"]
+    lines += ["", verdict, *(f"note: {n}" for n in notes), *_requirements_lines(cert)]
+    lines.append(f"elapsed {cert.elapsed_s:.1f} s")
     if legend and cert.scenarios:
         lines += [""] + list(LEGEND)
     return "\n".join(lines) + "\n"
+
+
+def _requirements_lines(cert) -> list:
+    """What the run required (``--require``, ``--require-reproducible``, ``--require-metrics``,
+    ``--require-speculation``), whether each held, and so the exit code's reason: one line, read from the same
+    record as the JSON's ``requirements``. None without a run configuration (a certificate built by hand) or for
+    verdict ``error`` (exit 4: nothing was said of the decoder)."""
+    if getattr(cert, "config", None) is None or str(cert.verdict) == "error":
+        return []
+    record = cert.requirements()
+    parts = [f"verdict {record['require']} or better: {'met' if record['verdict_meets'] else 'NOT met'}"]
+    for name in ("reproducible", "metrics", "speculation"):
+        if record[name]["required"]:
+            held = {True: "held", False: "NOT held", None: "NOT checked"}[record[name]["ok"]]
+            parts.append(f"{name} required: {held}")
+    outcome = "all met (exit 0)" if record["met"] else "not met (exit 1)"
+    return [f"requirements: {'; '.join(parts)} — {outcome}"]
 
 
 def speculation_phrase(cert) -> str:

@@ -52,11 +52,15 @@ def test_require_metrics_is_binding(reference_cert, monkeypatch):
     from specverify.certification import pipeline
 
     monkeypatch.setattr(pipeline, "run_certification", lambda config, progress=None: replace(broken, config=config))
-    codes = []
+    codes, lines = [], []
     for flags in ((), ("--require-metrics",)):
         out, err = io.StringIO(), io.StringIO()
         codes.append(main(["certify", "specverify.zoo:reference", "--isolation", "none", *flags], out=out, err=err))
+        lines.append([line for line in out.getvalue().splitlines() if line.startswith("requirements: ")])
     assert codes == [ExitCode.MEETS, ExitCode.FALLS_SHORT], err.getvalue()
+    # the verdict line reads EXACT in both runs; the requirements line says why the second exits 1
+    assert lines[0] == ["requirements: verdict exact or better: met — all met (exit 0)"]
+    assert lines[1] == ["requirements: verdict exact or better: met; metrics required: NOT held — not met (exit 1)"]
 
 
 def test_prefill_law_fits_a_prefill_engine_and_the_plain_law_does_not():
