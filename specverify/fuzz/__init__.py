@@ -7,6 +7,9 @@ What a user writing property tests needs, against any decoder of the public prot
 - law and batch properties: ``check_law`` over ``batch_outcomes``, ``check_batch_independence``;
 - one-position and matcher properties: ``one_position_law`` / ``check_one_position_law``, ``check_stop_matcher``
   (with ``naive_stop_hits`` / ``dfa_stop_hits``), ``check_matcher_rollback`` over ``matcher_cases`` (xgrammar);
+- streaming (the text layer under multi-token deltas): ``check_chunking`` over ``chunkings`` of a token sequence,
+  ``run_stream``, ``split_deltas``, ``minimal_chunking``, the ``StreamConsumer`` protocol and its ``StreamRun``,
+  ``toy_bpe_tokenizer`` (``specverify.fuzz.streaming``);
 - ``PropertyFailure``, raised by every property.
 
 The white-box harness (a decoder driven round by round: ``WhiteBoxDecoder``, schedules, injected faults, the
@@ -24,6 +27,16 @@ from specverify.fuzz.properties import (
     dfa_stop_hits,
     naive_stop_hits,
     one_position_law,
+)
+from specverify.fuzz.streaming import (
+    StreamConsumer,
+    StreamRun,
+    check_chunking,
+    chunkings,
+    minimal_chunking,
+    run_stream,
+    split_deltas,
+    toy_bpe_tokenizer,
 )
 from specverify.fuzz.strategies import (
     law_pairs,
@@ -58,5 +71,14 @@ __all__ = [
     "check_stop_matcher",
     "check_matcher_rollback",
     "matcher_cases",
+    # streaming: chunking invariance of the text layer
+    "chunkings",
+    "split_deltas",
+    "run_stream",
+    "check_chunking",
+    "minimal_chunking",
+    "StreamConsumer",
+    "StreamRun",
+    "toy_bpe_tokenizer",
     "PropertyFailure",
 ]
