@@ -28,16 +28,17 @@ def _law(pair_spec, models, prompt, params, gamma, rule, prefill, draft_law):
     if key not in _LAWS:
         if len(_LAWS) >= 64:
             _LAWS.pop(next(iter(_LAWS)))
-        draft = draft_for_law(models.draft, draft_law)
+        draft = draft_for_law(models.draft, draft_law, params)
         _LAWS[key] = acceptance_law_after(models.target, draft, prompt, params, gamma, rule=rule, prefill=prefill)
     return _LAWS[key]
 
 
-def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 0) -> dict:
+def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 0, rule=None) -> dict:
     """The first round's accepted counts beside their exact law — from the prompt, or after the ``prefill`` plain
     tokens an engine emits before its first round (``decoder.prefill_tokens``, else inferred from the counts) —
-    for the drafts the decoder makes (``draft_law``): JSON-ready fields of ``ScenarioResult``. Evidence that the
-    rejection paths were exercised, never the verdict."""
+    for the drafts the decoder makes (``draft_law``) under the verification ``rule`` the metrics check found it runs
+    (``"block"``; None or ``"chain"``: the chain rule; a tree family has its own): JSON-ready fields of
+    ``ScenarioResult``. Evidence that the rejection paths were exercised, never the verdict."""
     import numpy as np
 
     from specverify.oracles.acceptance_first import draft_for_law, first_round_acceptance_law
@@ -47,11 +48,11 @@ def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 
     gamma = scenario.num_draft_tokens
     observed = np.array([accepted.get(m, 0) for m in range(gamma + 1)])
     out = dict(accepted_observed={int(m): int(c) for m, c in enumerate(observed)})
-    draft = draft_for_law(pair.draft, draft_law)
+    draft = draft_for_law(pair.draft, draft_law, law.params)
     if draft is None:  # unmodelled drafts: the counts are shown, with nothing to compare them with
         return out
-    if prefill:
-        expected = _law(scenario.pair, pair, law.prompt, law.params, gamma, None, prefill, draft_law).first_round
+    if prefill or rule == "block":
+        expected = _law(scenario.pair, pair, law.prompt, law.params, gamma, rule, prefill, draft_law).first_round
     else:
         expected = first_round_acceptance_law(pair.target, draft, law.prompt, law.params, gamma)
     support = expected > 0

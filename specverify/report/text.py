@@ -185,8 +185,9 @@ def _extras(cert) -> list:
     exp = ", ".join(f"{e:.2f}" for e in first.accepted_expected)
     p = first.accepted_pvalue
     judged = "" if p is None else (" ≥ α: consistent with the exact law" if p >= cert.alpha else " < α: differs")
+    rule = (first.metrics or {}).get("rule") or "chain"
     out.append(
-        f"first-round accepted drafts ({first.name}): observed {{{hist}}}, exact law [{exp}], "
+        f"first-round accepted drafts ({first.name}): observed {{{hist}}}, exact law [{exp}] ({rule} rule), "
         f"p = {format_pvalue(p)}{judged} (tested at the family α = {cert.alpha:g}; evidence only, not part of the "
         "verdict: a draft may use another law)"
     )

@@ -171,3 +171,15 @@ def test_timings_reach_the_certificate_and_the_speed_model(tmp_path):
     rates = got["acceptance"]
     want = speed_model(rates, len(rates), t_target=4.0, t_draft=0.5, t_verify=4.0, t_state=0.25)
     assert got["speedup"] == pytest.approx(want.speedup)
+
+
+def test_first_round_expectation_follows_the_block_rule(reference_cert):
+    """A block-verification decoder's first round is held against the block rule's law (the rule its metrics
+    check found), not the chain rule's, which rejects it (p 4.9e-15 at seed 0 before this was fixed)."""
+    cert = certify(
+        "specverify.reference:make_block_decoder", level="quick", scenarios=["temperature-1"], isolation="none"
+    )
+    s = cert.scenarios[0]
+    assert s.metrics["rule"] == "block" and s.accepted_pvalue >= cert.alpha, (s.accepted_pvalue, s.accepted_observed)
+    assert "(block rule), p = " in render_text(cert)
+    assert reference_cert.scenarios[0].metrics["rule"] == "chain" and "(chain rule), p = " in render_text(reference_cert)

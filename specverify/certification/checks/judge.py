@@ -115,9 +115,10 @@ def judge(
             )
         if not impossible:
             result.update(pvalue=pvalue)
-    if draws.accepted:
-        result.update(acceptance_evidence(scenario, draws.accepted, law, draft_law, draws.prefill))
     if draws.rounds or draws.violation:
         result.update(metrics=metrics_evidence(scenario, draws, law, alpha=plan.alpha, draft_law=draft_law))
+    if draws.accepted:  # the first round's expectation follows the rule the metrics check found (block or chain)
+        rule = (result.get("metrics") or {}).get("rule")
+        result.update(acceptance_evidence(scenario, draws.accepted, law, draft_law, draws.prefill, rule=rule))
     result["elapsed_s"] = time.perf_counter() - started
     return ScenarioResult(**result)
