@@ -5,11 +5,14 @@ be checked here. Token for token: ``check_chain_conformance`` / ``assert_chain_c
 given the same uniforms, draws within a rounding band of a CDF boundary exempt), ``chain_rule_reference`` (the rule
 one request at a time) and the categorical counterparts. Per-round law: ``exact_round_law`` of a ``RoundCase`` by
 enumeration, ``grid_round_law`` / ``check_grid_law`` (deterministic uniform grid, cannot flake) and
-``round_law_test`` (statistical, for kernels that draw their own randomness). Engine signatures:
-``from_vllm_style`` / ``from_flashinfer_style`` and back (``as_vllm_style`` / ``as_flashinfer_style``), with
-``check_kernel_law`` picking the fitting law check. ``MUTANTS``: deliberately broken twins every check must catch.
-Hypothesis strategies for kernel inputs live in ``specverify.kernel_checks.strategies`` (imports hypothesis; not
-re-exported here).
+``round_law_test`` (statistical, for kernels that draw their own randomness; ``drawing_own_uniforms`` makes its
+calibration control). The grid and conformance checks refuse a sampler that draws its own randomness or ignores the
+uniforms (``InvalidArgument`` naming ``round_law_test``). Engine signatures: ``from_vllm_style`` /
+``from_flashinfer_style`` and back (``as_vllm_style`` / ``as_flashinfer_style``), with ``check_kernel_law`` picking
+the fitting law check; vLLM 0.32's real sampler through ``from_vllm_rejection_sample`` (``rejection_sample``) and
+``from_vllm_rejection_sampler`` (``RejectionSampler.forward``, with ``truncated_case`` for top-k/top-p).
+``MUTANTS``: deliberately broken twins every check must catch. Hypothesis strategies for kernel inputs live in
+``specverify.kernel_checks.strategies`` (imports hypothesis; not re-exported here).
 
 Everything is re-exported lazily: importing this package imports neither torch nor triton.
 """
@@ -44,6 +47,11 @@ _LAZY = {
     "as_vllm_style": "specverify.kernel_checks.adapters",
     "as_flashinfer_style": "specverify.kernel_checks.adapters",
     "check_kernel_law": "specverify.kernel_checks.adapters",
+    "from_vllm_rejection_sample": "specverify.kernel_checks.vllm_sampler",
+    "from_vllm_rejection_sampler": "specverify.kernel_checks.vllm_sampler",
+    "truncated_case": "specverify.kernel_checks.vllm_sampler",
+    # samplers that draw their own randomness
+    "drawing_own_uniforms": "specverify.kernel_checks.randomness",
     # deliberately broken twins
     "MUTANTS": "specverify.kernel_checks.mutants",
 }

@@ -1,12 +1,15 @@
 """Adapters between the chain-sampler signature used here and the two public kernel signatures.
 
-vLLM style (``vllm.v1.sample.rejection_sampler.rejection_sample``, sampling metadata left to a closure)::
+vLLM style (the real signature of ``vllm.v1.sample.rejection_sampler.rejection_sample``, vLLM 0.32)::
 
     fn(draft_token_ids [N], num_draft_tokens list[int], max_spec_len int, cu_num_draft_tokens [B] (inclusive
-       cumsum), draft_probs [N, V], target_probs [N, V], bonus_token_ids [B, 1]) -> output_token_ids [B, G+1]
+       cumsum), draft_probs [N, V], target_logits [N, V], bonus_token_ids [B, 1], sampling_metadata)
+       -> output_token_ids [B, max_spec_len + 1]
 
-    Drafts are flattened request after request; the target rows are those of the draft positions only, the bonus
-    token is sampled outside the kernel and passed in; -1 pads the output.
+    Drafts are flattened request after request; the target *logits* (processed: the function applies softmax) are
+    those of the draft positions only; the bonus token is sampled outside and passed in; -1 pads the output.
+    ``from_vllm_style`` is ``vllm_sampler.from_vllm_rejection_sample`` (which also wraps
+    ``RejectionSampler.forward``: ``from_vllm_rejection_sampler``).
 
 FlashInfer style (``flashinfer.sampling.chain_speculative_sampling``, generator/seed left to a closure)::
 
@@ -17,7 +20,8 @@ FlashInfer style (``flashinfer.sampling.chain_speculative_sampling``, generator/
 
 ``from_vllm_style`` / ``from_flashinfer_style`` wrap an engine's kernel into a sampler with the signature of
 ``chain_rejection_sample``, flagged ``consumes_uniforms = False``: such kernels draw their own randomness, so they are
-checked with the statistical per-round law test (``check_kernel_law`` dispatches). ``as_vllm_style`` /
+checked with the statistical per-round law test (``check_kernel_law`` dispatches; the grid and conformance checks
+refuse them). ``as_vllm_style`` /
 ``as_flashinfer_style`` go the other way: any sampler here becomes a kernel of that signature drawing its uniforms
 from a ``torch.Generator`` (u_accept [B, G] first, then u_recover [B, G+1], both ``torch.rand``), which makes the
 reference (and the mutants) available in the engines' shapes.
@@ -69,41 +73,14 @@ def _check_generator(generator) -> None:
     )
 
 
-def from_vllm_style(fn: Callable) -> Sampler:
-    """A sampler (signature of ``chain_rejection_sample``) around a vLLM-style kernel ``fn``.
+def from_vllm_style(fn: Callable, *, seed: int = 0) -> Sampler:
+    """A sampler around ``fn``, vLLM's ``rejection_sample`` or a function of its signature (module docstring):
+    ``vllm_sampler.from_vllm_rejection_sample(fn, seed=seed)``. ``status`` is always 0 (no error flags in the
+    signature), so check such kernels on valid cases only."""
+    from specverify.kernel_checks.vllm_sampler import from_vllm_rejection_sample
 
-    The bonus token is drawn here, from target row n_r with ``u_recover[r, n_r]`` (vLLM samples it outside the
-    kernel); everything else comes from ``fn``'s own randomness. ``status`` is always 0: the signature has no error
-    flags, so check such kernels on valid cases only.
-    """
-    _check_callable("fn", fn, "vLLM-style rejection_sample")
-
-    def sampler(
-        draft_token_ids: torch.Tensor,
-        num_draft_tokens: torch.Tensor,
-        draft_probs: torch.Tensor,
-        target_probs: torch.Tensor,
-        u_accept: torch.Tensor,
-        u_recover: torch.Tensor,
-    ) -> ChainResult:
-        _, gamma, _ = check_chain_args(
-            draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover
-        )
-        n = num_draft_tokens.long()
-        owned = torch.arange(gamma, device=n.device)[None] < n[:, None]  # [B, G]
-        output = fn(
-            draft_token_ids[owned].contiguous(),
-            n.tolist(),
-            gamma,
-            n.cumsum(0).to(torch.int32),
-            draft_probs[owned].contiguous(),
-            target_probs[:, :gamma][owned].contiguous(),
-            _bonus_tokens(n, target_probs, u_recover),
-        )
-        return _from_padded_output(output, n, gamma)
-
-    sampler.consumes_uniforms = False
-    return sampler
+    _check_callable("fn", fn, "vLLM rejection_sample")
+    return from_vllm_rejection_sample(fn, seed=seed)
 
 
 def from_flashinfer_style(fn: Callable) -> Sampler:
@@ -152,7 +129,8 @@ def _draw_uniforms(batch, gamma, dtype, device, generator):
 
 
 def as_vllm_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
-    """``sampler`` as a vLLM-style kernel drawing its uniforms from ``generator`` (module docstring)."""
+    """``sampler`` as a function of vLLM's ``rejection_sample`` signature (module docstring) drawing its uniforms
+    from ``generator``: softmax of ``target_logits`` in float32 as vLLM does; greedy metadata is refused."""
     _check_callable("sampler", sampler, "chain_rejection_sample")
     _check_generator(generator)
 
@@ -162,12 +140,20 @@ def as_vllm_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
         max_spec_len: int,
         cu_num_draft_tokens: torch.Tensor,
         draft_probs: torch.Tensor,
-        target_probs: torch.Tensor,
+        target_logits: torch.Tensor,
         bonus_token_ids: torch.Tensor,
+        sampling_metadata,
+        **engine_options,
     ) -> torch.Tensor:
-        n = torch.as_tensor(num_draft_tokens, dtype=torch.long, device=target_probs.device)
-        batch, vocab = n.shape[0], target_probs.shape[1]
+        check(
+            not sampling_metadata.all_greedy,
+            "sampling_metadata.all_greedy=True: this stand-in implements random sampling only.",
+        )
         check(draft_probs is not None, "draft_probs=None (n-gram drafts) is not supported: pass the draft rows.")
+        target_probs = target_logits.softmax(dim=-1, dtype=torch.float32)
+        n = torch.as_tensor(num_draft_tokens, dtype=torch.long, device=target_probs.device)
+        batch, vocab, width = n.shape[0], target_probs.shape[1], max_spec_len + 1
+        max_spec_len = max(max_spec_len, 1)  # the chain signature has at least one draft slot
         owned = torch.arange(max_spec_len, device=n.device)[None] < n[:, None]
         ids = torch.zeros((batch, max_spec_len), dtype=torch.long, device=n.device)
         ids[owned] = draft_token_ids.long()
@@ -180,7 +166,7 @@ def as_vllm_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
         tokens = result.tokens.clone()
         bonus = result.num_accepted.long() == n
         tokens[bonus, n[bonus]] = bonus_token_ids.reshape(-1).long()[bonus]
-        return tokens.to(torch.int32)
+        return tokens[:, :width].to(torch.int32)
 
     return fn
 

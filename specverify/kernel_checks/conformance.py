@@ -8,6 +8,9 @@ inverse-CDF draw depends on summation order: a uniform within a relative ``tol``
 legitimately flip to the neighbouring token, so those draws alone are exempt (``chain_near_boundary``). A prefix sum
 of non-negatives errs relative to its own value, so the test is relative: ``|u - cdf_i| <= tol * u``, and u = 0 is
 never exempt.
+Both need a kernel that is a function of the uniforms it is given: one that declares ``consumes_uniforms = False`` is
+refused (``InvalidArgument`` naming ``round_law_test``), and so is one whose mismatches turn out to come from its own
+randomness or from ignoring the uniforms (``randomness.uniform_use``, run only when there are mismatches).
 Default ``tol`` is ``max(1e-6, 4 * sqrt(V) * eps)`` of the compute dtype: rounding errors of a length-V sum grow like
 sqrt(V) * eps (the measured worst kernel-vs-twin gap at V = 5000, float32, was 12 eps; 4 * sqrt(V) is 283 eps).
 """
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from specverify.errors import check
+from specverify.kernel_checks.randomness import categorical_uniform_use, refuse_own_randomness, uniform_use
 from specverify.kernels.layout import (
     PAD_TOKEN_ID,
     STATUS_BAD_DRAFT_TOKEN,
@@ -243,9 +247,14 @@ def check_chain_conformance(
     (True, 1, 0)
     """
     inputs = _chain_inputs(kernel, inputs, reference)
+    refuse_own_randomness(kernel, "check_chain_conformance")
     expected = reference(*inputs)
     actual = kernel(*inputs)
-    return compare_chain_results(actual, expected, chain_near_boundary(inputs, expected, tol=tol))
+    report = compare_chain_results(actual, expected, chain_near_boundary(inputs, expected, tol=tol))
+    if not report.passed:
+        probe = lambda: uniform_use(kernel, inputs, reference=reference)  # noqa: E731
+        refuse_own_randomness(kernel, "check_chain_conformance", probe)
+    return report
 
 
 def assert_chain_conformance(
@@ -277,6 +286,7 @@ def check_categorical_conformance(
         "specverify.kernels.categorical_sample.",
     )
     check_categorical_args(probs, uniforms)
+    refuse_own_randomness(kernel, "check_categorical_conformance")
     expected = CategoricalResult(*(t.cpu() for t in reference(probs, uniforms)))
     actual = CategoricalResult(*(t.cpu() for t in kernel(probs, uniforms)))
     exempt = categorical_near_boundary(probs, uniforms, tol=tol)
@@ -287,6 +297,12 @@ def check_categorical_conformance(
         f"token {int(expected.tokens[r])} status {int(expected.status[r])}"
         for r in bad[:5]
     )
+    if bad:
+        refuse_own_randomness(
+            kernel,
+            "check_categorical_conformance",
+            lambda: categorical_uniform_use(kernel, probs, uniforms, reference=reference),
+        )
     return ConformanceReport(probs.shape[0], int(exempt.sum()), bad, details)
 
 

@@ -16,6 +16,10 @@ flake. Any outcome of exact probability 0 reached at any grid point fails outrig
 ``round_law_test`` is for samplers that draw their own randomness: N independent rounds of the case, a pooled
 power-divergence test (``specverify.stats.goodness_of_fit``) against the exact law, and any outcome of exact
 probability 0 rejects at once (p-value 0).
+
+The grid needs a sampler that is a function of the uniforms it is fed; ``check_grid_law`` and ``grid_round_law``
+refuse (``InvalidArgument`` naming ``round_law_test``) one that declares ``consumes_uniforms = False`` or that a
+64-request probe shows to draw its own randomness or to ignore the uniforms (``randomness.uniform_use``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from specverify.kernel_checks.law import (
     outcome_of,
     outcome_rows,
 )
+from specverify.kernel_checks.randomness import probe_inputs, refuse_own_randomness, uniform_use
 from specverify.kernels.layout import ChainResult
 from specverify.sampling import residual_probs
 
@@ -100,6 +105,11 @@ def _tally(rows: np.ndarray, weights: np.ndarray) -> tuple[dict, tuple]:  # -> {
     return dict(zip(outcomes, mass.tolist())), tuple(outcomes)
 
 
+def _refuse(sampler, case, check_name, pad_to, device) -> None:
+    inputs = probe_inputs(case, pad_to=pad_to, device=device)
+    refuse_own_randomness(sampler, check_name, lambda: uniform_use(sampler, inputs))
+
+
 def grid_round_law(
     sampler: Sampler,
     case: RoundCase,
@@ -111,14 +121,24 @@ def grid_round_law(
 ) -> tuple[dict, tuple]:
     """Run ``sampler`` on every (draft sequence, grid point) of ``case``; return ({outcome: grid mass}, reached).
 
-    ``reached`` lists every outcome seen at any grid point, the zero-weight points just below 1 included.
+    ``reached`` lists every outcome seen at any grid point, the zero-weight points just below 1 included. A sampler
+    that does not consume the uniforms is refused (module docstring).
     """
     _check_common(sampler, case, chunk)
+    _check_grid_size(grid_size)
+    _refuse(sampler, case, "grid_round_law", pad_to, device)
+    return _grid_round_law(sampler, case, grid_size, pad_to, device, chunk)
+
+
+def _check_grid_size(grid_size) -> None:
     check(
         isinstance(grid_size, int) and grid_size >= 2,
         f"grid_size={grid_size!r} must be an int >= 2 (the grid has M = grid_size points per uniform; 64 is the "
         "default).",
     )
+
+
+def _grid_round_law(sampler, case, grid_size, pad_to, device, chunk) -> tuple[dict, tuple]:
     n = case.num_draft_tokens
     seq_ids, seq_weights = case.draft_sequences()  # [S, n], [S]
     values, weights = _grid_points(grid_size, case.dtype)
@@ -194,7 +214,8 @@ def check_grid_law(
     device: str | torch.device = "cpu",
     chunk: int = _CHUNK,
 ) -> GridLawResult:
-    """Compare ``sampler``'s law on the uniform grid with :func:`exact_round_law` (module docstring).
+    """Compare ``sampler``'s law on the uniform grid with :func:`exact_round_law` (module docstring); a sampler that
+    draws its own randomness or ignores the uniforms is refused with ``InvalidArgument`` (use :func:`round_law_test`).
 
     Examples
     --------
@@ -204,8 +225,10 @@ def check_grid_law(
     True
     """
     _check_common(sampler, case, chunk)
+    _check_grid_size(grid_size)
+    _refuse(sampler, case, "check_grid_law", pad_to, device)
     exact = exact_round_law(case)
-    observed, reached = grid_round_law(sampler, case, grid_size=grid_size, pad_to=pad_to, device=device, chunk=chunk)
+    observed, reached = _grid_round_law(sampler, case, grid_size, pad_to, device, chunk)
     support = exact.as_dict()
     impossible = tuple(o for o in reached if o not in support)
     errors = {o: abs(observed.get(o, 0.0) - support.get(o, 0.0)) for o in set(support) | set(observed)}
@@ -260,6 +283,8 @@ def sampled_round_law(
 class RoundLawTestResult:
     """Outcome of :func:`round_law_test`, with scipy's field names.
 
+    ``passed`` is ``pvalue > alpha`` with no impossible outcome; ``reproduce`` is the call that repeats the test.
+
     Notes
     -----
     The p-value is the pooled power-divergence test's (valid when pooled expected counts are >= 5, which the
@@ -273,6 +298,19 @@ class RoundLawTestResult:
     impossible: tuple
     counts: dict
     exact: RoundLaw
+    alpha: float = 1e-6
+    reproduce: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.impossible and self.pvalue > self.alpha
+
+    def worst(self) -> tuple | None:
+        """The in-support outcome with the largest standardised residual |observed - expected| / sqrt(expected)."""
+        expected = self.exact.probs * self.num_samples
+        observed = np.array([self.counts.get(o, 0) for o in self.exact.outcomes])
+        residuals = np.abs(observed - expected) / np.sqrt(expected)
+        return self.exact.outcomes[int(residuals.argmax())] if residuals.size else None
 
     def summary(self) -> str:
         lines = [
@@ -280,7 +318,22 @@ class RoundLawTestResult:
             f"p={self.pvalue:.3g}"
         ]
         lines += [f"  impossible outcome observed {self.counts[o]}x: {format_outcome(o)}" for o in self.impossible[:5]]
+        worst = self.worst()
+        if not self.passed and worst is not None:
+            prob = dict(zip(self.exact.outcomes, self.exact.probs.tolist()))[worst]
+            lines.append(
+                f"  worst: {format_outcome(worst)} observed {self.counts.get(worst, 0)}x, expected "
+                f"{prob * self.num_samples:.1f}x"
+            )
+        lines += [f"  {self.reproduce}"] if self.reproduce and not self.passed else []
         return "\n".join(lines)
+
+
+def _reproduce_line(sampler, num_samples, seed, alpha) -> str:
+    name = getattr(sampler, "__qualname__", type(sampler).__name__)
+    own = getattr(sampler, "seed", None)
+    built = f" (sampler built with seed={own!r}, fresh)" if own is not None else ""
+    return f"Reproduce: round_law_test({name}, case, num_samples={num_samples}, seed={seed}, alpha={alpha}){built}"
 
 
 def round_law_test(
@@ -289,17 +342,31 @@ def round_law_test(
     *,
     num_samples: int = 20_000,
     seed: int = 0,
+    alpha: float = 1e-6,
     pad_to: int | None = None,
     device: str | torch.device = "cpu",
     chunk: int = _CHUNK,
 ) -> RoundLawTestResult:
-    """Statistical per-round law test for samplers that draw their own randomness (module docstring).
+    """Statistical per-round law test for samplers that draw their own randomness (module docstring), at level
+    ``alpha``: ``passed`` is False when ``pvalue <= alpha`` or an impossible outcome was observed.
 
-    Reproduce a failure with the same ``seed`` (and the sampler's own seed, if it has one).
+    Reproduce a failure with the same ``seed`` (and the sampler's own seed, if it has one: the ``reproduce`` line).
+
+    Examples
+    --------
+    >>> from specverify.kernels import chain_rejection_sample_torch
+    >>> from specverify.kernel_checks.randomness import drawing_own_uniforms
+    >>> own = drawing_own_uniforms(chain_rejection_sample_torch, generator=torch.Generator().manual_seed(0))
+    >>> round_law_test(own, RoundCase([[0.6, 0.4], [0.3, 0.7]], [[0.5, 0.5]]), num_samples=5000, seed=1).passed
+    True
     """
     from specverify.stats import goodness_of_fit
 
     _check_common(sampler, case, chunk)
+    check(
+        isinstance(alpha, float) and 0 < alpha < 1,
+        f"alpha={alpha!r} must be a float in (0, 1), the test's false-alarm rate; 1e-6 is the default.",
+    )
     exact = exact_round_law(case)
     counts = sampled_round_law(
         sampler, case, num_samples=num_samples, seed=seed, pad_to=pad_to, device=device, chunk=chunk
@@ -310,6 +377,6 @@ def round_law_test(
     gof = goodness_of_fit(in_support, exact.probs) if sum(in_support) else None  # None: every sample impossible
     statistic = float(gof.statistic) if gof is not None else float("inf")
     pvalue = 0.0 if impossible or gof is None else float(gof.pvalue)
-    return RoundLawTestResult(
-        statistic, pvalue, int(gof.df) if gof is not None else 0, num_samples, impossible, counts, exact
-    )
+    df = int(gof.df) if gof is not None else 0
+    reproduce = _reproduce_line(sampler, num_samples, seed, alpha)
+    return RoundLawTestResult(statistic, pvalue, df, num_samples, impossible, counts, exact, alpha, reproduce)

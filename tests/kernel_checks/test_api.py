@@ -32,12 +32,16 @@ PUBLIC = [
     "check_chain_conformance",
     "check_grid_law",
     "check_kernel_law",
+    "drawing_own_uniforms",
     "exact_round_law",
     "from_flashinfer_style",
+    "from_vllm_rejection_sample",
+    "from_vllm_rejection_sampler",
     "from_vllm_style",
     "grid_round_law",
     "round_law_test",
     "sampled_round_law",
+    "truncated_case",
 ]
 MODULES = sorted(info.name for info in pkgutil.iter_modules(kernel_checks.__path__))
 CASE = kernel_checks.RoundCase([[0.6, 0.4], [0.3, 0.7]], [[0.5, 0.5]])
@@ -49,16 +53,26 @@ def test_all_is_exactly_the_checks_and_every_name_resolves():
         assert getattr(kernel_checks, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'chain_rejection_sample'"):
         kernel_checks.chain_rejection_sample  # noqa: B018  (a kernel: specverify.kernels)
-    assert MODULES == ["adapters", "conformance", "law", "lawcheck", "mutants", "strategies"]
+    assert MODULES == [
+        "adapters",
+        "conformance",
+        "law",
+        "lawcheck",
+        "mutants",
+        "randomness",
+        "strategies",
+        "vllm_sampler",
+    ]
 
 
 def test_imports_are_lazy():
-    # importing the package imports neither torch nor triton; the checks themselves never import triton/hypothesis
+    # importing the package imports neither torch nor triton; the checks themselves never import triton/hypothesis,
+    # and the vLLM adapters import vLLM only when called
     code = (
         "import sys, specverify.kernel_checks as c\n"
         "assert 'triton' not in sys.modules and 'torch' not in sys.modules\n"
         "[getattr(c, name) for name in c.__all__]\n"
-        "assert 'triton' not in sys.modules and 'hypothesis' not in sys.modules\n"
+        "assert 'triton' not in sys.modules and 'hypothesis' not in sys.modules and 'vllm' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": "0"})
 
