@@ -149,6 +149,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         ("transformers #32867",),
     ),
     Mechanism(
+        "residual-from-point-mass",
+        "Drafts are sampled from the dense draft law, the residual is built from a point mass at the drafted token",
+        "residual / draft distribution",
+        ("xLLM PR #2175",),
+    ),
+    Mechanism(
         "raw-q-processed-draft",
         "Drafts come from the processed draft law, the ratio divides by the raw one",
         "processors (draft)",
@@ -206,6 +212,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "Verification uses the target's argmax whatever the temperature",
         "temperature",
         ("SGLang #31214", "SGLang #39253"),
+    ),
+    Mechanism(
+        "verify-argmax-bonus-sampled",
+        "Every verified position takes the target's argmax; only the bonus token is sampled",
+        "temperature (verifying rows)",
+        ("ATOM PR #2318",),
     ),
     Mechanism(
         "rejection-ignores-sampling-params",

@@ -36,6 +36,10 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
  raw_q_processed_draft           greedy-only  transformers 47932           temp_topk      0.2234  [0.222, 0.235]       0
  draft_probs_off_by_one          greedy-only  TensorRT-LLM 12588           plain          0.1633  [0.162, 0.187]       0
                                                                            near_draft     0.1271  [0.126, 0.151]       0
+ residual_from_point_mass        greedy-only  xllm PR 2175                 plain          0.1128  [0.111, 0.137]       0
+                                                                           near_draft     0.0388  [0.038, 0.063]       0
+ argmax_verified_sampled_bonus   greedy-only  ATOM PR 2318                 plain          0.8976  [0.897, 0.922]       0
+                                                                           temp_topk      0.7867  [0.786, 0.798]       0
  unseeded_shared_stream          greedy-only  TensorRT-LLM 19487           plain (seeded) 0.0000  [0.000, 0.024]       0
                                               (identical unseeded pairs collide at rate 1.000; Σp² = 0.022)
  penalties_ignored_in_verify     approximate  SGLang 21258, vLLM 18902     penalties      0.4064  [0.403, 0.428]       0

@@ -161,6 +161,12 @@ _ROWS: tuple = (
      "(TensorRT-LLM #12588)."),
     ("unseeded_shared_stream", "greedy-only", "unseeded-requests-share-rng", "rule",
      "Unseeded requests of one batch share one RNG stream, in lockstep (TensorRT-LLM #19487)."),
+    ("residual_from_point_mass", "greedy-only", "residual-from-point-mass", "rule",
+     "Drafts are sampled from the dense draft law q, the residual is built as if q were a point mass (xLLM"
+     " PR #2175)."),
+    ("argmax_verified_sampled_bonus", "greedy-only", "verify-argmax-bonus-sampled", "rule",
+     "Every position that verifies a draft takes the target's argmax; only the bonus token is sampled "
+     "(ATOM PR #2318)."),
     ("target_kv_not_cropped", "approximate", "target-kv-not-cropped", "state",
      "The target cache is cropped one entry short: the first rejected draft's KV stays (the seed's failure mode)."),
     ("penalty_history_keeps_rejected", "approximate", "penalty-history-not-rolled-back", "state",

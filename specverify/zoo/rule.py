@@ -28,6 +28,8 @@ __all__ = [
     "raw_q_processed_draft",
     "draft_probs_off_by_one",
     "unseeded_shared_stream",
+    "residual_from_point_mass",
+    "argmax_verified_sampled_bonus",
 ]
 
 COIN_BITS = 8  # bfloat16-resolution coins: u == 0 with probability 2**-8
@@ -271,3 +273,63 @@ def unseeded_shared_stream(target, draft, *, entropy=None) -> VectorizedDecoder:
     all n draws coincide.) The TV figure is not comparable (the marginal law is exact); it is left out.
     """
     return _UnseededSharedStream(target, draft, entropy=entropy)
+
+
+class _ResidualFromPointMass(RowAware):
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        self.round_drafts = drafts
+        super().accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
+
+    def recover(self, target_row, draft_row, u):
+        _, rows, k = self.draw
+        x = torch.from_numpy(self.round_drafts[self.position_of[rows], k])
+        point = torch.nn.functional.one_hot(x, target_row.shape[-1]).to(target_row.dtype)
+        return super().recover(target_row, point, u)  # (p - e_x)+: p with the drafted token removed
+
+
+@zoo_entry(
+    verdict=Verdict.GREEDY_ONLY, mechanism="residual-from-point-mass", showcases=("plain", "near_draft"), tv=0.11
+)
+def residual_from_point_mass(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Drafts are sampled from the dense draft law q, the residual is built as if q were a point mass (xLLM PR #2175).
+
+    The acceptance test keeps the dense ratio p(x)/q(x); on rejection the token is drawn from (p - e_x)+, i.e. p
+    without the drafted token, instead of (p - q)+. (Point masses on both sides would be exact, only slower: accept
+    with p(x), else p without x; it is the mix of a dense ratio and a point-mass residual that is wrong.) The mechanism
+    is as the field-mechanisms issue describes xLLM's probabilistic path before the PR, which separated greedy
+    (point-mass) from probabilistic (dense) proposals.
+
+    Verdict: greedy-only. At temperature 0 the target row is one-hot at y and the draft row one-hot at x: x == y is
+    accepted, and on rejection (p - e_x)+ = e_y as (p - q)+ is, so greedy output is kept. At temperature > 0 a token
+    the draft favours is recovered too often: P(y) = min(p(y), q(y)) + p(y) Σ_{x≠y} (q(x) - p(x))+ / (1 - p(x)).
+    """
+    return _ResidualFromPointMass(target, draft, entropy=entropy)
+
+
+class _ArgmaxVerifiedSampledBonus(VectorizedDecoder):
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        if st.params.temperature > 0:  # greedy rows are one-hot already
+            hot = torch.nn.functional.one_hot(target_probs.argmax(-1), target_probs.shape[-1]).to(target_probs.dtype)
+            positions = torch.arange(target_probs.shape[1])[None, :]
+            verified = positions < torch.from_numpy(np.asarray(draft_len))[:, None]  # rows that verify a draft
+            verified &= target_probs.sum(-1) > 0  # rows without mass stay: they finish as no_token
+            target_probs = torch.where(verified[..., None], hot, target_probs)
+        super().accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
+
+
+@zoo_entry(
+    verdict=Verdict.GREEDY_ONLY, mechanism="verify-argmax-bonus-sampled", showcases=("plain", "temp_topk"), tv=0.9
+)
+def argmax_verified_sampled_bonus(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Every position that verifies a draft takes the target's argmax; only the bonus token is sampled (ATOM PR #2318).
+
+    Unlike ``argmax_verify``, the row after the last draft (the bonus) keeps the temperature and truncation: the
+    acceptance test and the residual see one-hot target rows, so a round emits the target's argmax at every verified
+    position (the accepted draft when it is the argmax, the argmax recovered otherwise) and a sampled token only
+    after full acceptance.
+
+    Verdict: greedy-only. At temperature 0 every row is one-hot already, so nothing changes. At temperature > 0 the
+    output is greedy up to each fully accepted round's bonus: a law unlike the target's, and unlike
+    ``argmax_verify``'s single outcome (its certificates show several outcomes per prompt).
+    """
+    return _ArgmaxVerifiedSampledBonus(target, draft, entropy=entropy)

@@ -13,7 +13,7 @@ from specverify.zoo import SHOWCASES, ZOO, ZooEntry, zoo_entries
 from specverify.zoo.showcases import models
 
 PROJECTS = r"FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM|vllm-ascend|DeepSpec|z-lab/dflash"
-BUG_ID = re.compile(rf"^({PROJECTS}|rMLX|pegainfer|tpu-inference|Relax) (PR )?#\d+$|^seed$")
+BUG_ID = re.compile(rf"^({PROJECTS}|rMLX|pegainfer|tpu-inference|Relax|ATOM|xLLM) (PR )?#\d+$|^seed$")
 HOOK_MODULE = "specverify.zoo._hooks"
 
 
