@@ -138,14 +138,24 @@ def _resolve(types: VllmTypes | None) -> VllmTypes:
         return STAND_IN_TYPES
 
 
+_LOADED: list = []  # set once load_vllm_kernels ran in this process
+
+
 def load_vllm_kernels() -> None:
     """What a vLLM engine does at start-up before sampling: load the platform's kernels and, where Triton cannot
     run (CPU without Triton-CPU), bind its C++ overrides (platforms/cpu.py:670). Binding reads the module attributes
-    of ``vllm.utils.cpu_triton_utils`` then, so call it again after monkeypatching one of them."""
+    of ``vllm.utils.cpu_triton_utils`` then, so call it again after monkeypatching one of them. The adapters'
+    default (``None``) entry points call it once per process."""
     from vllm.platforms import current_platform
 
     current_platform.import_kernels()
     current_platform.register_triton_kernel_overrides()
+    _LOADED.append(True)
+
+
+def _ensure_kernels() -> None:
+    if not _LOADED:
+        load_vllm_kernels()
 
 
 def vllm_sampling_metadata(
@@ -232,7 +242,7 @@ def _check_seed(seed) -> None:
 def _default_rejection_sample():
     from vllm.v1.sample.rejection_sampler import rejection_sample
 
-    load_vllm_kernels()
+    _ensure_kernels()
     return rejection_sample
 
 
@@ -288,7 +298,7 @@ def _default_rejection_sampler():
     from vllm.v1.sample.rejection_sampler import RejectionSampler
     from vllm.v1.sample.sampler import Sampler
 
-    load_vllm_kernels()
+    _ensure_kernels()
     return RejectionSampler(Sampler())
 
 
@@ -333,7 +343,7 @@ def from_vllm_rejection_sampler(
         )
     _check_constraints(temperature, top_k, top_p)
     _check_seed(seed)
-    calls = iter(range(1 << 62))
+    calls, modules = iter(range(1 << 62)), []
 
     def sampler(draft_token_ids, num_draft_tokens, draft_probs, target_probs, u_accept, u_recover) -> ChainResult:
         batch, gamma, _ = check_chain_args(
@@ -341,7 +351,9 @@ def from_vllm_rejection_sampler(
         )
         n = num_draft_tokens.long()
         _check_laws(target_probs, n)
-        module = _default_rejection_sampler() if rejection_sampler is None else rejection_sampler
+        if not modules:  # the installed vLLM's, made on first use (vLLM imported only then)
+            modules.append(_default_rejection_sampler() if rejection_sampler is None else rejection_sampler)
+        module = modules[0]
         owned = torch.arange(gamma, device=n.device)[None] < n[:, None]  # [B, G]
         with_bonus = torch.arange(gamma + 1, device=n.device)[None] <= n[:, None]  # [B, G+1]
         spec = vllm_spec_decode_metadata(draft_token_ids[owned], n, types=types)
