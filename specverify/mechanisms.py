@@ -340,6 +340,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         ("SGLang #31569",),
     ),
     Mechanism(
+        "drafts-charged-to-max-tokens",
+        "Drafted tokens count towards max_tokens: the request ends with length short of the cap",
+        "finish (length budget)",
+        ("LiteRT-LM #2816", "ik_llama.cpp PR #2358"),
+    ),
+    Mechanism(
         "tokens-kept-past-stop-string",
         "Token ids past a stop string completed mid-block are kept",
         "finish (stop string)",

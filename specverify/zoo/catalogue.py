@@ -186,6 +186,9 @@ _ROWS: tuple = (
      "A stop string completed mid-block finishes the request only at the end of the round (vLLM #47616)."),
     ("stream_repeats_token", "invalid", "token-streamed-twice", "state",
      "Each streamed chunk re-sends the previous round's last token (the token fed first to the next verification)."),
+    ("drafts_charged_to_max_tokens", "invalid", "drafts-charged-to-max-tokens", "state",
+     "Rejected drafts count towards ``max_tokens``: requests end with ``length`` short of the cap "
+     "(LiteRT-LM #2816)."),
 )
 # ---- end of generated ----
 # fmt: on

@@ -22,6 +22,7 @@ __all__ = [
     "length_before_stop",
     "stop_string_tokens_kept",
     "stream_repeats_token",
+    "drafts_charged_to_max_tokens",
 ]
 
 
@@ -215,3 +216,27 @@ def stream_repeats_token(target, draft, *, entropy=None) -> VectorizedDecoder:
     Verdict: invalid: the stream does not concatenate to the tokens (rule 1). Tokens and law are exact.
     """
     return _StreamRepeatsToken(target, draft, entropy=entropy)
+
+
+class _DraftsChargedToMaxTokens(VectorizedDecoder):
+    def store_round(self, st, rows, accepted, verified, committed):
+        super().store_round(st, rows, accepted, verified, committed)
+        if st.rounds == 0:
+            st.charged = np.zeros(st.b, dtype=np.int64)  # rejected drafts charged to the budget, per row
+        st.charged[rows] += verified - accepted
+        over = (st.reason[rows] == 0) & (st.n_gen[rows] + st.charged[rows] >= st.params.max_tokens)
+        self.finish(st, rows[over], LENGTH)
+
+
+@zoo_entry(verdict=Verdict.INVALID, mechanism="drafts-charged-to-max-tokens", showcases=("plain",), tv=0.3)
+def drafts_charged_to_max_tokens(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Rejected drafts count towards ``max_tokens``: requests end with ``length`` short of the cap (LiteRT-LM #2816).
+
+    The budget is charged for every drafted token, not for the tokens committed (ik_llama.cpp PR #2358 charged the
+    whole accepted block the same way), so a request whose rounds rejected drafts stops with fewer tokens than
+    ``max_tokens`` and reports ``length``.
+
+    Verdict: invalid: the finish reason ``length`` does not match tokens shorter than ``max_tokens`` (rule 1), in every
+    scenario where a draft is rejected before the cap.
+    """
+    return _DraftsChargedToMaxTokens(target, draft, entropy=entropy)
