@@ -180,6 +180,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         ("TensorRT-LLM #19487",),
     ),
     Mechanism(
+        "batch-params-from-first-request",
+        "One request's sampling parameters are used for every request of the batch",
+        "batch (sampling parameters)",
+        ("vmlx #234",),
+    ),
+    Mechanism(
         "rng-keyed-by-batch",
         "A request's draws depend on its batch (index or size), not only on its seed",
         "RNG / batch",

@@ -15,7 +15,12 @@ from specverify.oracles.models import draft_near
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["batch_path_numerics", "rng_keyed_by_batch_position", "corrupts_beyond_two_sequences"]
+__all__ = [
+    "batch_path_numerics",
+    "rng_keyed_by_batch_position",
+    "corrupts_beyond_two_sequences",
+    "first_request_params_for_batch",
+]
 
 
 class _BatchPathNumerics(VectorizedDecoder):
@@ -88,3 +93,31 @@ def corrupts_beyond_two_sequences(target, draft, *, entropy=None) -> VectorizedD
     MTP drafting corrupted output only with max_num_seqs > 2 and T > 0, while acceptance looked normal).
     """
     return _BeyondTwo(target, draft, entropy=entropy)
+
+
+_SAMPLER_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty",
+                   "presence_penalty")  # fmt: skip
+
+
+class _FirstRequestParams(VectorizedDecoder):
+    def __call__(self, requests):
+        requests = list(requests)
+        if not requests:
+            return super().__call__(requests)
+        first = requests[0].params
+        shared = {name: getattr(first, name) for name in _SAMPLER_FIELDS}
+        return super().__call__([replace(r, params=replace(r.params, **shared)) for r in requests])
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="batch-params-from-first-request", showcases=("plain",))
+def first_request_params_for_batch(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Every request of a call is sampled with the first request's temperature, truncation and penalties (vmlx #234).
+
+    The batched sampler reads one request's sampling parameters for the whole batch; lengths, stops and masks stay
+    per request. A call of one request, or of requests with equal parameters, is exact.
+
+    Verdict: greedy-only. The greedy scenarios send calls of one parameter set (temperature 0 throughout), so greedy
+    output is kept; the mixed-parameter scenario (``mixed-batch``: temperature 1 beside penalties and stops) samples
+    its members with the wrong parameters, and its law is rejected.
+    """
+    return _FirstRequestParams(target, draft, entropy=entropy)

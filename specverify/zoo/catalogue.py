@@ -53,6 +53,9 @@ _ROWS: tuple = (
     ("corrupts_beyond_two_sequences", "greedy-only", "draft-probs-misaligned-beyond-two-sequences",
      "batch",
      "With more than two requests in a call and temperature > 0, the ratio uses another row's draft probabilities."),
+    ("first_request_params_for_batch", "greedy-only", "batch-params-from-first-request", "batch",
+     "Every request of a call is sampled with the first request's temperature, truncation and penalties "
+     "(vmlx #234)."),
     ("reference", "exact", "reference-unchanged", "controls",
      "The vectorized reference decoder itself, unchanged."),
     ("never_speculate", "exact", "speculation-off", "controls",

@@ -75,3 +75,21 @@ def law_check_calls(decoder, target, request, n, per_call):
         call = [replace(request, seed=request.seed + i) for i in range(start, min(n, start + per_call))]
         counts.update((c.tokens, c.finish_reason) for c in decoder(call))
     return pooled_pvalue(counts, law)
+
+
+def law_check_behind(decoder, target, request, n, leader_params):
+    """``law_check`` of ``request`` (seeds request.seed + i) through calls of two: a request with ``leader_params``
+    first, then it. Only the second's outcomes are counted (a mixed-parameter call)."""
+    from collections import Counter
+    from dataclasses import replace
+
+    law = exact_law(target, request.prompt, request.params)
+    counts = Counter()
+    per_call = 500
+    for start in range(0, n, per_call):
+        seeds = range(start, min(n, start + per_call))
+        call = []
+        for i in seeds:
+            call += [replace(request, seed=10**9 + i, params=leader_params), replace(request, seed=request.seed + i)]
+        counts.update((c.tokens, c.finish_reason) for c in decoder(call)[1::2])
+    return pooled_pvalue(counts, law)

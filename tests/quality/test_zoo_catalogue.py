@@ -13,7 +13,7 @@ from specverify.zoo import SHOWCASES, ZOO, ZooEntry, zoo_entries
 from specverify.zoo.showcases import models
 
 PROJECTS = r"FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM|vllm-ascend|DeepSpec|z-lab/dflash"
-MORE = r"rMLX|pegainfer|tpu-inference|Relax|ATOM|xLLM|LiteRT-LM|ik_llama\.cpp"
+MORE = r"rMLX|pegainfer|tpu-inference|Relax|ATOM|xLLM|LiteRT-LM|ik_llama\.cpp|vmlx"
 BUG_ID = re.compile(rf"^({PROJECTS}|{MORE}) (PR )?#\d+$|^seed$")
 HOOK_MODULE = "specverify.zoo._hooks"
 

@@ -28,6 +28,7 @@ SHOWS_IN = {  # the certifier scenario where an invalid entry breaks the protoco
     "length_before_stop": "eos-in-block",
     "stop_string_tokens_kept": "stop-spanning",
     "stream_repeats_token": "greedy",
+    "drafts_charged_to_max_tokens": "temperature-1",
 }
 THOROUGH_EXTRA = ("target-zero", "top-k", "top-p", "min-p", "min-tokens", "greedy-processors")
 
@@ -98,6 +99,7 @@ GREEDY = tuple(name for name, s in SCENARIOS.items() if s.kind == "greedy")
 SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry's law breaks
     "temperature_not_in_rejection": ("temperature-0.5",),
     "min_p_bonus_row_only": ("min-p",),
+    "first_request_params_for_batch": ("mixed-batch",),
     "raw_q_processed_draft": ("top-k",),
     "unseeded_shared_stream": ("unseeded-collision",),
     "inclusive_accept": ("top-k",),

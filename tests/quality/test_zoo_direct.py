@@ -20,10 +20,11 @@ import torch
 
 from specverify.certification.scenarios import matrix
 from specverify.oracles import draft_near, exact_law
+from specverify.params import SamplingParams
 from specverify.protocol import Request
 from specverify.zoo import SHOWCASES, ZOO
 
-from ._checks import first_violation, greedy_mismatches, law_check, law_check_calls, prompts
+from ._checks import first_violation, greedy_mismatches, law_check, law_check_behind, law_check_calls, prompts
 from .test_zoo_certify import DECIDED_BY
 
 ALPHA = 1e-8
@@ -31,6 +32,8 @@ N = 20_000
 PROMPTS = prompts(100, seed=0)
 # entries whose bug lives on the batch path: their law is checked through calls of this size (sample() is exact)
 THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 300), "corrupts_beyond_two_sequences": (512, N)}
+# entries whose bug needs requests of other parameters in the same call: the law of the showcase request behind one
+BEHIND = {"first_request_params_for_batch": SamplingParams(temperature=0.5, max_tokens=4)}
 
 
 def named(verdict):
@@ -96,7 +99,9 @@ def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     assert first_violation(decoder, target.vocab, [showcase.request(seed=s) for s in range(300)]) is None
     if name == "unseeded_shared_stream":
         return  # its per-request law is exact: the collision test below is the sampling check that fails
-    if name in THROUGH_CALLS:
+    if name in BEHIND:
+        pvalue, df, impossible = law_check_behind(decoder, target, showcase.request(seed=1234), N, BEHIND[name])
+    elif name in THROUGH_CALLS:
         per_call, n = THROUGH_CALLS[name]
         pvalue, df, impossible = law_check_calls(decoder, target, showcase.request(seed=1234), n, per_call)
     else:
