@@ -33,7 +33,7 @@ FINISH_REASONS = ("eos", "stop", "length", "no_token")
 EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")
 # decoder.draft_law (optional; docs/adapters.md): what the decoder's drafts are, so the acceptance evidence compares
 # its reported acceptance with the right exact expectation
-DRAFT_LAWS = ("model", "model-argmax", "unmodelled")
+DRAFT_LAWS = ("model", "model-argmax", "model-temperature", "unmodelled")
 MINIMUM_CAPABILITIES = frozenset({"temperature", "max_tokens"})
 
 
@@ -140,14 +140,16 @@ def draft_law_of(decoder) -> str:
 
     ``"model"``: γ samples of the draft model's processed law every round (the reference's way); ``"model-argmax"``:
     the draft model's argmax chain on its raw logits, γ a round, whatever the request's processors (greedy
-    drafting); ``"unmodelled"``: anything else (prompt lookup, an engine's own heuristic, a draft length that
-    varies). The certifier compares reported acceptance with the
-    exact expectation of the first two; for the third it checks only that the counts add up."""
+    drafting); ``"model-temperature"``: γ samples a round of the draft model's raw logits at the request's
+    temperature, no other processor (vLLM's probabilistic draft); ``"unmodelled"``: anything else (prompt lookup,
+    an engine's own heuristic, a draft length that varies). The certifier compares reported acceptance with the
+    exact expectation of the first three; for the last it checks only that the counts add up."""
     law = getattr(decoder, "draft_law", "model")
     if law not in DRAFT_LAWS:
         raise InvalidArgument(
             f"decoder.draft_law={law!r} must be one of {DRAFT_LAWS!r}: 'model' when drafts are samples of the draft "
-            "model, 'model-argmax' for its greedy tokens, 'unmodelled' otherwise (docs/adapters.md)."
+            "model, 'model-argmax' for its greedy tokens, 'model-temperature' for samples at the request's temperature "
+            "with no other processor, 'unmodelled' otherwise (docs/adapters.md)."
         )
     return law
 

@@ -36,15 +36,21 @@ from specverify.sampling import next_token_probs
 __all__ = ["first_round_acceptance_law", "acceptance_law_after", "draft_for_law"]
 
 
-def draft_for_law(draft: object, draft_law: str) -> object:
+def draft_for_law(draft: object, draft_law: str, params: SamplingParams | None = None) -> object:
     """The draft object whose exact acceptance expectation fits a decoder of this ``draft_law``
-    (``specverify.protocol.draft_law_of``): the pair's draft, its argmax chain, or None (not modelled)."""
+    (``specverify.protocol.draft_law_of``): the pair's draft, its argmax chain, its law at the request's temperature
+    and nothing else (``params`` needed), or None (not modelled)."""
     if draft_law == "model":
         return draft
     if draft_law == "model-argmax":
         from specverify.oracles.argmax_draft import ArgmaxDraft
 
         return ArgmaxDraft(draft)
+    if draft_law == "model-temperature":
+        from specverify.oracles.argmax_draft import TemperatureDraft
+
+        check(params is not None, "draft_law='model-temperature' needs the request's params (its temperature).")
+        return TemperatureDraft(draft, float(params.temperature))
     return None
 
 
