@@ -1,15 +1,17 @@
 """Certify vLLM's speculative decoding (and its plain control) on the checkpoint family with the vLLM adapter.
 
-    .venv-vllm/bin/python benchmarks/vllm_certify.py [--factory draft_model ngram draft_model_greedy plain]
-        [--level quick] [--scenario NAME ...] [--isolation none|process] [--timeout 600] [--sequential]
-        [--json-dir DIR]
+    .venv-vllm/bin/python benchmarks/vllm_certify.py [--method draft_model ngram draft_model_greedy plain]
+        [--engine-option KEY=VALUE ...] [--level quick] [--scenario NAME ...] [--isolation none|process]
+        [--timeout 600] [--sequential] [--json-dir DIR]
 
-Run from the vLLM venv (see docs/findings/vllm.md). For each factory of ``specverify.adapters.vllm``: the engine
-start of one decoder (measured apart, then closed), then ``specverify.certify("specverify.adapters.vllm:FACTORY",
-level=..., models="checkpoint", isolation=...)``, printing the verdict, each scenario's N (planned N), p-value and
-seconds, samples per second (draws over the run's wall time) and the wall time. Factories run one after another.
+Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specverify.adapters.vllm.METHODS``
+(``--factory`` is the old name of ``--method``): the engine start of one decoder (measured apart, then closed), then
+``specverify.certify("specverify.adapters.vllm:METHOD", level=..., models="checkpoint", isolation=...,
+engine_options=...)``, printing the verdict, each scenario's N (planned N), p-value and seconds, the outcomes drawn,
+samples per second (draws over the run's wall time) and the elapsed wall time. Methods run one after another, each
+with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``).
 ``--sequential`` stops each scenario at its first decisive look; ``--json-dir`` writes each certificate as
-``FACTORY.json``.
+``METHOD.json`` (``METHOD+OPTIONS.json`` with options).
 """
 
 from __future__ import annotations
@@ -24,44 +26,56 @@ os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 from _engine_report import print_certificate, write_certificate  # noqa: E402 -- benchmarks/, this folder
 
-FACTORIES = ("draft_model", "ngram", "draft_model_greedy", "plain")
+FACTORIES = ("draft_model", "ngram", "draft_model_greedy", "plain")  # the default run
 
 
-def engine_start(factory: str) -> float:
+def engine_start(factory: str, options: dict) -> float:
     """Seconds to make one decoder (one engine) on the main checkpoint pair; the engine is shut down after."""
     from specverify.adapters import vllm as adapter
     from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
 
     pair = CHECKPOINT_PAIRS["main"].build()
     started = time.perf_counter()
-    decoder = getattr(adapter, factory)(pair.target, pair.draft)
+    decoder = getattr(adapter, factory)(pair.target, pair.draft, **options)
     seconds = time.perf_counter() - started
     decoder.close()
     return seconds
 
 
 def run_one(
-    factory: str, level: str, scenarios, isolation: str, timeout_s: float, sequential=False, json_dir=None
+    factory: str, level: str, scenarios, isolation: str, timeout_s: float, sequential=False, json_dir=None, options=()
 ) -> None:
     import specverify as sv
     from specverify.adapters import vllm as adapter
+    from specverify.certification.options import engine_value
 
-    start_s = engine_start(factory)
+    parsed = {k: engine_value(v) for k, _, v in (o.partition("=") for o in options)}
+    start_s = engine_start(factory, parsed)
     stamp = time.perf_counter()
     kwargs = dict(level=level, scenarios=scenarios or None, isolation=isolation, models="checkpoint")
     kwargs["sequential"] = sequential
+    kwargs["engine_options"] = list(options)
     kwargs["progress"] = lambda m: print(f"   {factory} {m} (+{time.perf_counter() - stamp:.0f} s)", flush=True)
     started = time.perf_counter()
     cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
     wall = time.perf_counter() - started
     adapter.close_all()
-    print_certificate(factory, cert, wall, setup=f"engine start {start_s:.1f} s")
-    write_certificate(cert, json_dir, factory)
+    label = "+".join([factory, *(o.replace("=", "-") for o in options)])
+    print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
+    print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
+    write_certificate(cert, json_dir, label)
+
+
+def _drawn(cert) -> int:
+    return sum(r.n for r in cert.scenarios if r.covered and r.n)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--factory", nargs="+", default=list(FACTORIES), choices=FACTORIES)
+    from specverify.adapters.vllm import METHODS
+
+    ap.add_argument("--method", "--factory", dest="method", nargs="+", default=list(FACTORIES), choices=list(METHODS))
+    ap.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--isolation", default="none", choices=("process", "none"))
@@ -69,8 +83,17 @@ def main() -> None:
     ap.add_argument("--sequential", action="store_true")
     ap.add_argument("--json-dir", default=None)
     args = ap.parse_args()
-    for factory in args.factory:
-        run_one(factory, args.level, args.scenario, args.isolation, args.timeout, args.sequential, args.json_dir)
+    for method in args.method:
+        run_one(
+            method,
+            args.level,
+            args.scenario,
+            args.isolation,
+            args.timeout,
+            args.sequential,
+            args.json_dir,
+            args.engine_option,
+        )
 
 
 if __name__ == "__main__":

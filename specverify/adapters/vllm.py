@@ -12,10 +12,13 @@ gives vLLM the EOS id and the text that stop strings are matched on. Toy models 
 (``--drafts`` other than ``ar``) cannot be loaded (``InvalidArgument``, verdict ``error``).
 
 **Engine options** (``--engine-option KEY=VALUE``; an unknown key raises ``InvalidArgument`` listing the accepted
-ones): ``workaround`` (every method; None, or ``"expand-kernel"``: finding 1 worked around in-process,
-:mod:`specverify.adapters.vllm_patches`, gated to vLLM 0.32.0; a process cannot hold live decoders with and without
-it), ``draft_sample_method`` (every method that loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's own
-default is greedy, ``draft_model``'s is probabilistic, ``draft_model_greedy``'s greedy), ``prompt_lookup_min`` /
+ones): ``workaround`` (every method; None, a name or a list of names of :mod:`specverify.adapters.vllm_patches`,
+gated to vLLM 0.32.0: ``"expand-kernel"``, finding 1 worked around in-process — a process cannot hold live decoders
+with and without it — and ``"stop-metrics"``, the per-request acceptance counts of requests a stop string ends, which
+vLLM drops; without it such a completion reports ``accepted=None``), ``draft_sample_method`` (every method that
+loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's own default is greedy, ``draft_model``'s is
+probabilistic, ``draft_model_greedy``'s greedy; ``draft_law`` follows it: ``model-temperature`` — vLLM's sampled
+draft sees the temperature and no other processor — or ``model-argmax``), ``prompt_lookup_min`` /
 ``prompt_lookup_max`` (``ngram``: 1 and 2). ``decoder.engine_info`` records vLLM's version, the requested method,
 options and speculative configs, and what each engine ran (read back from its ``vllm_config`` and kernel registry).
 
@@ -197,8 +200,12 @@ def _ngram_config(target_path: str, draft_path: Optional[str], gamma: int, optio
 
 
 def sampled_draft_law(options: Mapping) -> str:
-    """``draft_law`` of a method whose draft samples (``probabilistic``) or proposes its argmax (``greedy``)."""
-    return "model" if options["draft_sample_method"] == "probabilistic" else "model-argmax"
+    """``draft_law`` of a method whose draft samples (``probabilistic``) or proposes its argmax (``greedy``).
+    vLLM's probabilistic draft samples softmax(raw draft logits / temperature) and applies no other processor
+    (``compute_probs_and_sample_next_token``, v1/spec_decode/llm_base_proposer.py:1822-1860: "we ignore most of the
+    sampling parameters ... We only use the temperature"), so it is ``model-temperature``, not ``model`` (the
+    processed law): docs/findings/vllm.md, the acceptance-metrics decision."""
+    return "model-temperature" if options["draft_sample_method"] == "probabilistic" else "model-argmax"
 
 
 METHODS: dict = {
@@ -339,7 +346,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False)),
         "prefix_caching": bool(getattr(config.cache_config, "enable_prefix_caching", False)),
         "dtype": str(config.model_config.dtype).removeprefix("torch."),
-        "workaround": options["workaround"],
+        "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
         "expand_kernel": vllm_patches.bound_expand_kernel(),
     }
     if spec is not None:
@@ -352,6 +359,7 @@ def _effective_config(llm, options: Mapping) -> dict:
             draft_probs_used=spec.method not in ("ngram", "suffix")
             and spec.rejection_sample_method == "standard"
             and spec.draft_sample_method == "probabilistic",
+            stop_metrics=vllm_patches.running_metrics_attached(llm),
         )
     return out
 
@@ -417,9 +425,12 @@ def completion(request: Request, output, vocab, method: str) -> Completion:
     accepted = None
     spec = METHODS[method]
     if spec.vllm_method is not None:
-        per_step = getattr(getattr(output, "spec_decode_metrics", None), "per_step_accepted", None) or ()
+        metrics = getattr(output, "spec_decode_metrics", None)
         start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
-        accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
+        if metrics is not None or len(done.tokens) <= start:
+            per_step = getattr(metrics, "per_step_accepted", None) or ()
+            accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
+        # else: vLLM lost this request's rounds (a stop string ended it: vllm_patches, "stop-metrics"); not reported
     return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)
 
 
@@ -436,13 +447,16 @@ def _check_draft_family(draft) -> None:
 def _check_one_workaround_setting(decoder) -> None:
     """vLLM binds its kernel overrides process-wide at each engine start (module docstring of vllm_patches), so
     live decoders with and without a workaround cannot share a process."""
+    mine = "expand-kernel" in vllm_patches.workarounds_of(decoder.options["workaround"])
     for other in list(_DECODERS):
-        if other is not decoder and not other._closed and other.options["workaround"] != decoder.options["workaround"]:
+        theirs = "expand-kernel" in vllm_patches.workarounds_of(other.options["workaround"])
+        if other is not decoder and not other._closed and theirs != mine:
             raise InvalidArgument(
                 f"workaround={decoder.options['workaround']!r}: this process already holds a vLLM decoder with "
-                f"workaround={other.options['workaround']!r} ({other.method}), and vLLM's kernel overrides are "
-                "process-global. Give --against the same --engine-option workaround=..., or run each decoder in its "
-                "own worker (leave out --isolation none); close the other decoder first from Python."
+                f"workaround={other.options['workaround']!r} ({other.method}), and vLLM's kernel overrides "
+                "(expand-kernel) are process-global. Give --against the same --engine-option workaround=..., or run "
+                "each decoder in its own worker (leave out --isolation none); close the other decoder first from "
+                "Python."
             )
 
 
@@ -533,6 +547,8 @@ class VllmDecoder:
                 seed=random.SystemRandom().randrange(2**31),
                 **extra,
             )
+        if spec is not None and "stop-metrics" in vllm_patches.workarounds_of(self.options["workaround"]):
+            vllm_patches.attach_running_metrics(llm)
         self.engine_start_s.append(time.perf_counter() - started)
         self._effective[str(key[1])] = _effective_config(llm, self.options)
         _LIVE[key] = llm

