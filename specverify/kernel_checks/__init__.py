@@ -10,7 +10,8 @@ calibration control). The grid and conformance checks refuse a sampler that draw
 uniforms (``InvalidArgument`` naming ``round_law_test``). Engine signatures: ``from_vllm_style`` /
 ``from_flashinfer_style`` and back (``as_vllm_style`` / ``as_flashinfer_style``), with ``check_kernel_law`` picking
 the fitting law check; vLLM 0.32's real sampler through ``from_vllm_rejection_sample`` (``rejection_sample``) and
-``from_vllm_rejection_sampler`` (``RejectionSampler.forward``, with ``truncated_case`` for top-k/top-p).
+``from_vllm_rejection_sampler`` (``RejectionSampler.forward``, with ``truncated_case`` for top-k/top-p), and its
+acceptance kernel on explicit uniforms (grid-checkable) through ``from_vllm_acceptance``.
 ``MUTANTS``: deliberately broken twins every check must catch. Hypothesis strategies for kernel inputs live in
 ``specverify.kernel_checks.strategies`` (imports hypothesis; not re-exported here).
 
@@ -47,6 +48,7 @@ _LAZY = {
     "as_vllm_style": "specverify.kernel_checks.adapters",
     "as_flashinfer_style": "specverify.kernel_checks.adapters",
     "check_kernel_law": "specverify.kernel_checks.adapters",
+    "from_vllm_acceptance": "specverify.kernel_checks.vllm_acceptance",
     "from_vllm_rejection_sample": "specverify.kernel_checks.vllm_sampler",
     "from_vllm_rejection_sampler": "specverify.kernel_checks.vllm_sampler",
     "truncated_case": "specverify.kernel_checks.vllm_sampler",

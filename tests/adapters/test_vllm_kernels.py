@@ -29,6 +29,7 @@ from specverify.kernel_checks import (  # noqa: E402
     round_law_test,
     truncated_case,
 )
+from specverify.kernel_checks.vllm_acceptance import from_vllm_acceptance  # noqa: E402
 from specverify.kernel_checks.vllm_sampler import load_vllm_kernels  # noqa: E402
 
 CASES = {
@@ -48,6 +49,7 @@ CASES = {
 N = 20_000
 ALPHA = 1e-6 / len(CASES)
 # top-k/top-p on the cases with drafts only: top-k on a batch without draft rows kills vLLM (finding 2)
+ZERO_TARGET_DRAFTS = {"zero_target_draft", "one_hot_target"}  # a draft token of target probability 0 can be proposed
 CONSTRAINED = {"temperature=0.5": dict(temperature=0.5), "top_k=2": dict(top_k=2), "top_p=0.75": dict(top_p=0.75)}
 
 
@@ -62,6 +64,33 @@ def _expand_in_place(output, input_val, cu_num_tokens, replace_from, replace_to,
 @pytest.fixture(scope="module")
 def kernels():
     load_vllm_kernels()  # as an engine start does: vLLM's own CPU overrides
+
+
+def _strict_uniforms(original):
+    # the acceptance patch, test-local: the C++ kernel accepts when target/draft >= u (as the Triton kernel,
+    # rejection_sampler.py:884), so u = 0 accepts a token of target probability 0; no u below float32's tiny
+    def impl(*args, **kwargs):
+        args = list(args)
+        args[7] = args[7].to(torch.float32).clamp_min(torch.finfo(torch.float32).tiny).double()  # uniform_probs
+        return original(*args, **kwargs)
+
+    return impl
+
+
+@pytest.fixture
+def strict_acceptance(kernels, monkeypatch):
+    from vllm.utils import cpu_triton_utils
+
+    original = cpu_triton_utils._rejection_random_sample_kernel_impl
+    monkeypatch.setattr(cpu_triton_utils, "_rejection_random_sample_kernel_impl", _strict_uniforms(original))
+    load_vllm_kernels()
+    yield
+    monkeypatch.undo()
+    load_vllm_kernels()
+
+
+def _grid(case):
+    return check_grid_law(from_vllm_acceptance(), case, grid_size=32 if case.num_draft_tokens <= 1 else 8)
 
 
 @pytest.fixture
@@ -162,3 +191,17 @@ def test_forward_with_the_expand_patch_is_exact_under_constraints(patched, name)
         lambda seed: from_vllm_rejection_sampler(seed=seed, **options), cases, truncate=truncate, num_samples=10_000
     )
     assert not _failures(results), {key: r.summary() for key, r in results.items() if not r.passed}
+
+
+def test_acceptance_step_accepts_a_zero_probability_draft_at_u_0(kernels):
+    # the grid drives vLLM's acceptance kernel with explicit uniforms: u = 0 is a grid point
+    results = {name: _grid(case) for name, case in CASES.items()}
+    failed = {name for name, result in results.items() if not result.passed}
+    assert failed == ZERO_TARGET_DRAFTS, {name: r.summary() for name, r in results.items()}
+    for name in ZERO_TARGET_DRAFTS:
+        assert results[name].impossible and all(outcome[1] >= 1 for outcome in results[name].impossible)
+
+
+def test_acceptance_step_with_strict_uniforms_is_exact_on_the_grid(strict_acceptance):
+    results = {name: _grid(case) for name, case in CASES.items()}
+    assert all(result.passed for result in results.values()), {n: r.summary() for n, r in results.items()}

@@ -35,6 +35,7 @@ PUBLIC = [
     "drawing_own_uniforms",
     "exact_round_law",
     "from_flashinfer_style",
+    "from_vllm_acceptance",
     "from_vllm_rejection_sample",
     "from_vllm_rejection_sampler",
     "from_vllm_style",
@@ -61,6 +62,7 @@ def test_all_is_exactly_the_checks_and_every_name_resolves():
         "mutants",
         "randomness",
         "strategies",
+        "vllm_acceptance",
         "vllm_sampler",
     ]
 

@@ -156,3 +156,34 @@ def test_target_rows_that_are_not_laws_have_no_logits_and_are_refused():
     half = RoundCase([[0.5, 0.5], [0.25, 0.25]], [[0.5, 0.5]])
     with pytest.raises(InvalidArgument, match=r"target rows sum to \[0.5, 1\].*vLLM's rejection sampler takes logits"):
         round_law_test(adapted, half, num_samples=10, seed=0)
+
+
+def _acceptance_kernel(*, inclusive):
+    # _rejection_random_sample's signature and steps, one request at a time; `inclusive` is vLLM's `>=` (:884)
+    def kernel(output, cu, ids, draft, target, bonus, recovered, uniform, is_greedy, max_spec_len, rates):
+        start = 0
+        for r, end in enumerate(cu.tolist()):
+            for k, i in enumerate(range(start, end)):
+                x = int(ids[i])
+                ratio = float(target[i, x]) / float(draft[i, x]) if float(draft[i, x]) > 0 else -1.0
+                if ratio >= float(uniform[i]) if inclusive else ratio > float(uniform[i]):
+                    output[r, k] = x
+                    continue
+                output[r, k] = recovered[i]
+                break
+            else:
+                output[r, end - start] = bonus[r, 0]
+            start = end
+
+    return kernel
+
+
+def test_acceptance_adapter_drives_the_kernel_with_the_given_uniforms():
+    from specverify.kernel_checks.vllm_acceptance import from_vllm_acceptance
+
+    case = RoundCase([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], [[0.3, 0.3, 0.4]])  # draft 2 has target probability 0
+    assert check_grid_law(from_vllm_acceptance(_acceptance_kernel(inclusive=False)), case, grid_size=16).passed
+    result = check_grid_law(from_vllm_acceptance(_acceptance_kernel(inclusive=True)), case, grid_size=16)
+    assert not result.passed and ((2, 0), 1, 0) in result.impossible, result.summary()
+    with pytest.raises(InvalidArgument, match="kernel=3 is not callable"):
+        from_vllm_acceptance(3)
