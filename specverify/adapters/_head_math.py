@@ -248,3 +248,25 @@ def checkpoint_names(method: str, p: dict, num_heads: int) -> dict:
     if method == "eagle3":
         out["norm.weight"], out["lm_head.weight"] = p["norm"], p["lm_head"]
     return out
+
+
+def dflash_from_target(target: dict) -> dict:
+    """The DFlash drafter's tensors (qwen3_dflash.py:413-520 names): the target's layer, identity ``fc``, unit norms."""
+    w, h, d = target["weights"], target["config"]["hidden_size"], target["config"]["head_dim"]
+    out = {}
+    for name in (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+        "input_layernorm",
+        "post_attention_layernorm",
+    ):
+        out[f"layers.0.{name}.weight"] = w[f"model.layers.0.{name}.weight"].clone()
+    out["layers.0.self_attn.q_norm.weight"] = torch.ones(d)
+    out["layers.0.self_attn.k_norm.weight"] = torch.ones(d)
+    out["fc.weight"], out["hidden_norm.weight"], out["norm.weight"] = torch.eye(h), torch.ones(h), torch.ones(h)
+    return out

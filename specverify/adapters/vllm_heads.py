@@ -21,6 +21,13 @@ good the drafts are, never what is sampled: the law of a correct engine does not
   [norm(embedding), norm(hidden)] (2H wide), a final norm and its own LM head.
 - ``medusa`` (``Medusa``, medusa.py): ``num_heads`` residual blocks on the target's last hidden state, head k
   proposing the token k + 2 places after that state's position (it never sees the token just sampled).
+- ``dflash`` (``DFlashQwen3ForCausalLM``, qwen3_dflash.py, architecture ``DFlashDraftModel``): a one-layer Qwen3
+  block drafter; ``dflash_config.target_layer_ids`` = [0] (vLLM reads the pre-norm output of target layer 0,
+  gpu_model_runner.py:5272-5276), ``mask_token_id`` = the EOS id (the mask slots' input; a real EOS never reaches
+  the drafter's queries, since it ends the request). Its attention is non-causal over [next token, γ masks] with the
+  context's K/V projected from the target's hidden states; that forward is not written here, so the head is the
+  target's own layer, ``fc`` = identity and unit norms, **not fitted** (``steps`` must be 0): its drafts are real
+  but accepted less often.
 """
 
 from __future__ import annotations
@@ -38,9 +45,10 @@ from pathlib import Path
 from specverify.errors import InvalidArgument, check
 from specverify.oracles.checkpoint_spec import CheckpointSpec
 
-__all__ = ["HEAD_METHODS", "HeadSpec", "head_dir", "speculative_config", "first_draft_accuracy"]
+__all__ = ["HEAD_METHODS", "HeadSpec", "head_dir", "head_for", "speculative_config", "first_draft_agreement"]
 
-HEAD_METHODS = ("eagle", "eagle3", "medusa")
+HEAD_METHODS = ("eagle", "eagle3", "medusa", "dflash")
+FITTED = ("eagle", "eagle3", "medusa")  # dflash: the target's weights, no fit (module docstring)
 FORMAT_VERSION = 1  # bump when a recipe below changes: part of every head directory's hash
 AUX_LAYERS = (0, 1)  # eagle3: the target's input embedding and its pre-norm output (one-layer target)
 _EPS = 1e-6  # LlamaConfig's rms_norm_eps, which the target and the heads use
@@ -55,12 +63,19 @@ class HeadSpec:
 
     method: str
     target: CheckpointSpec = CheckpointSpec()
-    steps: int = 100
+    steps: "int | None" = None  # None: 100 for the fitted heads, 0 for dflash
     seed: int = 0
     num_heads: int = 5
 
     def __post_init__(self):
         check(self.method in HEAD_METHODS, f"method={self.method!r} must be one of {HEAD_METHODS!r}.")
+        if self.steps is None:
+            object.__setattr__(self, "steps", 100 if self.method in FITTED else 0)
+        check(
+            self.method in FITTED or self.steps == 0,
+            f"steps={self.steps!r}: the {self.method} head is not fitted (its forward is not written here); "
+            "leave steps out.",
+        )
         check(isinstance(self.target, CheckpointSpec), f"target={self.target!r} must be a CheckpointSpec.")
         check(
             self.target.num_layers == 1 or self.method != "eagle3",
@@ -128,15 +143,18 @@ def _write_head(directory: Path, spec: HeadSpec, source: Path) -> None:
     from specverify.adapters import _head_math as hm
 
     target = hm.load_target(source)
-    head, report = hm.fit(
-        spec.method,
-        target,
-        steps=spec.steps,
-        seed=spec.seed,
-        num_heads=spec.num_heads,
-        num_seqs=_NUM_SEQS,
-        seq_len=_SEQ_LEN,
-    )
+    if spec.method == "dflash":
+        head, report = hm.dflash_from_target(target), {"first_draft_argmax_agreement": None}
+    else:
+        head, report = hm.fit(
+            spec.method,
+            target,
+            steps=spec.steps,
+            seed=spec.seed,
+            num_heads=spec.num_heads,
+            num_seqs=_NUM_SEQS,
+            seq_len=_SEQ_LEN,
+        )
     tensors = {name: value.detach().to(torch.float32).contiguous() for name, value in head.items()}
     save_file(tensors, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(_config(spec, source), indent=1, sort_keys=True))
@@ -163,6 +181,31 @@ def _config(spec: HeadSpec, source: Path) -> dict:
             "num_heads": spec.num_heads,
             "num_hidden_layers": 1,
         }
+    if spec.method == "dflash":
+        keep = (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "max_position_embeddings",
+            "rms_norm_eps",
+            "bos_token_id",
+            "eos_token_id",
+            "tie_word_embeddings",
+            "rope_parameters",
+        )
+        return {
+            **{k: base[k] for k in keep if k in base},
+            "model_type": "qwen3",
+            "architectures": ["DFlashDraftModel"],
+            "num_hidden_layers": 1,
+            "hidden_act": "silu",
+            "attention_bias": False,
+            "dtype": "float32",
+            "dflash_config": {"target_layer_ids": [0], "mask_token_id": base["vocab_size"] - 1},
+        }
     config = {**base, "num_hidden_layers": 1, "architectures": ["LlamaForCausalLM"]}
     if spec.method == "eagle3":
         config["eagle_aux_hidden_state_layer_ids"] = list(AUX_LAYERS)
@@ -171,9 +214,24 @@ def _config(spec: HeadSpec, source: Path) -> dict:
     return config
 
 
-def first_draft_accuracy(path) -> float:
-    """The fit's own estimate (written at build time) of how often the first draft equals the target's argmax."""
+def head_for(method: str, target) -> Path:
+    """The head of ``method`` for a built checkpoint target (a ``CheckpointModel``), beside it in its cache root;
+    the target's spec is read back from its ``specverify.json``."""
+    path = getattr(target, "path", None)
+    meta = Path(path) / "specverify.json" if path is not None else None
+    if meta is None or not meta.is_file():
+        raise InvalidArgument(
+            f"target={target!r} is not a checkpoint target built by specverify (no specverify.json): vLLM's {method} "
+            "head is fitted to the target, so it needs CheckpointPairSpec(...).build().target (--models checkpoint)."
+        )
+    fields = json.loads(meta.read_text())["target"]
+    return head_dir(HeadSpec(method, CheckpointSpec(**fields)), root=Path(path).parent)
+
+
+def first_draft_agreement(path) -> "float | None":
+    """The fit's estimate, written at build time, of how often the first draft equals the target's argmax on the
+    training sequences (None: not fitted)."""
     meta = json.loads((Path(path) / "specverify.json").read_text())
     value = meta["fit"]["first_draft_argmax_agreement"]
-    check(isinstance(value, float) and math.isfinite(value), f"{path}: malformed specverify.json")
+    check(value is None or (isinstance(value, float) and math.isfinite(value)), f"{path}: malformed specverify.json")
     return value
