@@ -352,6 +352,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         ("LiteRT-LM #2816", "ik_llama.cpp PR #2358"),
     ),
     Mechanism(
+        "stop-window-shorter-than-block",
+        "The stop-string check decodes a tail window shorter than the accepted block",
+        "stop matcher (window)",
+        ("SGLang PR #23802", "SGLang PR #27637"),
+    ),
+    Mechanism(
         "tokens-kept-past-stop-string",
         "Token ids past a stop string completed mid-block are kept",
         "finish (stop string)",

@@ -63,6 +63,7 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
  stop_string_tokens_kept         invalid      vLLM 47616                   stop           0.4458  [0.444, 0.468]   90353
  stream_repeats_token            invalid      seed                         plain          0.0000  [0.000, 0.024]       0
  drafts_charged_to_max_tokens    invalid      LiteRT-LM 2816 ik_llama 2358 plain          0.2956  [0.294, 0.324]   61414
+ stop_window_shorter_than_block  invalid      SGLang 23802 27637           stop           0.0722  [0.071, 0.090]   14847
 
 The TVs are large where a showcase turns the mechanism on fully (a processor the bug drops, a far draft);
 on the plain showcase most processor bugs are exactly 0 and residual bugs shrink with the rejection rate

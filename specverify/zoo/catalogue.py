@@ -192,6 +192,8 @@ _ROWS: tuple = (
     ("drafts_charged_to_max_tokens", "invalid", "drafts-charged-to-max-tokens", "state",
      "Rejected drafts count towards ``max_tokens``: requests end with ``length`` short of the cap "
      "(LiteRT-LM #2816)."),
+    ("stop_window_shorter_than_block", "invalid", "stop-window-shorter-than-block", "state",
+     "The stop-string check decodes only the last ``max stop length + 1`` tokens of a round (SGLang PR #23802)."),
 )
 # ---- end of generated ----
 # fmt: on

@@ -23,6 +23,7 @@ __all__ = [
     "stop_string_tokens_kept",
     "stream_repeats_token",
     "drafts_charged_to_max_tokens",
+    "stop_window_shorter_than_block",
 ]
 
 
@@ -240,3 +241,39 @@ def drafts_charged_to_max_tokens(target, draft, *, entropy=None) -> VectorizedDe
     scenario where a draft is rejected before the cap.
     """
     return _DraftsChargedToMaxTokens(target, draft, entropy=entropy)
+
+
+class _StopWindowShorterThanBlock(DeferredFinish):
+    deferred = frozenset({STOP})
+
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        self.stop_at = np.zeros(st.b, dtype=np.int64)  # tokens up to and including the stop's last token
+        super().accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
+
+    def commit(self, st, rows, tokens):
+        before = self.pending[rows].copy()
+        super().commit(st, rows, tokens)
+        new = (before == 0) & (self.pending[rows] != 0)
+        self.stop_at[rows[new]] = st.n_gen[rows[new]]
+
+    def end_of_round(self, st, rows):
+        window = 1 + max(len(s) for s in st.params.stop) if st.params.stop else 0  # tokens decoded after a round
+        held = rows[self.pending[rows] == STOP]  # an EOS or the cap later in the block does not hide the match
+        seen = held[st.n_gen[held] - self.stop_at[held] < window]
+        st.n_gen[seen] = self.stop_at[seen]  # the match is found: the output is cut after it
+        st.reason[seen] = STOP
+        self.pending[held] = 0  # the others were missed: the request goes on past its stop string (or ends later)
+
+
+@zoo_entry(verdict=Verdict.INVALID, mechanism="stop-window-shorter-than-block", showcases=("stop",), tv=0.072)
+def stop_window_shorter_than_block(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The stop-string check decodes only the last ``max stop length + 1`` tokens of a round (SGLang PR #23802).
+
+    A round commits its whole accepted block, then looks for stop strings in the text of its last few tokens: a stop
+    string completed earlier in a long block falls outside that window and is never seen, so the request goes on.
+    One completed inside the window is found and the output is cut after it, as the reference does. (SGLang PR #27637
+    reported the same window for a stop string committed mid-chunk.)
+
+    Verdict: invalid: tokens after a finishing token (rule 1) where a missed stop string stays in the output.
+    """
+    return _StopWindowShorterThanBlock(target, draft, entropy=entropy)

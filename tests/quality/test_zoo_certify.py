@@ -29,6 +29,7 @@ SHOWS_IN = {  # the certifier scenario where an invalid entry breaks the protoco
     "stop_string_tokens_kept": "stop-spanning",
     "stream_repeats_token": "greedy",
     "drafts_charged_to_max_tokens": "temperature-1",
+    "stop_window_shorter_than_block": "stop-spanning",
 }
 THOROUGH_EXTRA = ("target-zero", "top-k", "top-p", "min-p", "min-tokens", "greedy-processors")
 
