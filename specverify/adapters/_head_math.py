@@ -179,11 +179,12 @@ def _kl(probs, logits):  # [B, T, V], [B, T, V] -> scalar
 
 
 def agreement(method: str, p: dict, target: dict, seqs, outputs) -> float:
-    """How often the first draft (the head's argmax) equals the target's argmax at the same position."""
+    """How often the first draft (the head's argmax) equals the target's argmax at the same position (Medusa: the
+    token the target sampled there)."""
     with torch.no_grad():
         logits, hidden, aux = outputs
-        if method == "medusa":
-            return 0.0  # no comparable argmax: head 0 proposes without the token just sampled
+        if method == "medusa":  # head 0 never sees the token just sampled: scored against the sampled token
+            return float((medusa_forward(p, hidden[:, :-2], 0).argmax(-1) == seqs[:, 2:]).double().mean())
         forward = eagle_forward if method == "eagle" else eagle3_forward
         start = hidden if method == "eagle" else torch.cat(aux, -1) @ p["fc"].T
         draft, _ = forward(p, target, seqs[:, 1:], start[:, :-1])

@@ -49,7 +49,7 @@ __all__ = ["HEAD_METHODS", "HeadSpec", "head_dir", "head_for", "speculative_conf
 
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "dflash")
 FITTED = ("eagle", "eagle3", "medusa")  # dflash: the target's weights, no fit (module docstring)
-FORMAT_VERSION = 1  # bump when a recipe below changes: part of every head directory's hash
+FORMAT_VERSION = 2  # bump when a recipe below changes: part of every head directory's hash
 AUX_LAYERS = (0, 1)  # eagle3: the target's input embedding and its pre-norm output (one-layer target)
 _EPS = 1e-6  # LlamaConfig's rms_norm_eps, which the target and the heads use
 _SEQ_LEN = 10  # tokens per training sequence
