@@ -43,9 +43,9 @@ _LAZY = {
     "sampled_round_law": "specverify.kernel_checks.lawcheck",
     "round_law_test": "specverify.kernel_checks.lawcheck",
     # engine signatures
-    "from_vllm_style": "specverify.kernel_checks.adapters",
+    "from_vllm_style": "specverify.kernel_checks.vllm_sampler",
     "from_flashinfer_style": "specverify.kernel_checks.adapters",
-    "as_vllm_style": "specverify.kernel_checks.adapters",
+    "as_vllm_style": "specverify.kernel_checks.vllm_sampler",
     "as_flashinfer_style": "specverify.kernel_checks.adapters",
     "check_kernel_law": "specverify.kernel_checks.adapters",
     "from_vllm_acceptance": "specverify.kernel_checks.vllm_acceptance",

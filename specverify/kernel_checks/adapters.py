@@ -8,8 +8,8 @@ vLLM style (the real signature of ``vllm.v1.sample.rejection_sampler.rejection_s
 
     Drafts are flattened request after request; the target *logits* (processed: the function applies softmax) are
     those of the draft positions only; the bonus token is sampled outside and passed in; -1 pads the output.
-    ``from_vllm_style`` is ``vllm_sampler.from_vllm_rejection_sample`` (which also wraps
-    ``RejectionSampler.forward``: ``from_vllm_rejection_sampler``).
+    ``from_vllm_style`` / ``as_vllm_style`` live in ``vllm_sampler`` with the adapters of vLLM's real entry points
+    (``from_vllm_rejection_sample``, ``from_vllm_rejection_sampler``); the helpers they share are here.
 
 FlashInfer style (``flashinfer.sampling.chain_speculative_sampling``, generator/seed left to a closure)::
 
@@ -39,7 +39,7 @@ from specverify.kernel_checks.lawcheck import GridLawResult, RoundLawTestResult,
 from specverify.kernels.layout import PAD_TOKEN_ID, ChainResult, check_chain_args, compute_dtype
 from specverify.kernels.ops import categorical_sample
 
-__all__ = ["from_vllm_style", "from_flashinfer_style", "as_vllm_style", "as_flashinfer_style", "check_kernel_law"]
+__all__ = ["from_flashinfer_style", "as_flashinfer_style", "check_kernel_law"]
 
 
 def _from_padded_output(output, num_draft_tokens, gamma) -> ChainResult:  # engine output [B, <=G+1] -> ChainResult
@@ -71,16 +71,6 @@ def _check_generator(generator) -> None:
         isinstance(generator, torch.Generator),
         f"generator={generator!r} must be a torch.Generator; pass torch.Generator().manual_seed(seed).",
     )
-
-
-def from_vllm_style(fn: Callable, *, seed: int = 0) -> Sampler:
-    """A sampler around ``fn``, vLLM's ``rejection_sample`` or a function of its signature (module docstring):
-    ``vllm_sampler.from_vllm_rejection_sample(fn, seed=seed)``. ``status`` is always 0 (no error flags in the
-    signature), so check such kernels on valid cases only."""
-    from specverify.kernel_checks.vllm_sampler import from_vllm_rejection_sample
-
-    _check_callable("fn", fn, "vLLM rejection_sample")
-    return from_vllm_rejection_sample(fn, seed=seed)
 
 
 def from_flashinfer_style(fn: Callable) -> Sampler:
@@ -126,49 +116,6 @@ def _draw_uniforms(batch, gamma, dtype, device, generator):
     acc = compute_dtype(dtype)
     u_accept = torch.rand((batch, gamma), generator=generator, dtype=acc, device=device)
     return u_accept, torch.rand((batch, gamma + 1), generator=generator, dtype=acc, device=device)
-
-
-def as_vllm_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:
-    """``sampler`` as a function of vLLM's ``rejection_sample`` signature (module docstring) drawing its uniforms
-    from ``generator``: softmax of ``target_logits`` in float32 as vLLM does; greedy metadata is refused."""
-    _check_callable("sampler", sampler, "chain_rejection_sample")
-    _check_generator(generator)
-
-    def fn(
-        draft_token_ids: torch.Tensor,
-        num_draft_tokens: list[int],
-        max_spec_len: int,
-        cu_num_draft_tokens: torch.Tensor,
-        draft_probs: torch.Tensor,
-        target_logits: torch.Tensor,
-        bonus_token_ids: torch.Tensor,
-        sampling_metadata,
-        **engine_options,
-    ) -> torch.Tensor:
-        check(
-            not sampling_metadata.all_greedy,
-            "sampling_metadata.all_greedy=True: this stand-in implements random sampling only.",
-        )
-        check(draft_probs is not None, "draft_probs=None (n-gram drafts) is not supported: pass the draft rows.")
-        target_probs = target_logits.softmax(dim=-1, dtype=torch.float32)
-        n = torch.as_tensor(num_draft_tokens, dtype=torch.long, device=target_probs.device)
-        batch, vocab, width = n.shape[0], target_probs.shape[1], max_spec_len + 1
-        max_spec_len = max(max_spec_len, 1)  # the chain signature has at least one draft slot
-        owned = torch.arange(max_spec_len, device=n.device)[None] < n[:, None]
-        ids = torch.zeros((batch, max_spec_len), dtype=torch.long, device=n.device)
-        ids[owned] = draft_token_ids.long()
-        draft = torch.zeros((batch, max_spec_len, vocab), dtype=draft_probs.dtype, device=n.device)
-        draft[owned] = draft_probs
-        target = torch.zeros((batch, max_spec_len + 1, vocab), dtype=target_probs.dtype, device=n.device)
-        target[:, :max_spec_len][owned] = target_probs
-        target[torch.arange(batch), n, 0] = 1.0  # the bonus comes from bonus_token_ids; any valid row will do
-        result = sampler(ids, n, draft, target, *_draw_uniforms(batch, max_spec_len, draft.dtype, n.device, generator))
-        tokens = result.tokens.clone()
-        bonus = result.num_accepted.long() == n
-        tokens[bonus, n[bonus]] = bonus_token_ids.reshape(-1).long()[bonus]
-        return tokens[:, :width].to(torch.int32)
-
-    return fn
 
 
 def as_flashinfer_style(sampler: Sampler, *, generator: torch.Generator) -> Callable:

@@ -31,7 +31,7 @@ __all__ = ["from_vllm_acceptance"]
 def _default_kernel():
     from vllm.v1.sample.rejection_sampler import _rejection_random_sample
 
-    from specverify.kernel_checks.vllm_sampler import _ensure_kernels
+    from specverify.kernel_checks.vllm_types import _ensure_kernels
 
     _ensure_kernels()
     return _rejection_random_sample

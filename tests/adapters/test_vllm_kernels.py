@@ -30,7 +30,7 @@ from specverify.kernel_checks import (  # noqa: E402
     truncated_case,
 )
 from specverify.kernel_checks.vllm_acceptance import from_vllm_acceptance  # noqa: E402
-from specverify.kernel_checks.vllm_sampler import load_vllm_kernels  # noqa: E402
+from specverify.kernel_checks.vllm_types import load_vllm_kernels  # noqa: E402
 
 CASES = {
     "v3_n1": RoundCase([[0.6, 0.3, 0.1], [0.1, 0.2, 0.7]], [[0.3, 0.3, 0.4]]),

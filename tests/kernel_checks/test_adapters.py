@@ -3,16 +3,11 @@
 import pytest
 import torch
 
-from specverify.kernel_checks.adapters import (
-    as_flashinfer_style,
-    as_vllm_style,
-    check_kernel_law,
-    from_flashinfer_style,
-    from_vllm_style,
-)
+from specverify.kernel_checks.adapters import as_flashinfer_style, check_kernel_law, from_flashinfer_style
 from specverify.kernel_checks.law import RoundCase
 from specverify.kernel_checks.lawcheck import GridLawResult, RoundLawTestResult
 from specverify.kernel_checks.mutants import MUTANTS
+from specverify.kernel_checks.vllm_sampler import as_vllm_style, from_vllm_style
 from specverify.kernels import chain_rejection_sample, chain_rejection_sample_torch
 from specverify.kernels.layout import ChainInputs
 

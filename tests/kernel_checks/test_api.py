@@ -64,6 +64,7 @@ def test_all_is_exactly_the_checks_and_every_name_resolves():
         "strategies",
         "vllm_acceptance",
         "vllm_sampler",
+        "vllm_types",
     ]
 
 

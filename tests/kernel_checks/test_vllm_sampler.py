@@ -10,13 +10,11 @@ import torch
 from specverify.errors import InvalidArgument
 from specverify.kernel_checks import MUTANTS, RoundCase, as_vllm_style, check_grid_law, exact_round_law, round_law_test
 from specverify.kernel_checks.vllm_sampler import (
-    STAND_IN_TYPES,
     from_vllm_rejection_sample,
     from_vllm_rejection_sampler,
     truncated_case,
-    vllm_sampling_metadata,
-    vllm_spec_decode_metadata,
 )
+from specverify.kernel_checks.vllm_types import STAND_IN_TYPES, vllm_sampling_metadata, vllm_spec_decode_metadata
 from specverify.kernels import chain_rejection_sample_torch
 
 CASE = RoundCase([[0.5, 0.3, 0.2], [0.1, 0.3, 0.6], [0.25, 0.45, 0.3]], [[0.2, 0.5, 0.3], [0.6, 0.3, 0.1]])
