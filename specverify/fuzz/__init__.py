@@ -28,16 +28,6 @@ from specverify.fuzz.properties import (
     naive_stop_hits,
     one_position_law,
 )
-from specverify.fuzz.streaming import (
-    StreamConsumer,
-    StreamRun,
-    check_chunking,
-    chunkings,
-    minimal_chunking,
-    run_stream,
-    split_deltas,
-    toy_bpe_tokenizer,
-)
 from specverify.fuzz.strategies import (
     law_pairs,
     num_draft_tokens_sequences,
@@ -47,6 +37,16 @@ from specverify.fuzz.strategies import (
     sampling_params,
     stop_sets,
     toy_grammars,
+)
+from specverify.fuzz.streaming import (
+    StreamConsumer,
+    StreamRun,
+    check_chunking,
+    chunkings,
+    minimal_chunking,
+    run_stream,
+    split_deltas,
+    toy_bpe_tokenizer,
 )
 
 __all__ = [
