@@ -57,14 +57,14 @@ class Deadline:
     """A runner that refuses new calls once the budget's wall clock is spent (an in-process call cannot be
     interrupted: the budget is enforced between calls)."""
 
-    def __init__(self, runner, end: Optional[float]):
-        self._runner, self._end = runner, end
+    def __init__(self, runner, end: Optional[float], clock=time.perf_counter):
+        self._runner, self._end, self._clock = runner, end, clock
 
     def __getattr__(self, name):
         return getattr(self._runner, name)
 
     def request(self, op: str, *args: object) -> object:
-        if self._end is not None and op in ("call", "sample") and time.perf_counter() > self._end:
+        if self._end is not None and op in ("call", "sample") and self._clock() > self._end:
             raise BudgetSpent()
         return self._runner.request(op, *args)
 

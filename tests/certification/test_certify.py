@@ -73,6 +73,7 @@ def test_budget_exhaustion_is_inconclusive(monkeypatch):
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(pipeline, "_now", lambda: next(ticks))  # one second per look at the clock
+    monkeypatch.setattr(pipeline, "_wall", lambda: 0.0)  # the between-calls deadline: off, whatever the load
     chosen = list(CORE) + ["penalties", "top-k"]
     cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5)  # ticks: start, allocation, each scenario
     assert cert.verdict == "inconclusive"
