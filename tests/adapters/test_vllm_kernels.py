@@ -164,6 +164,22 @@ def test_forward_is_rejected_finding_1(kernels):
     assert len(rejected) >= 6, {name: r.pvalue for name, r in results.items()}
 
 
+@pytest.mark.parametrize("name", ["top_k=2", "top_p=0.75"])
+def test_forward_with_top_k_or_top_p_is_not_exact_finding_1(kernels, name):
+    # top-k (int32) and top-p (float32) are expanded like the temperature: unwritten memory; a garbage top-k makes
+    # apply_top_k_only index out of range (topk_topp_sampler.py:517-537), any other garbage a wrong law
+    options = CONSTRAINED[name]
+    cases = {key: case for key, case in CASES.items() if case.num_draft_tokens > 0 and _decidable(case, options)}
+    try:
+        results = law_results(
+            lambda seed: from_vllm_rejection_sampler(seed=seed, **options), cases, truncate=options, num_samples=10_000
+        )
+    except RuntimeError as error:
+        assert "out of bounds" in str(error) or "out of range" in str(error), error
+        return
+    assert len(_failures(results)) >= len(cases) - 2, {key: r.pvalue for key, r in results.items()}
+
+
 def test_forward_with_the_expand_patch_is_exact(patched):
     results = law_results(lambda seed: from_vllm_rejection_sampler(seed=seed), CASES)
     assert not _failures(results), {name: r.summary() for name, r in results.items() if not r.passed}
