@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: run it with .venv-vllm (see .ci/run)")
 
-from specverify.fuzz import PropertyFailure, check_chunking, chunkings, toy_bpe_tokenizer  # noqa: E402
+from specverify.fuzz import PropertyFailure, check_chunking, chunkings, run_stream, toy_bpe_tokenizer  # noqa: E402
 
 THINK, END = "<think>", "</think>"
 MARKERS = (THINK, END, "<tool_call>", "</tool_call>", "<seed:think>", "</seed:think>")
@@ -80,10 +80,12 @@ def detokenizer(tokenizer, prompt, **sampling):
 
 class Detokenizer:
     """The output processor's use of the detokenizer: ``update`` (stop strings; ``stop_terminated`` when the delta
-    holds EOS, after which the engine core sends nothing), then ``get_next_output_text(finished, delta=True)``."""
+    holds EOS, after which the engine core sends nothing), the delta's ids trimmed past a stop string
+    (``_trim_surplus_tokens``), then ``get_next_output_text(finished, delta=True)``. Streams the text and the ids."""
 
     def __init__(self, tokenizer, prompt, eos, sampling):
         self.detok, self.eos, self.stop, self.done = detokenizer(tokenizer, prompt, **sampling), eos, None, False
+        self.delta_ids = []
 
     def feed(self, token_ids, *, last):
         if self.done:
@@ -91,9 +93,12 @@ class Detokenizer:
         eos = self.eos in token_ids
         if eos:
             token_ids = token_ids[: token_ids.index(self.eos) + 1]
+        before = self.detok.num_output_tokens()
         self.stop = self.detok.update(token_ids, eos)
         self.done = eos or self.stop is not None
-        return self.detok.get_next_output_text(last or self.done, True)
+        self.delta_ids = token_ids[: self.detok.num_output_tokens() - before]
+        text = self.detok.get_next_output_text(last or self.done, True)
+        return {"text": text, "token_ids": "".join(f"{t} " for t in self.delta_ids)}
 
     def result(self):
         return self.detok.output_text, tuple(self.detok.output_token_ids), self.stop
@@ -119,9 +124,9 @@ class ChatStream(Detokenizer):
     def feed(self, token_ids, *, last):
         if self.done:
             return None
-        text = super().feed(token_ids, last=last)
+        text = super().feed(token_ids, last=last)["text"]
         return self.message(
-            self.parser.parse_delta(text, list(token_ids), self.request, self.prompt, finished=last or self.done)
+            self.parser.parse_delta(text, self.delta_ids, self.request, self.prompt, finished=last or self.done)
         )
 
     @staticmethod
@@ -210,7 +215,8 @@ def test_a_stop_choice_by_list_order_is_caught(tokenizers, monkeypatch):
     tokenizer = tokenizers["byte_level"]
     tokens = [tokenizer.convert_tokens_to_ids(c) for c in "abc"]
     factory = Factory(Detokenizer, tokenizer, [5], -1, stop=["bc", "ab"])
-    assert check_chunking(factory, tokens, (3,)).result == ("", (tokens[0], tokens[1]), "ab")
+    run = check_chunking(factory, tokens, (3,))
+    assert run.result == ("", (tokens[0], tokens[1]), "ab") and run.text == {"token_ids": f"{tokens[0]} {tokens[1]} "}
     monkeypatch.setattr(module, "check_stop_strings", list_order)
     with pytest.raises(PropertyFailure, match="'bc'"):
         check_chunking(factory, tokens, (3,))
@@ -360,9 +366,10 @@ class AlignedChatStream(ChatStream):
     def feed(self, token_ids, *, last):
         if self.done:
             return None
+        before = self.detok.num_output_tokens()
         self.stop = self.detok.update(token_ids, False)
         self.done, finished = self.stop is not None, last or self.stop is not None
-        self.pending += token_ids
+        self.pending += token_ids[: self.detok.num_output_tokens() - before]
         ends = self.ends[len(self.ends) - len(self.pending) :] if self.pending else []
         limit = len(self.detok.output_text) - (0 if finished else self.detok.stop_buffer_length)
         released = len(self.pending) if finished else sum(1 for _ in filter(lambda e: e <= limit, ends))
@@ -390,15 +397,38 @@ def test_finding_s2_a_stop_string_splits_the_text_from_its_token_ids(tokenizers)
     assert chunked.text == {"reasoning": "hink>", "content": "a"}
 
 
+def test_finding_s2_reaches_tool_calls_after_an_engine_based_reasoning_parser(tokenizers):
+    """FINDING S2, second consumer: qwen3 + hermes lexes text, yet the ``<tool_call>`` id reaches the tool phase
+    before its text, so with a stop string the marker's first characters stream as content."""
+    tokenizer = tokenizers["byte_level"]
+    tokens = tokenizer.encode(END + HERMES_CALL % "Paris")
+    prompt = [5, tokenizer.convert_tokens_to_ids(THINK)]
+    ones = (1,) * len(tokens)
+    plain = run_stream(Factory(ChatStream, tokenizer, prompt, "qwen3", "hermes"), tokens, ones)
+    stopped = Factory(ChatStream, tokenizer, prompt, "qwen3", "hermes", **STOP)
+    assert "content" not in plain.text and plain.text["tool[0].arguments"] == '{"city": "Paris"}'
+    assert run_stream(stopped, tokens, ones).text["content"] == "<tool_"
+    with pytest.raises(PropertyFailure, match="channel 'content'"):
+        check_chunking(stopped, tokens, (1, 2) + (1,) * (len(tokens) - 3))
+
+
+S2_PIPELINES = [
+    ("deepseek_r1", "hermes", HERMES_CALL),
+    ("qwen3", "hermes", HERMES_CALL),
+    ("qwen3", "qwen3_xml", XML_CALL),
+]
+
+
 @pytest.mark.parametrize("n", [15, pytest.param(200, marks=pytest.mark.slow)], ids=["fast", "full"])
-def test_finding_s2_patched_streams_the_same_under_every_chunking(tokenizers, monkeypatch, n):
+@pytest.mark.parametrize("reasoning, tool, call", S2_PIPELINES, ids=[f"{r}+{t}" for r, t, _ in S2_PIPELINES])
+def test_finding_s2_patched_streams_the_same_under_every_chunking(tokenizers, monkeypatch, reasoning, tool, call, n):
     patch_opening_deltas(monkeypatch)  # S1 too: deepseek_r1 has both
     tokenizer = tokenizers["byte_level"]
 
     @fuzz(n)
-    @given(chat_outputs(tokenizer, THINK, END, HERMES_CALL))
+    @given(chat_outputs(tokenizer, THINK, END, call))
     def prop(case):
         prompt, tokens, sizes = case
-        check_chunking(Factory(AlignedChatStream, tokenizer, prompt, "deepseek_r1", "hermes", **STOP), tokens, sizes)
+        check_chunking(Factory(AlignedChatStream, tokenizer, prompt, reasoning, tool, **STOP), tokens, sizes)
 
     prop()
