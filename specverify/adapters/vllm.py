@@ -541,7 +541,11 @@ class VllmDecoder:
         self._closed = False
         _check_one_workaround_setting(self)
         _DECODERS.add(self)
-        self._engine(3 if self._speculative else 0)  # fail at set-up, not in the first call
+        try:
+            self._engine(3 if self._speculative else 0)  # fail at set-up, not in the first call
+        except BaseException:
+            self._closed = True  # holds no engine: never blocks another decoder's workaround setting
+            raise
 
     @property
     def _speculative(self) -> bool:
