@@ -262,6 +262,11 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         ("SGLang #33643",),
     ),
     Mechanism(
+        "min-tokens-bonus-row-unmasked",
+        "The bonus row skips the min-tokens EOS mask (invisible while γ ≥ min_tokens)",
+        "min-tokens mask (bonus row)",
+    ),
+    Mechanism(
         "min-tokens-counts-rounds",
         "min_tokens counts rounds instead of tokens",
         "min_tokens counter",
@@ -356,6 +361,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "The stop-string check decodes a tail window shorter than the accepted block",
         "stop matcher (window)",
         ("SGLang PR #23802", "SGLang PR #27637"),
+    ),
+    Mechanism(
+        "finishing-token-not-in-history",
+        "The next turn's history lacks the token that finished the previous turn",
+        "history across turns",
+        ("LiteRT-LM #3439",),
     ),
     Mechanism(
         "tokens-kept-past-stop-string",

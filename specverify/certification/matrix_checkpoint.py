@@ -12,7 +12,8 @@ toy knob            checkpoint
 ``*_zero``          none: a softmax has no exact zeros (``target-zero`` and ``draft-zero`` are toy-only)
 ==================  ==========================================================================================
 
-``long-prompt`` is about the toy paged pool and is toy-only too. Engines pay a start-up per pair, so every
+``long-prompt`` is about the toy paged pool and is toy-only too; so, for now, is ``multi-turn`` (its prompt holds
+a toy output; engines get theirs with the configurations work). Engines pay a start-up per pair, so every
 scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and every scenario keeps ≥ 1e-3 between
 its probabilities and the processor cut points (checked by a test and again before the scenario runs).
 """
@@ -31,7 +32,7 @@ CHECKPOINT_PAIRS = {
     "sharp-close": CheckpointPairSpec(CheckpointSpec(seed=0, init_scale=0.35), draft_sigma=0.005, draft_seed=1),
     "far-eos": CheckpointPairSpec(CheckpointSpec(seed=0, eos_scale=-1.0), draft_sigma=0.1, draft_seed=2),
 }
-TOY_ONLY = ("target-zero", "draft-zero", "long-prompt")
+TOY_ONLY = ("target-zero", "draft-zero", "long-prompt", "multi-turn")  # multi-turn on engines: the configurations issue
 
 P = SamplingParams
 # name: (pair, changes to the toy scenario)
@@ -51,6 +52,7 @@ _OVERRIDES = {
     ),
     "bad-tokens": ("main", dict(params=P(bad_token_ids=(0,), max_tokens=3))),
     "min-tokens": ("far-eos", dict(params=P(min_tokens=2, max_tokens=3))),
+    "min-tokens-short-gamma": ("far-eos", dict(params=P(min_tokens=2, max_tokens=3))),  # γ 1 stays
     "eos-in-block": ("far-eos", dict(params=P(max_tokens=4))),
     "stop-spanning": ("main", dict(params=P(stop=("ab", " b"), max_tokens=4))),
     "max-tokens-not-multiple": ("main", dict(params=P(max_tokens=4), num_draft_tokens=2)),
@@ -65,6 +67,7 @@ _OVERRIDES = {
     "greedy-processors": ("main", {}),
     "greedy-penalties": ("main", {}),
     "greedy-masks": ("far-eos", {}),
+    "greedy-min-tokens": ("far-eos", {}),
     "greedy-grammar": ("main", {}),
 }
 

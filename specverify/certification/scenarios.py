@@ -117,6 +117,14 @@ _LIST = [
         eos_bias=1.0,
     ),
     _s(
+        "min-tokens-short-gamma",
+        "sampling",
+        "EOS masked before min_tokens at the bonus and recovered rows too (γ < min_tokens: a round ends before it)",
+        params=P(min_tokens=3, max_tokens=4),
+        num_draft_tokens=1,
+        eos_bias=1.0,
+    ),
+    _s(
         "eos-in-block",
         "sampling",
         "EOS accepted inside a block ends the request there",
@@ -155,6 +163,12 @@ _LIST = [
         params=P(max_tokens=4),
     ),
     _s("long-prompt", "sampling", "prompts crossing KV block boundaries", prompt=(0, 1, 2) * 6, num_draft_tokens=2),
+    _s(
+        "multi-turn",
+        "sampling",
+        "turn 2 of a conversation: turn 1's prompt and its whole output, finishing token (EOS) included",
+        prompt=(0, 1) + (1, 0, 3),  # turn 1 from (0, 1): its likeliest output of three tokens, (1, 0) then EOS (3)
+    ),
     _s(
         "mixed-batch",
         "mixed",
@@ -215,6 +229,16 @@ _LIST = [
         eos_bias=1.5,
         draft_distance=1.0,
         draft_seed=24,
+        vocab_size=5,
+    ),
+    _s(
+        "greedy-min-tokens",
+        "greedy",
+        "greedy with min_tokens alone: a decoder that does not declare bad_token_ids keeps its greedy mask check",
+        params=P(temperature=0.0, max_tokens=5, min_tokens=3),
+        eos_bias=1.5,
+        draft_distance=1.0,
+        draft_seed=26,
         vocab_size=5,
     ),
     _s(

@@ -139,6 +139,8 @@ _ROWS: tuple = (
      "acceptance length)."),
     ("min_tokens_counts_rounds", "approximate", "min-tokens-counts-rounds", "processors",
      "min_tokens counts rounds, not tokens: EOS stays masked until min_tokens rounds have run (SGLang #33643)."),
+    ("min_tokens_bonus_unmasked", "approximate", "min-tokens-bonus-row-unmasked", "processors",
+     "The bonus row skips the min-tokens EOS mask; the rows that verify drafts keep it."),
     ("shared_uniform", "greedy-only", "uniform-reused-for-residual", "rule",
      "The uniform of the acceptance test is reused for the residual draw (FlashInfer #424)."),
     ("inclusive_accept", "greedy-only", "inclusive-acceptance-test", "rule",
@@ -194,6 +196,8 @@ _ROWS: tuple = (
      "(LiteRT-LM #2816)."),
     ("stop_window_shorter_than_block", "invalid", "stop-window-shorter-than-block", "state",
      "The stop-string check decodes only the last ``max stop length + 1`` tokens of a round (SGLang PR #23802)."),
+    ("finishing_token_not_in_history", "greedy-only", "finishing-token-not-in-history", "state",
+     "The next turn's history lacks the token that finished the previous turn (LiteRT-LM #3439)."),
 )
 # ---- end of generated ----
 # fmt: on

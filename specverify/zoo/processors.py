@@ -21,6 +21,7 @@ __all__ = [
     "grammar_not_in_verify",
     "penalty_last_token_only",
     "min_tokens_counts_rounds",
+    "min_tokens_bonus_unmasked",
 ]
 
 
@@ -167,3 +168,25 @@ def min_tokens_counts_rounds(target, draft, *, entropy=None) -> VectorizedDecode
     output differs.
     """
     return _MinTokensCountsRounds(target, draft, entropy=entropy)
+
+
+class _MinTokensBonusUnmasked(ParamsPerPosition):
+    def verify_params(self, params, k, num_draft_tokens):
+        return replace(params, min_tokens=0) if k == num_draft_tokens else params  # the bonus row lets EOS through
+
+
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="min-tokens-bonus-row-unmasked", showcases=("min_tokens_short_gamma",)
+)
+def min_tokens_bonus_unmasked(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The bonus row skips the min-tokens EOS mask; the rows that verify drafts keep it.
+
+    Invisible while γ ≥ min_tokens: the first round's bonus row is then at position γ ≥ min_tokens, where EOS is
+    allowed anyway, and later rounds come later still. With γ < min_tokens the bonus row of an early round lies
+    before min_tokens: the ``min-tokens`` scenario (γ 3) missed it, ``min-tokens-short-gamma`` (γ 1) shows it; the
+    greedy scenarios send γ 1 to 4 and always could.
+
+    Verdict: approximate. At temperature 0 with γ 1 and min_tokens 3, a fully accepted first round emits the bonus at
+    position 1: where EOS is the raw argmax there the request ends before min_tokens, so greedy output differs.
+    """
+    return _MinTokensBonusUnmasked(target, draft, entropy=entropy)

@@ -68,4 +68,10 @@ SHOWCASES = {
     "grammar": ShowcaseScenario(SamplingParams(max_tokens=4, grammar=GRAMMAR)),
     "eos_in_block": ShowcaseScenario(SamplingParams(max_tokens=5), eos_bias=0.8),
     "stop": ShowcaseScenario(SamplingParams(max_tokens=5, stop=("ab", " b"))),
+    # γ 1 < min_tokens 3: the bonus row of an early round lies before min_tokens
+    "min_tokens_short_gamma": ShowcaseScenario(
+        SamplingParams(max_tokens=4, min_tokens=3), eos_bias=0.8, num_draft_tokens=1
+    ),
+    # turn 2: turn 1's prompt (0, 1), its output (1, 0) and the EOS (4) that finished it
+    "multi_turn": ShowcaseScenario(SamplingParams(max_tokens=4), prompt=(0, 1, 1, 0, 4)),
 }

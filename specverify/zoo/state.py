@@ -24,6 +24,7 @@ __all__ = [
     "stream_repeats_token",
     "drafts_charged_to_max_tokens",
     "stop_window_shorter_than_block",
+    "finishing_token_not_in_history",
 ]
 
 
@@ -277,3 +278,29 @@ def stop_window_shorter_than_block(target, draft, *, entropy=None) -> Vectorized
     Verdict: invalid: tokens after a finishing token (rule 1) where a missed stop string stays in the output.
     """
     return _StopWindowShorterThanBlock(target, draft, entropy=entropy)
+
+
+class _FinishingTokenNotInHistory(VectorizedDecoder):
+    def run_group(self, prompt, params, num_draft_tokens, seeds):
+        eos = self.vocab.eos_token_id
+
+        def history(p):  # the session kept the turn's output but not the token that finished it
+            p = tuple(int(t) for t in p)
+            return p[:-1] if len(p) > 1 and p[-1] == eos else p
+
+        one = len(prompt) == 0 or isinstance(prompt[0], (int, np.integer))
+        prompt = history(prompt) if one else [history(p) for p in prompt]
+        return super().run_group(prompt, params, num_draft_tokens, seeds)
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="finishing-token-not-in-history", showcases=("multi_turn",))
+def finishing_token_not_in_history(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The next turn's history lacks the token that finished the previous turn (LiteRT-LM #3439).
+
+    Turn 2's prompt is turn 1's prompt plus its whole output; the session's history dropped the finishing token (EOS)
+    it committed, so turn 2 continues from the last text token instead.
+
+    Verdict: greedy-only. The greedy scenarios' prompts hold no finished turn, so greedy output is kept; the
+    ``multi-turn`` scenario's law (its prompt ends with turn 1's EOS) is that of the shorter history and is rejected.
+    """
+    return _FinishingTokenNotInHistory(target, draft, entropy=entropy)

@@ -101,6 +101,7 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "temperature_not_in_rejection": ("temperature-0.5",),
     "min_p_bonus_row_only": ("min-p",),
     "first_request_params_for_batch": ("mixed-batch",),
+    "finishing_token_not_in_history": ("multi-turn",),
     "raw_q_processed_draft": ("top-k",),
     "unseeded_shared_stream": ("unseeded-collision",),
     "inclusive_accept": ("top-k",),
