@@ -217,6 +217,18 @@ def check_chunking(
     Returns the run of ``sizes``. The failure's message is a reproducer (the tokens, both chunkings, both texts and
     results); with ``minimize`` the failing chunking is first split as far as the difference stays
     (``minimal_chunking``). The failure also carries ``tokens`` and ``runs`` (reference run, failing run).
+
+    >>> class Letters:  # token id i streams the i-th letter; this one keeps only a delta's last token
+    ...     def feed(self, token_ids, *, last):
+    ...         return {"text": "".join(chr(97 + t) for t in token_ids), "last": chr(97 + token_ids[-1])}
+    ...     def result(self):
+    ...         return None
+    >>> run_stream(Letters, [0, 1, 2], (2, 1)).text
+    {'text': 'abc', 'last': 'bc'}
+    >>> check_chunking(Letters, [0, 1, 2], (3,))
+    Traceback (most recent call last):
+    ...
+    specverify.fuzz.properties.PropertyFailure: [streaming] ...channel 'last': 'abc' != 'ac'...[1, 2])...
     """
     _check_factory(make_consumer)
     tokens = _check_tokens(tokens)
