@@ -97,8 +97,9 @@ def test_min_tokens_masks_eos_on_the_bonus_row(far_eos, short_prompts, monkeypat
     """FINDING (A.md, A1): after the prefill's token (1 committed, min_tokens 2) the round verifies its drafts and
     the bonus row sits at position 1 + drafts >= 2, yet it is sampled with EOS masked (v1/sample/logits_processor/
     builtin.py:279-288 via v1/sample/sampler.py:403-404, called for the bonus rows at rejection_sampler.py:148-161),
-    because the committed output is still shorter than min_tokens; the draft rows are masked right (builtin.py:338). When every draft is accepted and the target's argmax there is EOS, vLLM emits the best non-EOS
-    token instead: one token more than the target. Without min_tokens, and with the local patch, greedy is exact on
+    because the committed output is still shorter than min_tokens; the draft rows are masked right (builtin.py:338).
+    When every draft is accepted and the target's argmax there is EOS, vLLM emits the best non-EOS token instead:
+    one token more than the target. Without min_tokens, and with the local patch, greedy is exact on
     every short prompt. The certificate's case: ngram, γ 3, prompt [4]. draft_model_greedy shows it too (γ 1, prompt
     [3, 3]: [2, 2, 2, 5] for [2, 2, 5]); it is left out here because the adapter's γ-3 set-up engine would make it two
     engine starts."""
@@ -170,8 +171,10 @@ def test_mlp_speculator_is_refused(main_pair, tmp_path):
 
     assert "MLPSpeculatorPreTrainedModel" not in ModelRegistry.get_supported_archs()
     with pytest.raises(NotImplementedError, match=r"Unsupported speculative method: 'mlp_speculator'"):
-        _llm(str(main_pair.target.path), {"method": "mlp_speculator", "model": str(main_pair.draft.path),
-                                          "num_speculative_tokens": 3})
+        _llm(
+            str(main_pair.target.path),
+            {"method": "mlp_speculator", "model": str(main_pair.draft.path), "num_speculative_tokens": 3},
+        )
     speculator = tmp_path / "mlp-speculator"  # a config alone: the refusal comes before any weight is read
     speculator.mkdir()
     (speculator / "config.json").write_text(
@@ -190,8 +193,10 @@ def test_dspark_is_refused_on_the_v1_runner(main_pair):
 
     assert not HAS_TRITON
     with pytest.raises(Exception, match="Model Runner V1 does not support: dspark speculative decoding"):
-        _llm(str(main_pair.target.path), {"method": "dspark", "model": str(main_pair.draft.path),
-                                          "num_speculative_tokens": 3})
+        _llm(
+            str(main_pair.target.path),
+            {"method": "dspark", "model": str(main_pair.draft.path), "num_speculative_tokens": 3},
+        )
 
 
 def test_synthetic_rejection_fails_at_the_first_verification(main_pair):
@@ -200,14 +205,23 @@ def test_synthetic_rejection_fails_at_the_first_verification(main_pair):
     (utils/cpu_triton_utils.py:330 greedy, :369 random). The same with a draft model (measured)."""
     from vllm import SamplingParams as VllmParams
 
-    llm = _llm(str(main_pair.target.path), {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2,
-                                            "prompt_lookup_min": 1, "rejection_sample_method": "synthetic",
-                                            "synthetic_acceptance_length": 2.0})  # ngram: no draft to load
+    llm = _llm(
+        str(main_pair.target.path),
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_max": 2,
+            "prompt_lookup_min": 1,
+            "rejection_sample_method": "synthetic",
+            "synthetic_acceptance_length": 2.0,
+        },
+    )  # ngram: no draft to load
     try:
         with pytest.raises(AssertionError, match="Synthetic acceptance not supported with CPU sampling"):
             # a repeating prompt: the n-gram proposer drafts from the prefill on, so the first step verifies drafts
-            llm.generate([{"prompt_token_ids": [0, 1, 0, 1]}] * 4, VllmParams(temperature=1.0, max_tokens=4),
-                         use_tqdm=False)
+            llm.generate(
+                [{"prompt_token_ids": [0, 1, 0, 1]}] * 4, VllmParams(temperature=1.0, max_tokens=4), use_tqdm=False
+            )
     finally:
         va._shutdown(llm)
 
@@ -218,7 +232,8 @@ def test_block_rejection_is_point_mass_verification_on_v1(main_pair, monkeypatch
     (v1/worker/gpu/spec_decode/rejection_sampler.py:174); the CPU runs V1, whose RejectionSampler has no block path.
     There "block" only turns the drafter's cached draft probabilities off (v1/spec_decode/llm_base_proposer.py:258),
     so every verification gets draft_probs=None and the drafts are verified as point masses (the NO_DRAFT_PROBS kernel
-    path, v1/sample/rejection_sampler.py:871 / :949). "standard" (the control) passes the draft's probabilities."""
+    flag, set at v1/sample/rejection_sampler.py:949 and handed to the CPU kernel at utils/cpu_triton_utils.py:384).
+    "standard" (the control) passes the draft's probabilities."""
     from vllm import SamplingParams as VllmParams
     from vllm.v1.sample import rejection_sampler as rs
 
@@ -231,9 +246,16 @@ def test_block_rejection_is_point_mass_verification_on_v1(main_pair, monkeypatch
         return forward(self, metadata, draft_probs, logits, sampling_metadata)
 
     monkeypatch.setattr(rs.RejectionSampler, "forward", recording)
-    llm = _llm(str(main_pair.target.path), {"method": "draft_model", "model": str(main_pair.draft.path),
-                                            "num_speculative_tokens": 3, "draft_sample_method": "probabilistic",
-                                            "rejection_sample_method": method})
+    llm = _llm(
+        str(main_pair.target.path),
+        {
+            "method": "draft_model",
+            "model": str(main_pair.draft.path),
+            "num_speculative_tokens": 3,
+            "draft_sample_method": "probabilistic",
+            "rejection_sample_method": method,
+        },
+    )
     try:
         runner = type(llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner)
         assert runner.__module__ == "vllm.v1.worker.cpu_model_runner", runner  # V1, not vllm.v1.worker.cpu (V2)
