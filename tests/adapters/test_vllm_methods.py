@@ -47,14 +47,14 @@ def _greedy_prompts() -> list:
     return [tuple(int(t) for t in rng.integers(0, 5, size=rng.integers(1, 6))) for _ in range(20)]
 
 
-def _run(pair, method: str, workaround) -> dict:
-    """One decoder (one engine, γ 3) per (method, workaround), closed before the next: greedy prompts, then LAW_N
-    draws of the law scenario in one call."""
-    key = (method, workaround)
+def _run(pair, method: str, workaround, **options) -> dict:
+    """One decoder (one engine, γ 3) per (method, workaround, options), closed before the next: greedy prompts, then
+    LAW_N draws of the law scenario in one call."""
+    key = (method, workaround, tuple(sorted(options.items())))
     if key in _RUNS:
         return _RUNS[key]
     va.close_all()  # one live engine, and one workaround setting, per process
-    options = {"workaround": workaround} if workaround else {}
+    options = {**options, **({"workaround": workaround} if workaround else {})}
     started = time.perf_counter()
     decoder = getattr(va, method)(pair.target, pair.draft, **options)
     try:
@@ -169,3 +169,13 @@ def test_law_with_the_expand_kernel_workaround_is_exact(pair, method):
     assert run["engine_info"]["requested"]["options"]["workaround"] == "expand-kernel"
     result, _ = _battery(pair, run["law"])
     assert result.passed, f"{method}: min p {result.pvalue_min:.3g}, TV {result.tv.estimate:.3f}"
+
+
+def test_sampled_head_drafts_with_the_workaround_are_exact(pair):
+    """``draft_sample_method="probabilistic"`` (eagle3): the head's drafts are sampled and verified with their cached
+    probabilities (``draft_probs_used``), and the law is exact with the workaround."""
+    run = _run(pair, "eagle3", "expand-kernel", draft_sample_method="probabilistic")
+    effective = run["engine_info"]["effective"]["3"]
+    assert effective["draft_sample_method"] == "probabilistic" and effective["draft_probs_used"] is True
+    result, _ = _battery(pair, run["law"])
+    assert result.passed, f"min p {result.pvalue_min:.3g}, TV {result.tv.estimate:.3f}"
