@@ -298,6 +298,9 @@ METHODS.update(
     medusa=_head_method("medusa", "Medusa speculation, five heads fitted to the target (drafts: argmax).", False),
     dflash=_head_method("dflash", "DFlash block drafting, a one-layer Qwen3 drafter from the target's layer.", True),
 )
+#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with both
+#: workarounds of vllm_patches (finding 1's kernel, the per-request counts of stop-ended requests).
+ENGINE_CONFIGS: dict = {"patched": {"workaround": ["expand-kernel", "stop-metrics"]}}
 _LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
 _DECODERS: "weakref.WeakSet" = weakref.WeakSet()  # decoders not closed yet (the workaround's one-setting rule)
 
@@ -685,6 +688,7 @@ def _factory(name: str) -> Callable:
     factory.__module__ = __name__
     factory.__doc__ = f"{spec.summary} Engine options (defaults): {accepted!r}."
     factory.draft_family = "ar"  # the checkpoint AR matrix only (_check_draft_family)
+    factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME
     return factory
 
 

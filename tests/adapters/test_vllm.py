@@ -122,6 +122,8 @@ def test_every_method_has_a_module_level_factory():
         factory = getattr(va, name)
         assert (factory.__name__, factory.__qualname__, factory.__module__) == (name, name, va.__name__)
         assert pickle.loads(pickle.dumps(factory)) is factory and factory.draft_family == "ar"
+        patched = va.method_options(name, factory.engine_configs["patched"])  # --engine-config patched
+        assert patched["workaround"] == list(vllm_patches.WORKAROUNDS)
         options = va.method_options(name, {})
         assert set(options) == set(va.COMMON_OPTIONS) | set(spec.options)
         assert pickle.loads(pickle.dumps(options)) == options
