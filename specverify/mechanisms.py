@@ -7,56 +7,16 @@ mutant of ``specverify.fuzz.whitebox.mutants`` names one (its ``mechanism`` clas
 components the fuzz tests hunt, e.g. ``tests/fuzz/test_recurrent.py``), so a zoo decoder and a fuzz mutant
 implementing the same bug point at the same id.
 
-This is a data module: it imports nothing from specverify but ``errors``.
+This is a data module: it imports nothing from specverify but ``errors`` (through ``specverify._mechanism``, where
+the ``Mechanism`` type lives).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
+from specverify._mechanism import SEED, Mechanism
 from specverify.errors import check
 
 __all__ = ["Mechanism", "MECHANISMS", "SEED"]
-
-#: The ``bugs`` tag of a failure mode named by the seed document rather than by an engine's tracker.
-SEED = "seed"
-_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_BUG = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)? (PR )?#\d+$")
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """One bug mechanism.
-
-    Attributes
-    ----------
-    id : str
-        Stable kebab-case id (``penalty-history-not-rolled-back``); zoo entries and mutants refer to it.
-    title : str
-        One line: what goes wrong.
-    state : str
-        The state or processor involved (the last column of docs/bugs.md's sources).
-    bugs : tuple of str
-        Real engine issues, as ``"project #number"`` (``"vLLM PR #41044"`` for a pull request), and ``"seed"``
-        where the seed document names the failure mode; empty for the zoo's controls.
-    """
-
-    id: str
-    title: str
-    state: str
-    bugs: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        check(
-            isinstance(self.id, str) and bool(_ID.match(self.id)),
-            f"id={self.id!r} must be a kebab-case id (lower-case words joined by '-').",
-        )
-        bad = [b for b in self.bugs if b != SEED and not _BUG.match(b)]
-        check(
-            isinstance(self.bugs, tuple) and not bad,
-            f"bugs={self.bugs!r} holds {bad!r}: write each as 'project #number' or 'seed'.",
-        )
 
 
 #: Reported-acceptance mechanisms (the law is exact, the counters are not): id suffix, title, bugs.

@@ -90,4 +90,10 @@ def test_the_catalogue_imports_nothing_from_specverify_but_errors():
     tree = ast.parse(inspect.getsource(module))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert {m for m in imported if m.split(".")[0] == "specverify"} == {"specverify.errors"}
+    assert {m for m in imported if m.split(".")[0] == "specverify"} == {"specverify.errors", "specverify._mechanism"}
+    import specverify._mechanism as kind
+
+    tree = ast.parse(inspect.getsource(kind))
+    assert {
+        n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module.startswith("specverify")
+    } == {"specverify.errors"}
