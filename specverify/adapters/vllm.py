@@ -92,7 +92,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Sequence, Union
 
-from specverify.adapters import vllm_patches
+from specverify.adapters import vllm_heads, vllm_patches
 from specverify.adapters._finish import clip_accepted, finish
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, Request
@@ -253,51 +253,7 @@ METHODS: dict = {
 }
 
 
-def _head_path(method: str) -> Callable:
-    """``draft_path`` of a head method: the head checkpoint built for the target (``specverify.adapters.vllm_heads``,
-    seeded and cached beside the target; the pair's draft is not used)."""
-
-    def path(target, draft, options) -> str:
-        from specverify.adapters.vllm_heads import head_for
-
-        return str(head_for(method, target))
-
-    return path
-
-
-def _head_config(method: str) -> Callable:
-    def config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
-        out = {"method": method, "model": draft_path, "num_speculative_tokens": gamma}
-        if "draft_sample_method" in options:
-            out["draft_sample_method"] = options["draft_sample_method"]
-        return out
-
-    return config
-
-
-def _head_method(method: str, summary: str, sampled: bool) -> MethodSpec:
-    """A head method (docs/findings/vllm.md, methods with heads): the drafts come from a head fitted to the target,
-    not from the pair's draft, so ``draft_law`` is unmodelled; the drafter runs in the prefill step as a draft model
-    does, so one token comes before the first round."""
-    return MethodSpec(
-        method,
-        loads_draft=True,
-        capabilities=SPECULATIVE_CAPABILITIES,
-        speculative_config=_head_config(method),
-        draft_law="unmodelled",
-        prefill_tokens=1,
-        options={"draft_sample_method": "greedy"} if sampled else {},
-        draft_path=_head_path(method),
-        summary=summary,
-    )
-
-
-METHODS.update(
-    eagle=_head_method("eagle", "EAGLE-1 speculation with a Llama head fitted to the target (vllm_heads).", True),
-    eagle3=_head_method("eagle3", "EAGLE-3 speculation with a Llama head reading target layers [0, 1].", True),
-    medusa=_head_method("medusa", "Medusa speculation, five heads fitted to the target (drafts: argmax).", False),
-    dflash=_head_method("dflash", "DFlash block drafting, a one-layer Qwen3 drafter from the target's layer.", True),
-)
+METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
 #: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with both
 #: workarounds of vllm_patches (finding 1's kernel, the per-request counts of stop-ended requests).
 ENGINE_CONFIGS: dict = {"patched": {"workaround": ["expand-kernel", "stop-metrics"]}}

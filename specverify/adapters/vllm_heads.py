@@ -45,7 +45,15 @@ from pathlib import Path
 from specverify.errors import InvalidArgument, check
 from specverify.oracles.checkpoint_spec import CheckpointSpec
 
-__all__ = ["HEAD_METHODS", "HeadSpec", "head_dir", "head_for", "speculative_config", "first_draft_agreement"]
+__all__ = [
+    "HEAD_METHODS",
+    "HeadSpec",
+    "head_dir",
+    "head_for",
+    "speculative_config",
+    "first_draft_agreement",
+    "method_specs",
+]
 
 HEAD_METHODS = ("eagle", "eagle3", "medusa", "dflash")
 FITTED = ("eagle", "eagle3", "medusa")  # dflash: the target's weights, no fit (module docstring)
@@ -235,3 +243,52 @@ def first_draft_agreement(path) -> "float | None":
     value = meta["fit"]["first_draft_argmax_agreement"]
     check(value is None or (isinstance(value, float) and math.isfinite(value)), f"{path}: malformed specverify.json")
     return value
+
+
+# ------------------------------------------------------------------------------------------------- the adapter's table
+
+_SUMMARIES = {
+    "eagle": "EAGLE-1 speculation with a Llama head fitted to the target (vllm_heads).",
+    "eagle3": "EAGLE-3 speculation with a Llama head reading target layers [0, 1].",
+    "medusa": "Medusa speculation, five heads fitted to the target (drafts: argmax).",
+    "dflash": "DFlash block drafting, a one-layer Qwen3 drafter from the target's layer.",
+}
+
+
+def method_specs(method_spec: type, capabilities: frozenset) -> dict:
+    """The vLLM adapter's entries for the head methods (``specverify.adapters.vllm.METHODS``), built with its
+    ``MethodSpec`` class. The drafts come from the head, not the pair's draft, so ``draft_law`` is unmodelled; the
+    drafter runs in the prefill step as a draft model does, so one token comes before the first round (measured:
+    docs/findings/vllm.md); ``draft_sample_method`` is an option where vLLM's proposer reads it (not Medusa's,
+    v1/spec_decode/medusa.py:54, always the argmax)."""
+    return {
+        method: method_spec(
+            method,
+            loads_draft=True,
+            capabilities=capabilities,
+            speculative_config=_adapter_config(method),
+            draft_law="unmodelled",
+            prefill_tokens=1,
+            options={} if method == "medusa" else {"draft_sample_method": "greedy"},
+            draft_path=_adapter_path(method),
+            summary=_SUMMARIES[method],
+        )
+        for method in HEAD_METHODS
+    }
+
+
+def _adapter_path(method: str):
+    def path(target, draft, options) -> str:  # the pair's draft is not used
+        return str(head_for(method, target))
+
+    return path
+
+
+def _adapter_config(method: str):
+    def config(target_path, draft_path, gamma: int, options) -> dict:
+        out = speculative_config(method, draft_path, gamma)
+        if "draft_sample_method" in options:
+            out["draft_sample_method"] = options["draft_sample_method"]
+        return out
+
+    return config
