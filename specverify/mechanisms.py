@@ -221,10 +221,12 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "penalty state",
         ("SGLang #33643",),
     ),
+    Mechanism("min-tokens-bonus-row-unmasked", "The bonus row skips the min-tokens EOS mask", "min-tokens (bonus row)"),
     Mechanism(
-        "min-tokens-bonus-row-unmasked",
-        "The bonus row skips the min-tokens EOS mask (invisible while γ ≥ min_tokens)",
+        "min-tokens-bonus-row-masked-by-committed",
+        "The bonus row's min-tokens mask counts committed tokens, not its position: EOS masked too long",
         "min-tokens mask (bonus row)",
+        ("vLLM PR #41768",),
     ),
     Mechanism(
         "min-tokens-counts-rounds",

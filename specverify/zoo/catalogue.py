@@ -141,6 +141,10 @@ _ROWS: tuple = (
      "min_tokens counts rounds, not tokens: EOS stays masked until min_tokens rounds have run (SGLang #33643)."),
     ("min_tokens_bonus_unmasked", "approximate", "min-tokens-bonus-row-unmasked", "processors",
      "The bonus row skips the min-tokens EOS mask; the rows that verify drafts keep it."),
+    ("min_tokens_bonus_masked_by_committed", "approximate", "min-tokens-bonus-row-masked-by-committed",
+     "processors",
+     "The bonus row's min-tokens mask counts the tokens committed before the round, not its position (vLLM"
+     " PR #41768)."),
     ("shared_uniform", "greedy-only", "uniform-reused-for-residual", "rule",
      "The uniform of the acceptance test is reused for the residual draw (FlashInfer #424)."),
     ("inclusive_accept", "greedy-only", "inclusive-acceptance-test", "rule",

@@ -22,6 +22,7 @@ __all__ = [
     "penalty_last_token_only",
     "min_tokens_counts_rounds",
     "min_tokens_bonus_unmasked",
+    "min_tokens_bonus_masked_by_committed",
 ]
 
 
@@ -190,3 +191,37 @@ def min_tokens_bonus_unmasked(target, draft, *, entropy=None) -> VectorizedDecod
     position 1: where EOS is the raw argmax there the request ends before min_tokens, so greedy output differs.
     """
     return _MinTokensBonusUnmasked(target, draft, entropy=entropy)
+
+
+class _MinTokensBonusMaskedByCommitted(VectorizedDecoder):
+    def verify(self, st, rows, drafts):
+        feed = np.concatenate([st.last[rows][:, None], drafts], axis=1)
+        logits = st.target_cache.forward(rows, feed)
+        prov = self.provisional(st, rows)
+        out = []
+        for k in range(st.gamma + 1):
+            params = self.verify_params(st.params, k, st.gamma)
+            # the bonus row's min-tokens mask counts the tokens committed before the round, not its own position
+            count = st.n_gen[rows] + (k if k < st.gamma else 0)
+            out.append(self.law(st, logits[:, k], prov, count, params))
+            if k < st.gamma:
+                prov = self.advance(st, prov, drafts[:, k])
+        return torch.stack(out, dim=1)
+
+
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE,
+    mechanism="min-tokens-bonus-row-masked-by-committed",
+    showcases=("min_tokens_short_gamma",),
+)
+def min_tokens_bonus_masked_by_committed(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The bonus row's min-tokens mask counts the tokens committed before the round, not its position (vLLM PR #41768).
+
+    With L tokens committed, γ drafts and min_tokens m, the rows that verify drafts are masked while L + k < m, but
+    the bonus row (position L + γ) is masked while L < m: when L < m ≤ L + γ, EOS stays masked one position too long
+    (vLLM 0.32 samples the bonus row through the plain sampler's min-tokens processor, docs/findings/vllm.md).
+
+    Verdict: approximate. At temperature 0, a fully accepted round whose bonus position is at or past min_tokens and
+    whose target argmax there is EOS emits another token instead of ending: greedy output differs.
+    """
+    return _MinTokensBonusMaskedByCommitted(target, draft, entropy=entropy)

@@ -293,7 +293,7 @@ class _FinishingTokenNotInHistory(VectorizedDecoder):
         return super().run_group(prompt, params, num_draft_tokens, seeds)
 
 
-@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="finishing-token-not-in-history", showcases=("multi_turn",))
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="finishing-token-not-in-history", showcases=("multi_turn",), tv=0.81)
 def finishing_token_not_in_history(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The next turn's history lacks the token that finished the previous turn (LiteRT-LM #3439).
 
