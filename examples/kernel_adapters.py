@@ -3,9 +3,11 @@
 Run: ``python examples/kernel_adapters.py`` (CPU is fine; with ``TRITON_INTERPRET=1`` the triton kernel runs in the
 interpreter, with CUDA it runs compiled).
 
-An engine wraps its kernel in a function of the vLLM or FlashInfer signature (closing over its sampling metadata or
-generator), hands it to ``from_vllm_style`` / ``from_flashinfer_style``, and runs ``check_kernel_law`` on a few
-``RoundCase``s (all from ``specverify.kernel_checks``). Kernels that draw their own randomness get the statistical
+An engine wraps its kernel in a function of vLLM 0.32's ``rejection_sample`` signature (target logits and a
+``SamplingMetadata``; the bonus token drawn outside) or of the FlashInfer signature (closing over its generator), hands
+it to ``from_vllm_style`` / ``from_flashinfer_style``, and runs ``check_kernel_law`` on a few ``RoundCase``s (all from
+``specverify.kernel_checks``). vLLM itself is checked through ``from_vllm_rejection_sample`` and
+``from_vllm_rejection_sampler`` (``RejectionSampler.forward``), which own their randomness: ``round_law_test``. Kernels that draw their own randomness get the statistical
 per-round law test; kernels that take explicit uniforms get the deterministic grid and, better still, token-for-token
 conformance with the twin.
 Here the "engine kernels" are the reference and deliberately broken twins dressed in those signatures.
