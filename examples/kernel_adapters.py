@@ -7,9 +7,9 @@ An engine wraps its kernel in a function of vLLM 0.32's ``rejection_sample`` sig
 ``SamplingMetadata``; the bonus token drawn outside) or of the FlashInfer signature (closing over its generator), hands
 it to ``from_vllm_style`` / ``from_flashinfer_style``, and runs ``check_kernel_law`` on a few ``RoundCase``s (all from
 ``specverify.kernel_checks``). vLLM itself is checked through ``from_vllm_rejection_sample`` and
-``from_vllm_rejection_sampler`` (``RejectionSampler.forward``), which own their randomness: ``round_law_test``. Kernels that draw their own randomness get the statistical
-per-round law test; kernels that take explicit uniforms get the deterministic grid and, better still, token-for-token
-conformance with the twin.
+``from_vllm_rejection_sampler`` (``RejectionSampler.forward``). Kernels that draw their own randomness get the
+statistical per-round law test (``round_law_test``); kernels that take explicit uniforms get the deterministic grid and,
+better still, token-for-token conformance with the twin.
 Here the "engine kernels" are the reference and deliberately broken twins dressed in those signatures.
 """
 

@@ -27,7 +27,8 @@ __all__ = [
 
 class PropertyFailure(SpecverifyError, AssertionError):
     """A fuzzed property does not hold; ``prop`` names it (``"law"``, ``"batch"``, ``"one_position"``, ``"stop"``,
-    ``"grammar"``, ``"streaming"`` (``specverify.fuzz.streaming``), or one of ``specverify.fuzz.whitebox.PROPERTIES``)."""
+    ``"grammar"``, ``"streaming"`` (``specverify.fuzz.streaming``), or one of
+    ``specverify.fuzz.whitebox.PROPERTIES``)."""
 
     def __init__(self, prop: str, message: str):
         super().__init__(f"[{prop}] {message}")
