@@ -7,10 +7,11 @@ What a user writing property tests needs, against any decoder of the public prot
 - law and batch properties: ``check_law`` over ``batch_outcomes``, ``check_batch_independence``;
 - one-position and matcher properties: ``one_position_law`` / ``check_one_position_law``, ``check_stop_matcher``
   (with ``naive_stop_hits`` / ``dfa_stop_hits``), ``check_matcher_rollback`` over ``matcher_cases`` (xgrammar);
-- streaming (the text layer under multi-token deltas): ``check_chunking`` over ``chunkings`` of a token sequence,
-  ``run_stream``, ``split_deltas``, ``minimal_chunking``, the ``StreamConsumer`` protocol and its ``StreamRun``,
-  ``toy_bpe_tokenizer`` (``specverify.fuzz.streaming``);
 - ``PropertyFailure``, raised by every property.
+
+The streaming harness (the text layer under multi-token deltas: ``check_chunking`` over ``chunkings`` of a token
+sequence, the ``StreamConsumer`` protocol, ``toy_bpe_tokenizer``) is ``specverify.fuzz.streaming``, apart like the
+white-box harness.
 
 The white-box harness (a decoder driven round by round: ``WhiteBoxDecoder``, schedules, injected faults, the
 state-transaction properties, ``ReferenceWhiteBox`` and its mutants) is ``specverify.fuzz.whitebox``.
@@ -38,16 +39,6 @@ from specverify.fuzz.strategies import (
     stop_sets,
     toy_grammars,
 )
-from specverify.fuzz.streaming import (
-    StreamConsumer,
-    StreamRun,
-    check_chunking,
-    chunkings,
-    minimal_chunking,
-    run_stream,
-    split_deltas,
-    toy_bpe_tokenizer,
-)
 
 __all__ = [
     # strategies
@@ -71,14 +62,5 @@ __all__ = [
     "check_stop_matcher",
     "check_matcher_rollback",
     "matcher_cases",
-    # streaming: chunking invariance of the text layer
-    "chunkings",
-    "split_deltas",
-    "run_stream",
-    "check_chunking",
-    "minimal_chunking",
-    "StreamConsumer",
-    "StreamRun",
-    "toy_bpe_tokenizer",
     "PropertyFailure",
 ]

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: run it with .venv-vllm (see .ci/run)")
 
-from specverify.fuzz import PropertyFailure, check_chunking, chunkings, run_stream, toy_bpe_tokenizer  # noqa: E402
+from specverify.fuzz import PropertyFailure  # noqa: E402
+from specverify.fuzz.streaming import check_chunking, chunkings, run_stream, toy_bpe_tokenizer  # noqa: E402
 
 THINK, END = "<think>", "</think>"
 MARKERS = (THINK, END, "<tool_call>", "</tool_call>", "<seed:think>", "</seed:think>")

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specverify.errors import InvalidArgument
-from specverify.fuzz import (
-    PropertyFailure,
+from specverify.fuzz import PropertyFailure
+from specverify.fuzz.streaming import (
     StreamConsumer,
     check_chunking,
     chunkings,
