@@ -114,10 +114,20 @@ def load_vllm_kernels() -> None:
     run (CPU without Triton-CPU), bind its C++ overrides (platforms/cpu.py:670). Binding reads the module attributes
     of ``vllm.utils.cpu_triton_utils`` then, so call it again after monkeypatching one of them. The adapters'
     default (``None``) entry points call it once per process."""
+    import sys
+
     from vllm.platforms import current_platform
 
-    current_platform.import_kernels()
-    current_platform.register_triton_kernel_overrides()
+    # vLLM's registration scans every loaded module and breaks on llvmlite's ffi ``lib`` once numba is imported (the
+    # n-gram proposer imports it): docs/findings/vllm.md, finding 4. Hide that one module while binding, as the
+    # adapter does at each engine start.
+    hidden = sys.modules.pop("llvmlite.binding.ffi", None)
+    try:
+        current_platform.import_kernels()
+        current_platform.register_triton_kernel_overrides()
+    finally:
+        if hidden is not None:
+            sys.modules["llvmlite.binding.ffi"] = hidden
     _LOADED.append(True)
 
 
