@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine runs in this process (or the worker)
@@ -60,7 +61,7 @@ def run_one(
     cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
     wall = time.perf_counter() - started
     adapter.close_all()
-    label = "+".join([factory, *(o.replace("=", "-") for o in options)])
+    label = re.sub(r"[^A-Za-z0-9_.,+-]", "", "+".join([factory, *(o.replace("=", "-") for o in options)]))
     print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
     print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
     write_certificate(cert, json_dir, label)
