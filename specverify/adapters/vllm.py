@@ -78,6 +78,10 @@ of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model
 Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
 ``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. vLLM's cumulative spec-decode counters
 (``get_metrics()``) are diffed around each ``generate()`` and summed into ``decoder.engine_counters`` (evidence only).
+
+Layout: the table of methods and its options are ``specverify.adapters.vllm_methods`` (re-exported here), the
+request/output mapping is ``specverify.adapters._vllm_mapping``, the workarounds ``vllm_patches``, the head
+checkpoints ``vllm_heads``.
 """
 
 from __future__ import annotations
@@ -89,11 +93,27 @@ import sys
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence
 
-from specverify.adapters import vllm_heads, vllm_patches
-from specverify.adapters._finish import clip_accepted, finish
+from specverify.adapters import vllm_patches
+from specverify.adapters._vllm_mapping import (  # noqa: F401 -- _check_request, _vllm_params: the tests' seams
+    _add,
+    _check_request,
+    _diff,
+    _effective_config,
+    _spec_counters,
+    _vllm_params,
+    completion,
+)
+from specverify.adapters.vllm_methods import (  # noqa: F401 -- re-exported: the table is part of this module's API
+    COMMON_OPTIONS,
+    ENGINE_CONFIGS,
+    METHODS,
+    PLAIN_CAPABILITIES,
+    SPECULATIVE_CAPABILITIES,
+    MethodSpec,
+    method_options,
+)
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, Request
 
@@ -117,166 +137,8 @@ __all__ = [
 MAX_MODEL_LEN = 64
 MAX_NUM_SEQS = 1024
 _ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-SPECULATIVE_CAPABILITIES = frozenset(
-    {
-        "temperature",
-        "max_tokens",
-        "top_p",
-        "repetition_penalty",
-        "frequency_penalty",
-        "presence_penalty",
-        "bad_token_ids",
-        "min_tokens",
-        "stop",
-        "seed",
-        "batch",
-        "accepted",
-    }
-)
-PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
-COMMON_OPTIONS: dict = {"workaround": None}  # accepted by every method (module docstring, "Engine options")
-
-
-def _one_of(key: str, allowed: tuple) -> Callable:
-    def check(value) -> None:
-        if value not in allowed:
-            raise InvalidArgument(f"{key}={value!r} must be one of {allowed!r}.")
-
-    return check
-
-
-def _positive_int(key: str) -> Callable:
-    def check(value) -> None:
-        if type(value) is not int or value < 1:
-            raise InvalidArgument(f"{key}={value!r} must be an int >= 1 (e.g. --engine-option {key}=2).")
-
-    return check
-
-
-#: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
-OPTION_CHECKS: dict = {
-    "workaround": vllm_patches.check_workaround,
-    "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
-    "prompt_lookup_min": _positive_int("prompt_lookup_min"),
-    "prompt_lookup_max": _positive_int("prompt_lookup_max"),
-}
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """One method of the adapter. ``vllm_method``: ``speculative_config["method"]`` (None: speculation off);
-    ``loads_draft``: the engine loads a draft checkpoint, by default the pair's ``draft.path`` (``draft_path(target,
-    draft, options) -> str`` gives another, e.g. a head checkpoint built for the target); ``options``: the keys this
-    method accepts besides :data:`COMMON_OPTIONS`, with their defaults; ``speculative_config(target_path,
-    draft_path, gamma, options) -> dict | None``; ``draft_law`` and ``prefill_tokens`` (None: undeclared) as
-    docs/adapters.md defines them, ``draft_law`` also a function of the options; ``summary``: the factory's
-    docstring."""
-
-    vllm_method: Optional[str]
-    loads_draft: bool
-    capabilities: frozenset
-    speculative_config: Callable[[str, Optional[str], int, Mapping], Optional[dict]]
-    draft_law: Union[str, None, Callable[[Mapping], Optional[str]]] = None
-    prefill_tokens: Optional[int] = None
-    options: Mapping = field(default_factory=dict)
-    draft_path: Optional[Callable[[object, object, Mapping], str]] = None
-    summary: str = ""
-
-    def law(self, options: Mapping) -> Optional[str]:
-        return self.draft_law(options) if callable(self.draft_law) else self.draft_law
-
-
-def draft_model_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
-    """vLLM's ``speculative_config`` for a draft checkpoint proposing γ tokens with ``draft_sample_method``."""
-    return {
-        "method": "draft_model",
-        "model": draft_path,
-        "num_speculative_tokens": gamma,
-        "draft_sample_method": options["draft_sample_method"],
-    }
-
-
-def _ngram_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
-    lo, hi = options["prompt_lookup_min"], options["prompt_lookup_max"]
-    if lo > hi:
-        raise InvalidArgument(f"prompt_lookup_min={lo!r} must be <= prompt_lookup_max={hi!r}.")
-    return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": hi, "prompt_lookup_min": lo}
-
-
-def sampled_draft_law(options: Mapping) -> str:
-    """``draft_law`` of a method whose draft samples (``probabilistic``) or proposes its argmax (``greedy``).
-    vLLM's probabilistic draft samples softmax(raw draft logits / temperature) and applies no other processor
-    (``compute_probs_and_sample_next_token``, v1/spec_decode/llm_base_proposer.py:1822-1860: "we ignore most of the
-    sampling parameters ... We only use the temperature"), so it is ``model-temperature``, not ``model`` (the
-    processed law): docs/findings/vllm.md, the acceptance-metrics decision."""
-    return "model-temperature" if options["draft_sample_method"] == "probabilistic" else "model-argmax"
-
-
-METHODS: dict = {
-    "draft_model": MethodSpec(
-        "draft_model",
-        loads_draft=True,
-        capabilities=SPECULATIVE_CAPABILITIES,
-        speculative_config=draft_model_config,
-        draft_law=sampled_draft_law,
-        prefill_tokens=1,  # module docstring, "Prefill"
-        options={"draft_sample_method": "probabilistic"},
-        summary="Draft-model speculation, drafts sampled from the draft (``draft_sample_method='probabilistic'``).",
-    ),
-    "draft_model_greedy": MethodSpec(
-        "draft_model",
-        loads_draft=True,
-        capabilities=SPECULATIVE_CAPABILITIES,
-        speculative_config=draft_model_config,
-        draft_law=sampled_draft_law,
-        prefill_tokens=1,
-        options={"draft_sample_method": "greedy"},
-        summary="Draft-model speculation, the draft proposes its argmax (``draft_sample_method='greedy'``).",
-    ),
-    "ngram": MethodSpec(
-        "ngram",
-        loads_draft=False,
-        capabilities=SPECULATIVE_CAPABILITIES,
-        speculative_config=_ngram_config,
-        draft_law="unmodelled",
-        prefill_tokens=None,  # varies (module docstring, "Prefill")
-        options={"prompt_lookup_min": 1, "prompt_lookup_max": 2},
-        summary="N-gram (prompt lookup) speculation, n in [prompt_lookup_min, prompt_lookup_max]; no draft model.",
-    ),
-    "plain": MethodSpec(
-        None,
-        loads_draft=False,
-        capabilities=PLAIN_CAPABILITIES,
-        speculative_config=lambda target_path, draft_path, gamma, options: None,
-        summary="Speculation off: vLLM's own sampler, the control.",
-    ),
-}
-
-
-METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
-#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with both
-#: workarounds of vllm_patches (finding 1's kernel, the per-request counts of stop-ended requests).
-ENGINE_CONFIGS: dict = {"patched": {"workaround": ["expand-kernel", "stop-metrics"]}}
 _LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
 _DECODERS: "weakref.WeakSet" = weakref.WeakSet()  # decoders not closed yet (the workaround's one-setting rule)
-
-
-def method_options(name: str, options: Mapping) -> dict:
-    """The options of method ``name``: its defaults overridden by ``options``, every key and value checked."""
-    if name not in METHODS:
-        raise InvalidArgument(f"method={name!r} must be one of {tuple(METHODS)!r}.")
-    accepted = {**COMMON_OPTIONS, **METHODS[name].options}
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise InvalidArgument(
-            f"engine option(s) {', '.join(f'{k}={options[k]!r}' for k in unknown)} not accepted by "
-            f"specverify.adapters.vllm:{name}: it accepts {sorted(accepted)!r} (--engine-option KEY=VALUE)."
-        )
-    merged = {**accepted, **options}
-    for key, value in merged.items():
-        if key in options and key in OPTION_CHECKS:
-            OPTION_CHECKS[key](value)
-    return merged
 
 
 def _max_engines() -> int:
@@ -308,140 +170,6 @@ class _HideLlvmliteLib:
     def __exit__(self, *exc):
         if self.module is not None:
             sys.modules["llvmlite.binding.ffi"] = self.module
-
-
-def _spec_counters(llm) -> dict:
-    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position)."""
-    out = {}
-    for metric in llm.get_metrics():
-        if "spec_decode" not in metric.name:
-            continue
-        key = metric.name.removeprefix("vllm:spec_decode_")
-        value = list(getattr(metric, "values", None) or []) if hasattr(metric, "values") else metric.value
-        out[key] = value
-    return out
-
-
-def _diff(before: dict, after: dict) -> dict:
-    out = {}
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, list):
-            old = old or [0] * len(value)
-            out[key] = [a - b for a, b in zip(value, old + [0] * (len(value) - len(old)))]
-        else:
-            out[key] = value - (old or 0)
-    return out
-
-
-def _add(total: dict, delta: dict) -> None:
-    for key, value in delta.items():
-        if isinstance(value, list):
-            old = total.get(key, [])
-            width = max(len(old), len(value))
-            total[key] = [(old[i] if i < len(old) else 0) + (value[i] if i < len(value) else 0) for i in range(width)]
-        else:
-            total[key] = total.get(key, 0) + value
-
-
-def _effective_config(llm, options: Mapping) -> dict:
-    """What one engine runs, read back from its ``vllm_config`` and vLLM's kernel registry (engine_info)."""
-    config = llm.llm_engine.vllm_config
-    sched, spec = config.scheduler_config, config.speculative_config
-    out = {
-        "model_runner": "v2" if config.use_v2_model_runner else "v1",  # v1 without Triton (config/vllm.py:724)
-        "async_scheduling": bool(sched.async_scheduling),  # forced off on CPU (platforms/cpu.py:331)
-        "max_num_seqs": int(sched.max_num_seqs),
-        "max_num_batched_tokens": int(sched.max_num_batched_tokens),
-        "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False)),
-        "prefix_caching": bool(getattr(config.cache_config, "enable_prefix_caching", False)),
-        "dtype": str(config.model_config.dtype).removeprefix("torch."),
-        "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
-        "expand_kernel": vllm_patches.bound_expand_kernel(),
-    }
-    if spec is not None:
-        out.update(
-            method=str(spec.method),
-            num_speculative_tokens=int(spec.num_speculative_tokens),
-            draft_sample_method=str(spec.draft_sample_method),
-            rejection_sample_method=str(spec.rejection_sample_method),
-            # the drafter keeps its probabilities for the ratio test only then (v1/spec_decode/llm_base_proposer.py:258)
-            draft_probs_used=spec.method not in ("ngram", "suffix")
-            and spec.rejection_sample_method == "standard"
-            and spec.draft_sample_method == "probabilistic",
-            stop_metrics=vllm_patches.running_metrics_attached(llm),
-        )
-    return out
-
-
-def _check_request(request: Request, method: str) -> None:
-    p = request.params
-    speculative = METHODS[method].vllm_method is not None
-    if p.grammar is not None or p.ignore_eos:
-        raise InvalidArgument(
-            f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
-        )
-    if p.top_k and speculative and p.temperature > 0:
-        raise InvalidArgument(
-            f"top_k={p.top_k!r} with speculation: vLLM 0.32 (CPU) calls top-k on an empty row set in the first decode "
-            "step and its engine dies (v1/sample/ops/topk_topp_sampler.py:529; docs/findings/vllm.md). Use 'plain'."
-        )
-    if p.min_p and speculative:
-        raise InvalidArgument(f"min_p={p.min_p!r}: vLLM refuses min_p with speculative decoding; use 'plain'.")
-    if p.min_p and (p.top_k or p.top_p < 1):
-        raise InvalidArgument(
-            f"min_p={p.min_p!r} with top_k={p.top_k!r} / top_p={p.top_p!r}: vLLM applies min_p before top-k/top-p, "
-            "the canonical order after; send min_p alone."
-        )
-    if p.stop and p.min_tokens and not p.stop_after_min_tokens:
-        raise InvalidArgument(
-            f"stop={p.stop!r} with min_tokens={p.min_tokens!r} needs stop_after_min_tokens=True: vLLM holds stop "
-            "strings back until min_tokens tokens exist."
-        )
-
-
-def _vllm_params(request: Request, vocab_size: int) -> object:
-    """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping)."""
-    from vllm import SamplingParams as VllmParams
-
-    p = request.params
-    allowed = None
-    if p.bad_token_ids:
-        allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
-        if not allowed:
-            raise InvalidArgument(f"bad_token_ids={p.bad_token_ids!r} bans every id; vLLM needs one allowed id.")
-    return VllmParams(
-        temperature=float(p.temperature),
-        top_k=int(p.top_k) if p.top_k else 0,
-        top_p=float(p.top_p),
-        min_p=float(p.min_p),
-        repetition_penalty=float(p.repetition_penalty),
-        frequency_penalty=float(p.frequency_penalty),
-        presence_penalty=float(p.presence_penalty),
-        min_tokens=int(p.min_tokens),
-        max_tokens=int(p.max_tokens),
-        stop=list(p.stop) or None,
-        seed=request.seed,
-        allowed_token_ids=allowed,
-        skip_special_tokens=True,
-    )
-
-
-def completion(request: Request, output, vocab, method: str) -> Completion:
-    """The ``Completion`` of one vLLM ``CompletionOutput`` (``token_ids``, ``finish_reason``, ``spec_decode_metrics``):
-    tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens."""
-    detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
-    done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
-    accepted = None
-    spec = METHODS[method]
-    if spec.vllm_method is not None:
-        metrics = getattr(output, "spec_decode_metrics", None)
-        start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
-        if metrics is not None or len(done.tokens) <= start:
-            per_step = getattr(metrics, "per_step_accepted", None) or ()
-            accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
-        # else: vLLM lost this request's rounds (a stop string ended it: vllm_patches, "stop-metrics"); not reported
-    return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)
 
 
 def _check_draft_family(draft) -> None:
@@ -580,8 +308,8 @@ class VllmDecoder:
         out: list = [None] * len(requests)
         self.last_counters = {}
         for gamma, indices in groups.items():
-            for i, completion in zip(indices, self._generate(gamma, [requests[i] for i in indices])):
-                out[i] = completion
+            for i, done in zip(indices, self._generate(gamma, [requests[i] for i in indices])):
+                out[i] = done
         return out
 
     def _generate(self, gamma: int, requests: list) -> list:

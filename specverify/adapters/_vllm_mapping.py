@@ -1,0 +1,149 @@
+"""How the vLLM adapter maps a specverify request onto vLLM and vLLM's output back (private to
+``specverify.adapters.vllm``, whose module docstring states the mapping): request checks, vLLM ``SamplingParams``, the
+``Completion`` of a ``CompletionOutput``, vLLM's spec-decode counters and an engine's effective configuration."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from specverify.adapters import vllm_patches
+from specverify.adapters._finish import clip_accepted, finish
+from specverify.adapters.vllm_methods import METHODS
+from specverify.errors import InvalidArgument
+from specverify.protocol import Completion, Request
+
+__all__ = ["completion"]
+
+
+def _spec_counters(llm) -> dict:
+    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position)."""
+    out = {}
+    for metric in llm.get_metrics():
+        if "spec_decode" not in metric.name:
+            continue
+        key = metric.name.removeprefix("vllm:spec_decode_")
+        value = list(getattr(metric, "values", None) or []) if hasattr(metric, "values") else metric.value
+        out[key] = value
+    return out
+
+
+def _diff(before: dict, after: dict) -> dict:
+    out = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, list):
+            old = old or [0] * len(value)
+            out[key] = [a - b for a, b in zip(value, old + [0] * (len(value) - len(old)))]
+        else:
+            out[key] = value - (old or 0)
+    return out
+
+
+def _add(total: dict, delta: dict) -> None:
+    for key, value in delta.items():
+        if isinstance(value, list):
+            old = total.get(key, [])
+            width = max(len(old), len(value))
+            total[key] = [(old[i] if i < len(old) else 0) + (value[i] if i < len(value) else 0) for i in range(width)]
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def _effective_config(llm, options: Mapping) -> dict:
+    """What one engine runs, read back from its ``vllm_config`` and vLLM's kernel registry (engine_info)."""
+    config = llm.llm_engine.vllm_config
+    sched, spec = config.scheduler_config, config.speculative_config
+    out = {
+        "model_runner": "v2" if config.use_v2_model_runner else "v1",  # v1 without Triton (config/vllm.py:724)
+        "async_scheduling": bool(sched.async_scheduling),  # forced off on CPU (platforms/cpu.py:331)
+        "max_num_seqs": int(sched.max_num_seqs),
+        "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+        "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False)),
+        "prefix_caching": bool(getattr(config.cache_config, "enable_prefix_caching", False)),
+        "dtype": str(config.model_config.dtype).removeprefix("torch."),
+        "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
+        "expand_kernel": vllm_patches.bound_expand_kernel(),
+    }
+    if spec is not None:
+        out.update(
+            method=str(spec.method),
+            num_speculative_tokens=int(spec.num_speculative_tokens),
+            draft_sample_method=str(spec.draft_sample_method),
+            rejection_sample_method=str(spec.rejection_sample_method),
+            # the drafter keeps its probabilities for the ratio test only then (v1/spec_decode/llm_base_proposer.py:258)
+            draft_probs_used=spec.method not in ("ngram", "suffix")
+            and spec.rejection_sample_method == "standard"
+            and spec.draft_sample_method == "probabilistic",
+            stop_metrics=vllm_patches.running_metrics_attached(llm),
+        )
+    return out
+
+
+def _check_request(request: Request, method: str) -> None:
+    p = request.params
+    speculative = METHODS[method].vllm_method is not None
+    if p.grammar is not None or p.ignore_eos:
+        raise InvalidArgument(
+            f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
+        )
+    if p.top_k and speculative and p.temperature > 0:
+        raise InvalidArgument(
+            f"top_k={p.top_k!r} with speculation: vLLM 0.32 (CPU) calls top-k on an empty row set in the first decode "
+            "step and its engine dies (v1/sample/ops/topk_topp_sampler.py:529; docs/findings/vllm.md). Use 'plain'."
+        )
+    if p.min_p and speculative:
+        raise InvalidArgument(f"min_p={p.min_p!r}: vLLM refuses min_p with speculative decoding; use 'plain'.")
+    if p.min_p and (p.top_k or p.top_p < 1):
+        raise InvalidArgument(
+            f"min_p={p.min_p!r} with top_k={p.top_k!r} / top_p={p.top_p!r}: vLLM applies min_p before top-k/top-p, "
+            "the canonical order after; send min_p alone."
+        )
+    if p.stop and p.min_tokens and not p.stop_after_min_tokens:
+        raise InvalidArgument(
+            f"stop={p.stop!r} with min_tokens={p.min_tokens!r} needs stop_after_min_tokens=True: vLLM holds stop "
+            "strings back until min_tokens tokens exist."
+        )
+
+
+def _vllm_params(request: Request, vocab_size: int) -> object:
+    """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping)."""
+    from vllm import SamplingParams as VllmParams
+
+    p = request.params
+    allowed = None
+    if p.bad_token_ids:
+        allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
+        if not allowed:
+            raise InvalidArgument(f"bad_token_ids={p.bad_token_ids!r} bans every id; vLLM needs one allowed id.")
+    return VllmParams(
+        temperature=float(p.temperature),
+        top_k=int(p.top_k) if p.top_k else 0,
+        top_p=float(p.top_p),
+        min_p=float(p.min_p),
+        repetition_penalty=float(p.repetition_penalty),
+        frequency_penalty=float(p.frequency_penalty),
+        presence_penalty=float(p.presence_penalty),
+        min_tokens=int(p.min_tokens),
+        max_tokens=int(p.max_tokens),
+        stop=list(p.stop) or None,
+        seed=request.seed,
+        allowed_token_ids=allowed,
+        skip_special_tokens=True,
+    )
+
+
+def completion(request: Request, output, vocab, method: str) -> Completion:
+    """The ``Completion`` of one vLLM ``CompletionOutput`` (``token_ids``, ``finish_reason``, ``spec_decode_metrics``):
+    tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens."""
+    detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
+    done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
+    accepted = None
+    spec = METHODS[method]
+    if spec.vllm_method is not None:
+        metrics = getattr(output, "spec_decode_metrics", None)
+        start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
+        if metrics is not None or len(done.tokens) <= start:
+            per_step = getattr(metrics, "per_step_accepted", None) or ()
+            accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
+        # else: vLLM lost this request's rounds (a stop string ended it: vllm_patches, "stop-metrics"); not reported
+    return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)

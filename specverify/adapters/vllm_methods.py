@@ -1,0 +1,183 @@
+"""The vLLM adapter's table of methods (``specverify.adapters.vllm``): capabilities, engine options and their
+checks, one ``MethodSpec`` per factory, the ``speculative_config`` builders and the option presets. The head methods'
+entries (eagle, eagle3, medusa, dflash) come from ``specverify.adapters.vllm_heads``. Imports no vLLM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Union
+
+from specverify.adapters import vllm_heads, vllm_patches
+from specverify.errors import InvalidArgument
+
+__all__ = [
+    "SPECULATIVE_CAPABILITIES",
+    "PLAIN_CAPABILITIES",
+    "COMMON_OPTIONS",
+    "OPTION_CHECKS",
+    "MethodSpec",
+    "METHODS",
+    "ENGINE_CONFIGS",
+    "draft_model_config",
+    "sampled_draft_law",
+    "method_options",
+]
+
+SPECULATIVE_CAPABILITIES = frozenset(
+    {
+        "temperature",
+        "max_tokens",
+        "top_p",
+        "repetition_penalty",
+        "frequency_penalty",
+        "presence_penalty",
+        "bad_token_ids",
+        "min_tokens",
+        "stop",
+        "seed",
+        "batch",
+        "accepted",
+    }
+)
+PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
+COMMON_OPTIONS: dict = {"workaround": None}  # accepted by every method (module docstring, "Engine options")
+
+
+def _one_of(key: str, allowed: tuple) -> Callable:
+    def check(value) -> None:
+        if value not in allowed:
+            raise InvalidArgument(f"{key}={value!r} must be one of {allowed!r}.")
+
+    return check
+
+
+def _positive_int(key: str) -> Callable:
+    def check(value) -> None:
+        if type(value) is not int or value < 1:
+            raise InvalidArgument(f"{key}={value!r} must be an int >= 1 (e.g. --engine-option {key}=2).")
+
+    return check
+
+
+#: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
+OPTION_CHECKS: dict = {
+    "workaround": vllm_patches.check_workaround,
+    "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
+    "prompt_lookup_min": _positive_int("prompt_lookup_min"),
+    "prompt_lookup_max": _positive_int("prompt_lookup_max"),
+}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of the adapter. ``vllm_method``: ``speculative_config["method"]`` (None: speculation off);
+    ``loads_draft``: the engine loads a draft checkpoint, by default the pair's ``draft.path`` (``draft_path(target,
+    draft, options) -> str`` gives another, e.g. a head checkpoint built for the target); ``options``: the keys this
+    method accepts besides :data:`COMMON_OPTIONS`, with their defaults; ``speculative_config(target_path,
+    draft_path, gamma, options) -> dict | None``; ``draft_law`` and ``prefill_tokens`` (None: undeclared) as
+    docs/adapters.md defines them, ``draft_law`` also a function of the options; ``summary``: the factory's
+    docstring."""
+
+    vllm_method: Optional[str]
+    loads_draft: bool
+    capabilities: frozenset
+    speculative_config: Callable[[str, Optional[str], int, Mapping], Optional[dict]]
+    draft_law: Union[str, None, Callable[[Mapping], Optional[str]]] = None
+    prefill_tokens: Optional[int] = None
+    options: Mapping = field(default_factory=dict)
+    draft_path: Optional[Callable[[object, object, Mapping], str]] = None
+    summary: str = ""
+
+    def law(self, options: Mapping) -> Optional[str]:
+        return self.draft_law(options) if callable(self.draft_law) else self.draft_law
+
+
+def draft_model_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
+    """vLLM's ``speculative_config`` for a draft checkpoint proposing γ tokens with ``draft_sample_method``."""
+    return {
+        "method": "draft_model",
+        "model": draft_path,
+        "num_speculative_tokens": gamma,
+        "draft_sample_method": options["draft_sample_method"],
+    }
+
+
+def _ngram_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
+    lo, hi = options["prompt_lookup_min"], options["prompt_lookup_max"]
+    if lo > hi:
+        raise InvalidArgument(f"prompt_lookup_min={lo!r} must be <= prompt_lookup_max={hi!r}.")
+    return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": hi, "prompt_lookup_min": lo}
+
+
+def sampled_draft_law(options: Mapping) -> str:
+    """``draft_law`` of a method whose draft samples (``probabilistic``) or proposes its argmax (``greedy``).
+    vLLM's probabilistic draft samples softmax(raw draft logits / temperature) and applies no other processor
+    (``compute_probs_and_sample_next_token``, v1/spec_decode/llm_base_proposer.py:1822-1860: "we ignore most of the
+    sampling parameters ... We only use the temperature"), so it is ``model-temperature``, not ``model`` (the
+    processed law): docs/findings/vllm.md, the acceptance-metrics decision."""
+    return "model-temperature" if options["draft_sample_method"] == "probabilistic" else "model-argmax"
+
+
+METHODS: dict = {
+    "draft_model": MethodSpec(
+        "draft_model",
+        loads_draft=True,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=draft_model_config,
+        draft_law=sampled_draft_law,
+        prefill_tokens=1,  # module docstring, "Prefill"
+        options={"draft_sample_method": "probabilistic"},
+        summary="Draft-model speculation, drafts sampled from the draft (``draft_sample_method='probabilistic'``).",
+    ),
+    "draft_model_greedy": MethodSpec(
+        "draft_model",
+        loads_draft=True,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=draft_model_config,
+        draft_law=sampled_draft_law,
+        prefill_tokens=1,
+        options={"draft_sample_method": "greedy"},
+        summary="Draft-model speculation, the draft proposes its argmax (``draft_sample_method='greedy'``).",
+    ),
+    "ngram": MethodSpec(
+        "ngram",
+        loads_draft=False,
+        capabilities=SPECULATIVE_CAPABILITIES,
+        speculative_config=_ngram_config,
+        draft_law="unmodelled",
+        prefill_tokens=None,  # varies (module docstring, "Prefill")
+        options={"prompt_lookup_min": 1, "prompt_lookup_max": 2},
+        summary="N-gram (prompt lookup) speculation, n in [prompt_lookup_min, prompt_lookup_max]; no draft model.",
+    ),
+    "plain": MethodSpec(
+        None,
+        loads_draft=False,
+        capabilities=PLAIN_CAPABILITIES,
+        speculative_config=lambda target_path, draft_path, gamma, options: None,
+        summary="Speculation off: vLLM's own sampler, the control.",
+    ),
+}
+
+
+METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
+#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with both
+#: workarounds of vllm_patches (finding 1's kernel, the per-request counts of stop-ended requests).
+ENGINE_CONFIGS: dict = {"patched": {"workaround": ["expand-kernel", "stop-metrics"]}}
+
+
+def method_options(name: str, options: Mapping) -> dict:
+    """The options of method ``name``: its defaults overridden by ``options``, every key and value checked."""
+    if name not in METHODS:
+        raise InvalidArgument(f"method={name!r} must be one of {tuple(METHODS)!r}.")
+    accepted = {**COMMON_OPTIONS, **METHODS[name].options}
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InvalidArgument(
+            f"engine option(s) {', '.join(f'{k}={options[k]!r}' for k in unknown)} not accepted by "
+            f"specverify.adapters.vllm:{name}: it accepts {sorted(accepted)!r} (--engine-option KEY=VALUE)."
+        )
+    merged = {**accepted, **options}
+    for key, value in merged.items():
+        if key in options and key in OPTION_CHECKS:
+            OPTION_CHECKS[key](value)
+    return merged
