@@ -256,7 +256,7 @@ def test_greedy_equals_the_target(name):
     """In a fresh process per factory: in one process after other engines, ngram and plain gave wrong greedy
     outputs (docs/findings/vllm.md, finding 5), which this test does not pin. No min_tokens here: with it, ngram's
     and the greedy draft's output is wrong on some prompts (the bonus row keeps EOS masked,
-    tests/adapters/test_vllm_findings.py); without it, ngram was exact in every fresh-process rerun (A.md)."""
+    tests/adapters/test_vllm_findings.py); without it, ngram was exact in every fresh-process rerun (finding 5)."""
     out = subprocess.run([sys.executable, "-c", _GREEDY_SCRIPT, name], capture_output=True, text=True, timeout=300)
     line = [x for x in out.stdout.splitlines() if x.startswith("MISMATCHES")]
     assert line and line[0].startswith("MISMATCHES 0 "), (line, out.stderr[-2000:])

@@ -1,6 +1,7 @@
-"""vLLM 0.32.0 (CPU) findings pinned, docs/findings/vllm-parts/A.md: min_tokens masks EOS on the bonus row one round
-too long (greedy output wrong, a local patch makes it exact), and the speculative set-ups that vLLM's CPU path refuses
-or runs as something else (mlp_speculator, dspark, synthetic and block rejection). Run from the vLLM venv:
+"""vLLM 0.32.0 (CPU) findings pinned (docs/findings/vllm.md: finding 8, the pinned refusals): min_tokens masks EOS
+on the bonus row one round too long (greedy output wrong, a local patch makes it exact), and the speculative set-ups
+that vLLM's CPU path refuses or runs as something else (mlp_speculator, dspark, synthetic and block rejection).
+Run from the vLLM venv:
 
     .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_findings.py -q -p no:cacheprovider
 
@@ -43,8 +44,8 @@ def short_prompts(far_eos):
 
 
 def _bonus_row_patch(monkeypatch) -> None:
-    """The local patch of docs/findings/vllm-parts/A.md, by monkeypatching (the engine runs in-process): the bonus row
-    of request i follows its ``num_draft_tokens[i]`` drafts, so its stop tokens stay masked only while the committed
+    """Finding 8's local patch (vllm.md), by monkeypatching (the engine runs in-process): the bonus
+    row of request i follows its ``num_draft_tokens[i]`` drafts, so its stop tokens stay masked only while the committed
     output plus those drafts is shorter than ``min_tokens`` (vLLM masks them while the committed output alone is)."""
     import torch
     from vllm.v1.sample import rejection_sampler as rs
@@ -94,7 +95,7 @@ def _mismatches(decoder, table: tuple, gamma: int) -> dict:
 
 
 def test_min_tokens_masks_eos_on_the_bonus_row(far_eos, short_prompts, monkeypatch):
-    """FINDING (A.md, A1): after the prefill's token (1 committed, min_tokens 2) the round verifies its drafts and
+    """FINDING 8 (vllm.md): after the prefill's token (1 committed, min_tokens 2) the round verifies its drafts and
     the bonus row sits at position 1 + drafts >= 2, yet it is sampled with EOS masked (v1/sample/logits_processor/
     builtin.py:279-288 via v1/sample/sampler.py:403-404, called for the bonus rows at rejection_sampler.py:148-161),
     because the committed output is still shorter than min_tokens; the draft rows are masked right (builtin.py:338).
@@ -110,7 +111,7 @@ def test_min_tokens_masks_eos_on_the_bonus_row(far_eos, short_prompts, monkeypat
     try:
         assert short_prompts[2][1][prompt] == (wrong[:-2] + (eos,), "eos")  # the target ends at position 2
         bad = _mismatches(decoder, short_prompts[2], gamma)
-        assert bad.get(prompt) == (wrong, "eos"), "vLLM's bonus-row mask changed: see A.md"
+        assert bad.get(prompt) == (wrong, "eos"), "vLLM's bonus-row mask changed: see docs/findings/vllm.md, finding 8"
         # every mismatch on the short prompts is this one: the target's EOS at position >= min_tokens replaced by
         # another token, the tokens before it equal
         for p, (tokens, _) in bad.items():
@@ -161,7 +162,7 @@ def _llm(target_path: str, speculative_config: dict):
 
 
 def test_mlp_speculator_is_refused(main_pair, tmp_path):
-    """REFUSED (A.md): vLLM 0.32.0 has no MLP speculator. Its architecture is commented out of the model registry
+    """REFUSED (vllm.md): vLLM 0.32.0 has no MLP speculator. Its architecture is commented out of the model registry
     ("Temporarily disabled ... once the MLP Speculator is supported in V1", model_executor/models/registry.py:704-706),
     so an MLPSpeculator checkpoint is refused when the config is built (registry.py:1206), and method="mlp_speculator"
     with any other draft is an unsupported method (config/speculative.py:1389). Behind both: no V1 proposer
@@ -186,7 +187,7 @@ def test_mlp_speculator_is_refused(main_pair, tmp_path):
 
 
 def test_dspark_is_refused_on_the_v1_runner(main_pair):
-    """REFUSED (A.md): without Triton the CPU uses Model Runner V1 (config/vllm.py:724-728), and DSpark exists only
+    """REFUSED (vllm.md): without Triton the CPU uses Model Runner V1 (config/vllm.py:724-728), and DSpark exists only
     in V2: "Model Runner V1 does not support: dspark speculative decoding" (config/vllm.py:2976-2979, raised at
     :3199-3202) before any model loads."""
     from vllm.triton_utils import HAS_TRITON
@@ -200,7 +201,7 @@ def test_dspark_is_refused_on_the_v1_runner(main_pair):
 
 
 def test_synthetic_rejection_fails_at_the_first_verification(main_pair):
-    """REFUSED (A.md): rejection_sample_method="synthetic" starts (the config accepts it), then the first step that
+    """REFUSED (vllm.md): rejection_sample_method="synthetic" starts (the config accepts it), then the first step that
     verifies drafts fails: the CPU kernels assert "Synthetic acceptance not supported with CPU sampling"
     (utils/cpu_triton_utils.py:330 greedy, :369 random). The same with a draft model (measured)."""
     from vllm import SamplingParams as VllmParams
@@ -228,7 +229,7 @@ def test_synthetic_rejection_fails_at_the_first_verification(main_pair):
 
 @pytest.mark.parametrize("method", ["block", "standard"])
 def test_block_rejection_is_point_mass_verification_on_v1(main_pair, monkeypatch, method):
-    """NOT BLOCK VERIFICATION (A.md): block verification exists only in Model Runner V2
+    """NOT BLOCK VERIFICATION (vllm.md): block verification exists only in Model Runner V2
     (v1/worker/gpu/spec_decode/rejection_sampler.py:174); the CPU runs V1, whose RejectionSampler has no block path.
     There "block" only turns the drafter's cached draft probabilities off (v1/spec_decode/llm_base_proposer.py:258),
     so every verification gets draft_probs=None and the drafts are verified as point masses (the NO_DRAFT_PROBS kernel
