@@ -63,6 +63,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "dtype": str(config.model_config.dtype).removeprefix("torch."),
         "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
         "expand_kernel": vllm_patches.bound_expand_kernel(),
+        "min_tokens_bonus": vllm_patches.bound_min_tokens_bonus(),
     }
     if spec is not None:
         out.update(

@@ -185,16 +185,22 @@ def _check_draft_family(draft) -> None:
 def _check_one_workaround_setting(decoder) -> None:
     """vLLM binds its kernel overrides process-wide at each engine start (module docstring of vllm_patches), so
     live decoders with and without a workaround cannot share a process."""
-    mine = "expand-kernel" in vllm_patches.workarounds_of(decoder.options["workaround"])
+
+    def process_global(d) -> tuple:
+        return tuple(
+            w for w in vllm_patches.workarounds_of(d.options["workaround"]) if w in vllm_patches.PROCESS_GLOBAL
+        )
+
+    mine = process_global(decoder)
     for other in list(_DECODERS):
-        theirs = "expand-kernel" in vllm_patches.workarounds_of(other.options["workaround"])
+        theirs = process_global(other)
         if other is not decoder and not other._closed and theirs != mine:
             raise InvalidArgument(
                 f"workaround={decoder.options['workaround']!r}: this process already holds a vLLM decoder with "
                 f"workaround={other.options['workaround']!r} ({other.method}), and vLLM's kernel overrides "
-                "(expand-kernel) are process-global. Give --against the same --engine-option workaround=..., or run "
-                "each decoder in its own worker (leave out --isolation none); close the other decoder first from "
-                "Python."
+                "(expand-kernel, min-tokens-bonus) are process-global. Give --against the same --engine-option "
+                "workaround=..., or run each decoder in its own worker (leave out --isolation none); close the other "
+                "decoder first from Python."
             )
 
 

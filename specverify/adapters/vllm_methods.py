@@ -160,9 +160,10 @@ METHODS: dict = {
 
 
 METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
-#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with both
-#: workarounds of vllm_patches (finding 1's kernel, the per-request counts of stop-ended requests).
-ENGINE_CONFIGS: dict = {"patched": {"workaround": ["expand-kernel", "stop-metrics"]}}
+#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with every
+#: workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of stop-ended
+#: requests).
+ENGINE_CONFIGS: dict = {"patched": {"workaround": list(vllm_patches.WORKAROUNDS)}}
 
 
 def method_options(name: str, options: Mapping) -> dict:

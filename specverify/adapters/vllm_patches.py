@@ -13,6 +13,15 @@ rounds are lost. :func:`attach_running_metrics` wraps one engine's ``Scheduler.u
 attribute: per engine, nothing process-global) to attach a copy of every running request's metrics to its output
 of each step, so the front-end holds the latest when it finishes the request. The law is not touched.
 
+``min-tokens-bonus`` (finding 8). With speculation the bonus rows are sampled first, by the ordinary ``Sampler``
+(v1/sample/rejection_sampler.py:148-161), whose ``MinTokensLogitsProcessor.apply`` masks the stop tokens of every
+request whose *committed* output is shorter than ``min_tokens`` (v1/sample/logits_processor/builtin.py:279-288), though
+a bonus row sits ``num_draft_tokens[i]`` positions later: EOS stays masked there one round too long.
+:func:`bonus_row_forward` hands the rejection sampler's ``num_draft_tokens`` to the min-tokens processors while the
+bonus rows are sampled, and :func:`bonus_row_apply` masks a request's bonus row only while its committed output plus
+its drafts is shorter than ``min_tokens``. Both replace class attributes (process-global), so :func:`bind` installs or
+restores them before every engine start, like ``expand-kernel``.
+
 ``expand-kernel`` (finding 1). vLLM's CPU override of the rejection sampler's ``expand_kernel``,
 ``_expand_kernel_impl`` (vllm/utils/cpu_triton_utils.py:390), hands ``_ensure_int64(output)`` to an int64-only C++
 kernel. For a float32 output (the per-draft temperature or top-p) or an int32 one (top-k) that is a temporary copy,
@@ -36,9 +45,15 @@ __all__ = [
     "bind",
     "bound_expand_kernel",
     "attach_running_metrics",
+    "PROCESS_GLOBAL",
+    "bonus_row_forward",
+    "bonus_row_apply",
+    "bound_min_tokens_bonus",
 ]
 
-WORKAROUNDS = ("expand-kernel", "stop-metrics")
+WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus")
+#: the workarounds that replace process-global code (bound at each engine start): one setting per process
+PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _ORIGINAL: dict = {}  # vLLM's own _expand_kernel_impl, saved the first time bind() replaces it
@@ -111,12 +126,62 @@ def expand_into_output(output, input_val, cu_num_tokens, replace_from, replace_t
 
 def bind(workaround) -> None:
     """Make the next engine start register ``expand_into_output`` (``"expand-kernel"`` among the workarounds) or
-    vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``."""
+    vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``, and install the ``min-tokens-bonus`` methods or
+    vLLM's own (module docstring)."""
     from vllm.utils import cpu_triton_utils
+    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.sample.logits_processor import builtin
 
+    names = workarounds_of(workaround)
     _ORIGINAL.setdefault("expand", cpu_triton_utils._expand_kernel_impl)
-    wanted = expand_into_output if "expand-kernel" in workarounds_of(workaround) else _ORIGINAL["expand"]
-    cpu_triton_utils._expand_kernel_impl = wanted
+    cpu_triton_utils._expand_kernel_impl = expand_into_output if "expand-kernel" in names else _ORIGINAL["expand"]
+    _ORIGINAL.setdefault("forward", rejection_sampler.RejectionSampler.forward)
+    _ORIGINAL.setdefault("apply", builtin.MinTokensLogitsProcessor.apply)
+    bonus = "min-tokens-bonus" in names
+    rejection_sampler.RejectionSampler.forward = bonus_row_forward if bonus else _ORIGINAL["forward"]
+    builtin.MinTokensLogitsProcessor.apply = bonus_row_apply if bonus else _ORIGINAL["apply"]
+
+
+def bonus_row_forward(self, metadata, draft_probs, logits, sampling_metadata):  # noqa: ANN001, ANN201 - vLLM's
+    """``RejectionSampler.forward`` with each request's ``num_draft_tokens`` handed to the min-tokens processors while
+    it runs (read by :func:`bonus_row_apply` when the bonus rows are sampled)."""
+    from vllm.v1.sample.logits_processor import builtin
+
+    mins = [
+        p for p in sampling_metadata.logitsprocs.non_argmax_invariant if isinstance(p, builtin.MinTokensLogitsProcessor)
+    ]
+    for p in mins:
+        p.bonus_offsets = metadata.num_draft_tokens
+    try:
+        return _ORIGINAL["forward"](self, metadata, draft_probs, logits, sampling_metadata)
+    finally:
+        for p in mins:
+            p.bonus_offsets = None
+
+
+def bonus_row_apply(self, logits):  # noqa: ANN001, ANN201 - vLLM's signature
+    """``MinTokensLogitsProcessor.apply`` that masks the bonus row of request i while its committed output plus its
+    ``num_draft_tokens[i]`` drafts is shorter than ``min_tokens`` (vLLM's own ``apply`` everywhere else)."""
+    import torch
+
+    offsets = getattr(self, "bonus_offsets", None)
+    if offsets is None or not self.min_toks:
+        return _ORIGINAL["apply"](self, logits)
+    rows, tokens = [], []
+    for request, (min_tokens, output_ids, stop_ids, _) in self.min_toks.items():
+        if len(output_ids) + offsets[request] < min_tokens:
+            rows += [request] * len(stop_ids)
+            tokens += list(stop_ids)
+    if rows:
+        logits[torch.tensor(rows), torch.tensor(tokens)] = float("-inf")
+    return logits
+
+
+def bound_min_tokens_bonus() -> bool:
+    """Whether the ``min-tokens-bonus`` methods are installed now (engine_info's evidence)."""
+    from vllm.v1.sample import rejection_sampler
+
+    return rejection_sampler.RejectionSampler.forward is bonus_row_forward
 
 
 def bound_expand_kernel() -> str | None:
