@@ -36,9 +36,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +114,7 @@ def speculative_config(method: str, head_path, num_speculative_tokens: int) -> d
 def head_dir(spec: HeadSpec, *, root=None) -> Path:
     """The directory of ``spec``'s head (config.json, model.safetensors, specverify.json), written first if missing;
     its target is written too (``specverify.oracles.checkpoint.target_dir``)."""
-    from specverify.oracles.checkpoint import cache_root, target_dir
+    from specverify.oracles.checkpoint import cache_root, publish_directory, target_dir
 
     if not isinstance(spec, HeadSpec):
         raise InvalidArgument(f"spec={spec!r} must be a HeadSpec (HeadSpec('eagle'), ...).")
@@ -126,18 +123,7 @@ def head_dir(spec: HeadSpec, *, root=None) -> Path:
     if final.is_dir():
         return final
     source = target_dir(spec.target, root=root)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        _write_head(tmp, spec, source)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not final.is_dir():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    publish_directory(final, lambda tmp: _write_head(tmp, spec, source))
     return final
 
 

@@ -120,10 +120,19 @@ def _draft_state(source: Path, sigma: float, seed: int) -> dict[str, np.ndarray]
 
 def _publish(final: Path, spec, make_state, meta: dict) -> None:
     """Write the checkpoint into a temporary sibling of ``final`` and rename it into place (first writer wins)."""
+    publish_directory(
+        final, lambda tmp: _write_checkpoint(tmp, spec, make_state(), {"format": spec.format_version, **meta})
+    )
+
+
+def publish_directory(final: Path, write) -> None:
+    """``write(tmp)`` fills a temporary sibling of ``final``, which is then renamed into place: concurrent writers of
+    one cache entry never see a half-written directory, and the first to finish wins (the heads of
+    ``specverify.adapters.vllm_heads`` are cached the same way)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        _write_checkpoint(tmp, spec, make_state(), {"format": spec.format_version, **meta})
+        write(tmp)
         try:
             os.rename(tmp, final)
         except OSError:
