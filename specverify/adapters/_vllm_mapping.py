@@ -77,6 +77,10 @@ def _effective_config(llm, options: Mapping) -> dict:
             and spec.draft_sample_method == "probabilistic",
             stop_metrics=vllm_patches.running_metrics_attached(llm),
         )
+        drafter = getattr(spec, "draft_model_config", None)  # None for ngram; mtp: the target's MTP layers
+        if drafter is not None:
+            out["draft_architectures"] = list(getattr(drafter.hf_config, "architectures", None) or [])
+            out["n_predict"] = getattr(drafter.hf_config, "n_predict", None)
     return out
 
 

@@ -6,9 +6,11 @@ it runs, whether it loads a draft checkpoint (the pair's draft, or the one ``Met
 its ``speculative_config`` is built. Each factory is made from the table (``factory(target, draft, **options)``, named
 ``specverify.adapters.vllm:NAME``): ``draft_model`` (the draft samples its tokens), ``draft_model_greedy`` (the
 draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2] by default; the draft is ignored) and ``plain``
-(speculation off: the control). ``target`` and ``draft`` must be ``CheckpointModel`` s of the AR family: vLLM loads
-``target.path`` (float32, eager, ``max_model_len`` 64, KV block size 32) with the checkpoint's own tokenizer, which
-gives vLLM the EOS id and the text that stop strings are matched on. Toy models and the toy draft families
+(speculation off: the control), the head methods and ``mtp`` (the MTP layer inside a MiMo target; its factory
+declares ``checkpoint_pairs = "mimo"``, so its scenarios run on the MiMo pair). ``target`` and ``draft`` must be
+``CheckpointModel`` s of the AR family: vLLM loads ``target.path`` (float32, eager, ``max_model_len`` 64, KV block
+size 32) with the checkpoint's own tokenizer, which gives vLLM the EOS id and the text that stop strings are matched
+on. Toy models and the toy draft families
 (``--drafts`` other than ``ar``) cannot be loaded (``InvalidArgument``, verdict ``error``).
 
 **Engine options** (``--engine-option KEY=VALUE``; an unknown key raises ``InvalidArgument`` listing the accepted
@@ -126,6 +128,7 @@ __all__ = [
     "eagle3",
     "medusa",
     "dflash",
+    "mtp",
     "VllmDecoder",
     "MethodSpec",
     "METHODS",
@@ -378,6 +381,7 @@ def _factory(name: str) -> Callable:
     factory.__module__ = __name__
     factory.__doc__ = f"{spec.summary} Engine options (defaults): {accepted!r}."
     factory.draft_family = "ar"  # the checkpoint AR matrix only (_check_draft_family)
+    factory.checkpoint_pairs = spec.checkpoint_pairs  # its pair set: the Llama pairs, or the MiMo pair for mtp
     factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME
     return factory
 
@@ -390,3 +394,4 @@ eagle = _factory("eagle")
 eagle3 = _factory("eagle3")
 medusa = _factory("medusa")
 dflash = _factory("dflash")
+mtp = _factory("mtp")

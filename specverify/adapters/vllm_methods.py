@@ -1,6 +1,7 @@
 """The vLLM adapter's table of methods (``specverify.adapters.vllm``): capabilities, engine options and their
 checks, one ``MethodSpec`` per factory, the ``speculative_config`` builders and the option presets. The head methods'
-entries (eagle, eagle3, medusa, dflash) come from ``specverify.adapters.vllm_heads``. Imports no vLLM."""
+entries (eagle, eagle3, medusa, dflash) come from ``specverify.adapters.vllm_heads``; ``mtp`` runs on the MiMo pair
+(``checkpoint_pairs="mimo"``). Imports no vLLM."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ class MethodSpec:
     method accepts besides :data:`COMMON_OPTIONS`, with their defaults; ``speculative_config(target_path,
     draft_path, gamma, options) -> dict | None``; ``draft_law`` and ``prefill_tokens`` (None: undeclared) as
     docs/adapters.md defines them, ``draft_law`` also a function of the options; ``summary``: the factory's
-    docstring."""
+    docstring; ``checkpoint_pairs``: the pair set the factory's scenarios run on (its ``checkpoint_pairs``
+    attribute, ``specverify.certification.matrix_checkpoint.PAIR_SETS``: ``mimo`` for ``mtp``, whose drafts live in
+    the target)."""
 
     vllm_method: Optional[str]
     loads_draft: bool
@@ -87,6 +90,7 @@ class MethodSpec:
     options: Mapping = field(default_factory=dict)
     draft_path: Optional[Callable[[object, object, Mapping], str]] = None
     summary: str = ""
+    checkpoint_pairs: str = "llama"
 
     def law(self, options: Mapping) -> Optional[str]:
         return self.draft_law(options) if callable(self.draft_law) else self.draft_law
@@ -107,6 +111,33 @@ def _ngram_config(target_path: str, draft_path: Optional[str], gamma: int, optio
     if lo > hi:
         raise InvalidArgument(f"prompt_lookup_min={lo!r} must be <= prompt_lookup_max={hi!r}.")
     return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": hi, "prompt_lookup_min": lo}
+
+
+def _mtp_config(target_path: str, draft_path: Optional[str], gamma: int, options: Mapping) -> dict:
+    """``mtp``: the drafts come from the target's own MTP layers (``num_nextn_predict_layers`` of a MiMo checkpoint,
+    config/speculative.py:725-734), so there is no draft ``model``. vLLM reuses the layers for γ above their number
+    ``n`` and then needs γ divisible by ``n`` (config/speculative.py:1489-1501)."""
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(target_path) / "config.json").read_text())
+    layers = config.get("num_nextn_predict_layers") or 0
+    if config.get("architectures") != ["MiMoForCausalLM"] or layers < 1:
+        raise InvalidArgument(
+            f"target={target_path!r} is a {config.get('architectures')!r} checkpoint without MTP layers: vLLM's mtp "
+            "method drafts with the layers inside a MiMo target. Use the MiMo pair (MIMO_PAIRS['mimo'].build() of "
+            "specverify.certification.matrix_checkpoint; specverify certify picks it with --models checkpoint)."
+        )
+    if gamma > layers and gamma % layers:
+        raise InvalidArgument(
+            f"num_draft_tokens={gamma!r}: vLLM runs the target's {layers} MTP layers again for γ > {layers}, so γ "
+            f"must be <= {layers} or divisible by it (config/speculative.py:1493-1501)."
+        )
+    return {
+        "method": "mtp",
+        "num_speculative_tokens": gamma,
+        "draft_sample_method": options["draft_sample_method"],
+    }
 
 
 def sampled_draft_law(options: Mapping) -> str:
@@ -160,6 +191,17 @@ METHODS: dict = {
 
 
 METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
+METHODS["mtp"] = MethodSpec(
+    "mtp",
+    loads_draft=False,  # the MTP layers are read from the target's directory
+    capabilities=SPECULATIVE_CAPABILITIES,
+    speculative_config=_mtp_config,
+    draft_law="unmodelled",  # the pair's draft slot holds the target: the MTP layers' law is not modelled
+    prefill_tokens=1,  # the EAGLE proposer drafts in the prefill step, as for the heads (vllm_heads.method_specs)
+    options={"draft_sample_method": "greedy"},  # vLLM's default; honoured by the EAGLE proposer (llm_base_proposer:258)
+    checkpoint_pairs="mimo",
+    summary="Multi-token prediction: drafts from the MTP layer inside a MiMo target (the MiMo checkpoint pair).",
+)
 #: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with every
 #: workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of stop-ended
 #: requests).

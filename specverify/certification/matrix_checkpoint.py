@@ -16,22 +16,48 @@ toy knob            checkpoint
 a toy output; engines get theirs with the configurations work). Engines pay a start-up per pair, so every
 scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and every scenario keeps ≥ 1e-3 between
 its probabilities and the processor cut points (checked by a test and again before the scenario runs).
+
+**Pair sets.** ``CHECKPOINT_PAIRS`` are the Llama pairs every engine loads. A method whose drafts live inside the
+target (vLLM's ``mtp``) needs a target of another architecture, so the design allows one more pair:
+``MIMO_PAIRS`` holds the MiMo target (Qwen2 with MTP layers, its own float64 forward:
+``specverify.oracles.checkpoint_mimo``), whose draft is the target itself. :data:`PAIR_SETS` names both sets; a
+factory picks one by declaring ``checkpoint_pairs = "mimo"`` (default ``"llama"``, read by :func:`pair_set_of`), and
+``checkpoint_matrix(toy, pairs="mimo")`` runs every scenario on that one pair, with the same parameter changes
+(the MiMo pair's margins are checked like the Llama pairs'). A pair spec names its set (``pair_set``), so a
+scenario's own matrix is found from its pair.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec
+from specverify.errors import InvalidArgument
+from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec, MimoPairSpec, MimoSpec
 from specverify.params import SamplingParams
 
-__all__ = ["CHECKPOINT_PAIRS", "TOY_ONLY", "checkpoint_matrix"]
+__all__ = [
+    "CHECKPOINT_PAIRS",
+    "MIMO_PAIRS",
+    "PAIR_SETS",
+    "DEFAULT_PAIR_SET",
+    "TOY_ONLY",
+    "checkpoint_matrix",
+    "pair_set_of",
+]
 
 CHECKPOINT_PAIRS = {
     "main": CheckpointPairSpec(CheckpointSpec(seed=0), draft_sigma=0.05, draft_seed=2),
     "sharp-close": CheckpointPairSpec(CheckpointSpec(seed=0, init_scale=0.35), draft_sigma=0.005, draft_seed=1),
     "far-eos": CheckpointPairSpec(CheckpointSpec(seed=0, eos_scale=-1.0), draft_sigma=0.1, draft_seed=2),
 }
+MIMO_PAIRS = {"mimo": MimoPairSpec(MimoSpec(seed=1))}  # seed 1: EOS in 10-35 % of outputs, every margin >= 1e-3
+#: The checkpoint pair sets by name: each scenario's pair name maps onto a pair of the set (``mimo``: the one pair).
+PAIR_SETS = {
+    "llama": {name: name for name in CHECKPOINT_PAIRS},
+    "mimo": {name: "mimo" for name in CHECKPOINT_PAIRS},
+}
+DEFAULT_PAIR_SET = "llama"
+_SPECS = {**CHECKPOINT_PAIRS, **MIMO_PAIRS}
 TOY_ONLY = ("target-zero", "draft-zero", "long-prompt", "multi-turn")  # multi-turn on engines: the configurations issue
 
 P = SamplingParams
@@ -72,12 +98,32 @@ _OVERRIDES = {
 }
 
 
-def checkpoint_matrix(toy: dict) -> dict:
-    """The checkpoint version of every toy scenario that has one (``TOY_ONLY`` have none), in the toy order."""
+def checkpoint_matrix(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
+    """The checkpoint version of every toy scenario that has one (``TOY_ONLY`` have none), in the toy order, on the
+    pair set ``pairs`` (a name of :data:`PAIR_SETS`)."""
+    chosen = _pair_set(pairs, "pairs")
     out = {}
     for name, scenario in toy.items():
         if name in TOY_ONLY:
             continue
         pair, changes = _OVERRIDES[name]
-        out[name] = replace(scenario, pair=CHECKPOINT_PAIRS[pair], **(changes or {}))
+        out[name] = replace(scenario, pair=_SPECS[chosen[pair]], **(changes or {}))
     return out
+
+
+def pair_set_of(factory: object) -> str:
+    """The pair set a factory declares (its ``checkpoint_pairs`` attribute; ``"llama"`` when it has none)."""
+    declared = getattr(factory, "checkpoint_pairs", None)
+    if declared is None:
+        return DEFAULT_PAIR_SET
+    _pair_set(declared, f"{getattr(factory, '__name__', factory)!s}.checkpoint_pairs")
+    return declared
+
+
+def _pair_set(name: object, label: str) -> dict:
+    if name not in PAIR_SETS:
+        raise InvalidArgument(
+            f"{label}={name!r} must be one of {sorted(PAIR_SETS)!r}: the checkpoint pair sets "
+            "(specverify.certification.matrix_checkpoint.PAIR_SETS)."
+        )
+    return PAIR_SETS[name]

@@ -14,6 +14,7 @@ from specverify.certification.budget import Allocation, allotted
 from specverify.certification.collect import Session
 from specverify.certification.config import RunConfig
 from specverify.certification.scenarios import Matrix, matrix
+from specverify.enums import DraftFamily, ModelFamily
 
 __all__ = ["BATTERY_SIZE", "AlphaPlan", "Run", "Deadline", "BudgetSpent", "matrix_for"]
 
@@ -100,9 +101,19 @@ class Run:
 
 
 def matrix_for(config: RunConfig) -> Matrix:
-    """The matrix a configuration runs: the user pair's, a draft family's, or the model family's."""
+    """The matrix a configuration runs: the user pair's, a draft family's, or the model family's; on the checkpoint
+    family, the pair set the factory declares (``checkpoint_pairs``, ``matrix_checkpoint.pair_set_of``)."""
     if config.user_pair:
         from specverify.certification.matrix_user import user_matrix
 
         return user_matrix(config.target_dir, config.draft_dir)
-    return matrix(config.models, config.draft_family)
+    pairs = None
+    if config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR:
+        from specverify.certification.factory import SetupFailure, resolve_factory
+        from specverify.certification.matrix_checkpoint import pair_set_of
+
+        try:
+            pairs = pair_set_of(resolve_factory(config.factory))
+        except SetupFailure:  # the run reports it as its set-up failure (pipeline.run_certification)
+            pairs = None
+    return matrix(config.models, config.draft_family, pairs)

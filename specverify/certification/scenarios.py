@@ -287,10 +287,19 @@ class Matrix(Mapping):
         return self._positions
 
 
-def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> Matrix:
+def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR, pairs: str | None = None) -> Matrix:
     """The scenarios of one model family by name: ``"toy"`` (default) or ``"checkpoint"`` (needs the ``hf`` extra);
-    ``drafts`` other than ``"ar"`` gives that draft family's matrix (toy models only, ``matrix_drafts.py``)."""
+    ``drafts`` other than ``"ar"`` gives that draft family's matrix (toy models only, ``matrix_drafts.py``).
+    ``pairs`` names the checkpoint pair set (``matrix_checkpoint.PAIR_SETS``; None: the Llama pairs); the toy
+    matrices have one set and ignore it."""
     models, drafts = ModelFamily.parse(models, "models"), DraftFamily.parse(drafts, "drafts")
+    if models == ModelFamily.CHECKPOINT and drafts == DraftFamily.AR and pairs not in (None, "llama"):
+        key = f"{models}:{pairs}"
+        if key not in _CACHE:
+            from specverify.certification.matrix_checkpoint import checkpoint_matrix
+
+            _CACHE[key] = Matrix(checkpoint_matrix(SCENARIOS, pairs=pairs))
+        return _CACHE[key]
     if drafts != DraftFamily.AR:
         if models != ModelFamily.TOY:
             raise InvalidArgument(f"drafts={str(drafts)!r} runs on the toy models only; pass models='toy'.")
@@ -315,8 +324,8 @@ TOY_MATRIX = Matrix(SCENARIOS)
 
 
 def matrix_of(pair: PairSpec) -> Matrix:
-    """The matrix a scenario's model pair belongs to (its model family and draft family)."""
-    return matrix(pair.family, getattr(pair, "drafts", DraftFamily.AR))
+    """The matrix a scenario's model pair belongs to (its model family, draft family and pair set)."""
+    return matrix(pair.family, getattr(pair, "drafts", DraftFamily.AR), getattr(pair, "pair_set", None))
 
 
 def scenario_names(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> tuple:

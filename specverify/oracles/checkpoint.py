@@ -51,8 +51,15 @@ _CHUNK = 4096  # prefixes per forward call
 
 
 def _is_spec(spec: object, *, pair: bool) -> bool:
-    """Whether ``spec`` is a checkpoint spec (a pair's when ``pair``): read through its fields, not its class."""
-    return getattr(spec, "family", None) == "checkpoint" and hasattr(spec, "key") and hasattr(spec, "target") == pair
+    """Whether ``spec`` is a Llama checkpoint spec (a pair's when ``pair``): read through its fields, not its class
+    (the MiMo specs have their own recipe, ``specverify.oracles.checkpoint_mimo``)."""
+    target = getattr(spec, "target", spec)
+    return (
+        getattr(spec, "family", None) == "checkpoint"
+        and hasattr(spec, "key")
+        and hasattr(spec, "target") == pair
+        and getattr(target, "architecture", "llama") == "llama"
+    )
 
 
 def _fields(spec) -> dict:
@@ -186,9 +193,12 @@ class CheckpointModel:
                 for at in range(0, len(group), _CHUNK):
                     chunk = group[at : at + _CHUNK]
                     ids = torch.tensor(chunk, dtype=torch.int64)  # [b, length]
-                    out = self._model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1]  # [b, V]
+                    out = self._forward_last(ids)  # [b, V]
                     self._memo.update(zip(chunk, out.to(torch.float64).unbind(0)))
         return torch.stack([self._memo[k] for k in keys])  # [B, V] float64
+
+    def _forward_last(self, ids) -> object:  # [b, T] int64 -> [b, V] float64: logits after the last position
+        return self._model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1]
 
     def new_batch_cache(self, batch: int, capacity: int) -> "CheckpointBatchCache":
         return CheckpointBatchCache(self, batch, capacity)
