@@ -7,8 +7,12 @@ sampling       ``SamplingCheck``           —                             N of 
 greedy         ``GreedyCheck``             —                             its prompts (120)          0
 collision      ``CollisionCheck``          ``batch``                     2 × pairs of the level     1
 mixed          ``MixedCheck``              ``batch``, members' params    Σ members' N               one per member
-composition    ``CompositionCheck``        ``batch``                     3 × N at TV ≥ 0.2          3
+composition    ``CompositionCheck``        ``batch``                     small + large (below)      3
 =============  ==========================  ===========================  =========================  ===============
+
+Composition plans its calls of one or two requests at ``max(2ε, 0.04)`` on a shape cut to three tokens (tested as
+``small``, and the calls of one alone as ``alone``) and its large calls at TV 0.2 (``large``); its planned size is
+the tested draws of both (``checks.composition.composition_plan``).
 
 Run-level: ``TwoSampleCheck`` replaces the sampling check under ``--against`` (and on a user's own checkpoints,
 where there is no exact law: its N then comes from a pilot); ``check_reproducible`` runs once after the scenarios.

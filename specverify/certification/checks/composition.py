@@ -1,16 +1,26 @@
 """The batch-composition scenario: a request's law must not depend on how many neighbours it has, or which.
 
-One request shape R (seeded draws ``base + i``) is sent three ways, and each way's outcomes are tested against the
-exact law on their own: ``alone`` (one request per call), ``pairs`` (R beside one different neighbour) and
-``large`` (R every other request in calls of up to 512, among neighbours with other prompts, temperatures and
-γ). Each is planned to detect a TV of ``SMALL_CALL_EPSILON`` (or the level's ε if larger): calls of one or two
-requests cost a decoder call each, and a batch-size code path that changes the law usually changes it a lot;
-large batches are also tested at the level's ε by ``mixed-batch``. Neighbours are validated like every completion
-but not tested.
+Three tests (three shares of α, as before), each against the exact law (docs/design.md, *Batch composition*):
+
+- ``small``: every draw made in a call of one or two requests. The calls carry nothing but tested draws: ``A`` calls
+  of one request and ``A`` calls of two, both requests of the call being draws (distinct seeds) of the small-call
+  shape S, so a call of two yields two draws. S is the scenario's request cut to ``SMALL_MAX_TOKENS`` tokens and
+  ``SMALL_GAMMA`` drafts: a first-position rejection, a middle rejection and a bonus still occur, and its law has
+  few outcomes (40 on the toy pair, against 121), which halves the draws a TV costs. Planned at
+  :func:`small_call_epsilon` (twice the level's ε, not below ``SMALL_CALL_FLOOR``).
+- ``alone``: the ``A`` draws of the calls of one request on their own (a path taken only at batch size one shows
+  here undiluted; ``small`` sees it at a third of its TV).
+- ``large``: the scenario's own request R every other request in calls of up to ``LARGE_CALL``, among neighbours
+  with other prompts, temperatures and γ, planned at TV ``LARGE_CALL_EPSILON``; large batches are also tested at
+  the level's ε by ``mixed-batch``. Neighbours are validated like every completion but not tested.
+
+Calls of one or two requests cost one decoder call per one or two draws, so their plan is a compromise between power
+and calls (``benchmarks/composition_cost.py`` prints both); the results carry the TV each test could detect.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from dataclasses import replace
@@ -19,25 +29,58 @@ from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import Draws, scenario_seed
 from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
+from specverify.errors import check
 from specverify.protocol import Request
 
-__all__ = ["COMPOSITIONS", "SMALL_CALL_EPSILON", "CompositionCheck"]
+__all__ = [
+    "COMPOSITIONS",
+    "LARGE_CALL_EPSILON",
+    "SMALL_CALL_FLOOR",
+    "SMALL_MAX_TOKENS",
+    "SMALL_GAMMA",
+    "CompositionCheck",
+    "small_call_epsilon",
+    "small_call_shape",
+    "composition_plan",
+]
 
-COMPOSITIONS = ("alone", "pairs", "large")
-SMALL_CALL_EPSILON = 0.2
+COMPOSITIONS = ("small", "alone", "large")
+LARGE_CALL_EPSILON = 0.2
+SMALL_CALL_FLOOR = 0.04  # 2ε at thorough (0.02) would cost 4x the calls of 0.04: ~43,000 calls of one or two
+SMALL_MAX_TOKENS = 3
+SMALL_GAMMA = 2
 LARGE_CALL = 512
+_SEED_STRIDE = 1_000_003  # between the compositions' seed ranges (k = 0 calls of one, 1 calls of two, 2 large)
 
 
-def _planned(law, plan) -> int:
-    return plan.sample_size_of(law.probs, max(plan.epsilon, SMALL_CALL_EPSILON))
+def small_call_epsilon(epsilon: float) -> float:
+    """The TV the ``small`` test is planned to detect at a level of TV ``epsilon``: ``max(2ε, SMALL_CALL_FLOOR)``
+    (quick 0.1, standard and thorough 0.04), never above ``LARGE_CALL_EPSILON``."""
+    check(0 < epsilon <= 1, f"epsilon={epsilon!r} must be a TV in (0, 1], e.g. Level.QUICK.epsilon.")
+    return min(LARGE_CALL_EPSILON, max(2.0 * epsilon, SMALL_CALL_FLOOR))
 
 
-def _law(scenario):
-    return law_of(scenario)
+def small_call_shape(scenario) -> object:
+    """The request shape the calls of one or two requests draw: ``scenario``'s, cut to ``SMALL_MAX_TOKENS`` tokens
+    and ``SMALL_GAMMA`` drafts (never longer than the scenario's own)."""
+    cut = min(scenario.params.max_tokens, SMALL_MAX_TOKENS)
+    params = replace(scenario.params, max_tokens=cut, min_tokens=min(scenario.params.min_tokens, cut))
+    return replace(scenario, params=params, num_draft_tokens=min(scenario.num_draft_tokens, SMALL_GAMMA))
+
+
+def composition_plan(plan, scenario) -> dict:
+    """Planned draws per test and decoder calls of one or two requests under the α ``plan``:
+    ``{"small", "alone", "large", "calls_alone", "calls_pairs", "small_epsilon"}``."""
+    small_law = law_of(small_call_shape(scenario))
+    eps = small_call_epsilon(plan.epsilon)
+    alone = math.ceil(plan.sample_size_of(small_law.probs, eps) / 3)
+    large = plan.sample_size_of(law_of(scenario).probs, max(plan.epsilon, LARGE_CALL_EPSILON))
+    return dict(small=3 * alone, alone=alone, large=large, calls_alone=alone, calls_pairs=alone, small_epsilon=eps)
 
 
 class CompositionCheck:
-    """One sampling test per composition (``alone``, ``pairs``, ``large``: three shares of α)."""
+    """Three sampling tests (``small``, ``alone``, ``large``: three shares of α); ``alone``'s draws are part of
+    ``small``'s (Bonferroni holds under any dependence)."""
 
     kind = ScenarioKind.COMPOSITION
 
@@ -51,8 +94,9 @@ class CompositionCheck:
         return len(COMPOSITIONS)
 
     def planned_size(self, run, scenario) -> int:
-        """Outcomes of R the scenario draws over its three compositions."""
-        return len(COMPOSITIONS) * _planned(_law(scenario), run.plan)
+        """Tested draws the scenario makes: those of the small calls and R's in the large calls."""
+        sizes = composition_plan(run.plan, scenario)
+        return sizes["small"] + sizes["large"]
 
     def run(self, run, scenario) -> list:
         return run_composition(run, scenario)
@@ -71,16 +115,20 @@ def _neighbours(scenario, base: int) -> list:
     ]
 
 
-def _calls(scenario, composition: str, n: int, seed_of, neighbours: list) -> list:
-    """The calls of one composition as ``(requests, positions of R's draws)``; R's i-th draw has seed ``seed_of(i)``."""
+def _small_calls(shape, calls: int, seed_of) -> tuple:
+    """``calls`` calls of one request and ``calls`` calls of two, every request a draw of ``shape``, as
+    ``(requests, positions)`` lists; the i-th draw in calls of ``size`` has seed ``seed_of(size, i)``."""
+
+    def draw(size: int, i: int) -> Request:
+        return Request(shape.prompt, shape.params, shape.num_draft_tokens, seed=seed_of(size, i))
+
+    alone = [([draw(1, i)], (0,)) for i in range(calls)]
+    return alone, [([draw(2, 2 * j), draw(2, 2 * j + 1)], (0, 1)) for j in range(calls)]
+
+
+def _large_calls(scenario, n: int, seed_of, neighbours: list) -> list:
+    """R every other request in calls of up to ``LARGE_CALL``; R's i-th draw has seed ``seed_of(i)``."""
     own = [Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed_of(i)) for i in range(n)]
-    if composition == "alone":
-        return [([r], (0,)) for r in own]
-    if composition == "pairs":  # R first or second, beside each neighbour in turn
-        return [
-            ([neighbours[i % len(neighbours)], r], (1,)) if i % 2 else ([r, neighbours[i % len(neighbours)]], (0,))
-            for i, r in enumerate(own)
-        ]
     per_call, calls = LARGE_CALL // 2, []
     for start in range(0, n, per_call):
         call = []
@@ -90,47 +138,61 @@ def _calls(scenario, composition: str, n: int, seed_of, neighbours: list) -> lis
     return calls
 
 
+def _tally(session, handle, calls) -> tuple:
+    """Outcomes and first-round accepted counts of the tested positions of ``calls`` (``(requests, positions)``)."""
+    outcomes, accepted = Counter(), Counter()
+    for call, positions in calls:
+        completions = session.call(handle, call)
+        for position in positions:
+            comp = completions[position]
+            outcomes[(comp.tokens, comp.finish_reason)] += 1
+            if comp.accepted:
+                accepted[comp.accepted[0]] += 1
+    return outcomes, accepted
+
+
 def run_composition(run, scenario) -> list:
-    """One result per composition, each R-law against the exact law (members ``alone``, ``pairs``, ``large``)."""
+    """One result per test, each against its shape's exact law (members ``small``, ``alone``, ``large``)."""
     started = time.perf_counter()
     session, plan = run.session, run.plan
     handle = session.decoder(scenario)
-    law = _law(scenario)
     base = scenario_seed(run.seed, scenario.name)
-    neighbours = _neighbours(scenario, base)
-    out = []
-    for k, composition in enumerate(COMPOSITIONS):
-        planned = _planned(law, plan)
-        n = run.allotted(scenario, planned)
-        if n == 0:
-            out.append(budget_spent(scenario, planned, member=composition))
-            continue
-        seed = base + 1_000_003 * k
+    sizes = composition_plan(plan, scenario)
+    out = _run_small(run, scenario, handle, base, sizes, started)
+    planned = sizes["large"]
+    n = run.allotted(scenario, planned)
+    if n == 0:
+        return out + [budget_spent(scenario, planned, member="large")]
+    seed = base + _SEED_STRIDE * 2
 
-        def seed_of(i: int, s: int = seed) -> int | None:
-            return (s + i) % 2**63 if handle.seeded else None
+    def seed_of(i: int) -> int | None:
+        return (seed + i) % 2**63 if handle.seeded else None
 
-        outcomes, accepted = Counter(), Counter()
-        for call, positions in _calls(scenario, composition, n, seed_of, neighbours):
-            completions = session.call(handle, call)
-            for position in positions:
-                comp = completions[position]
-                outcomes[(comp.tokens, comp.finish_reason)] += 1
-                if comp.accepted:
-                    accepted[comp.accepted[0]] += 1
-        draws = Draws(outcomes, accepted or None, n)
-        out.append(
-            judge(
-                scenario,
-                law,
-                draws,
-                plan,
-                seed=seed,
-                reproduce=run.reproduce(scenario),
-                started=started,
-                planned=planned,
-                draft_law=handle.draft_law,
-                member=composition,
-            )
-        )
-    return out
+    calls = _large_calls(scenario, n, seed_of, _neighbours(scenario, base))
+    outcomes, accepted = _tally(session, handle, calls)
+    draws = Draws(outcomes, accepted or None, n)
+    common = dict(reproduce=run.reproduce(scenario), started=started, draft_law=handle.draft_law)
+    return out + [judge(scenario, law_of(scenario), draws, plan, seed=seed, planned=planned, member="large", **common)]
+
+
+def _run_small(run, scenario, handle, base: int, sizes: dict, started: float) -> list:
+    """The ``small`` and ``alone`` results: ``A`` calls of one request and ``A`` of two, all draws of S."""
+    shape = small_call_shape(scenario)
+    law = law_of(shape)
+    calls = run.allotted(scenario, sizes["small"]) // 3
+    if calls == 0:
+        return [budget_spent(scenario, sizes[m], member=m) for m in ("small", "alone")]
+
+    def seed_of(size: int, i: int) -> int | None:
+        return (base + _SEED_STRIDE * (size - 1) + i) % 2**63 if handle.seeded else None
+
+    alone_calls, pair_calls = _small_calls(shape, calls, seed_of)
+    outcomes, accepted = _tally(run.session, handle, alone_calls)
+    pair_outcomes, pair_accepted = _tally(run.session, handle, pair_calls)
+    alone = Draws(outcomes, accepted or None, calls)
+    small = Draws(outcomes + pair_outcomes, (accepted + pair_accepted) or None, 3 * calls)
+    common = dict(reproduce=run.reproduce(scenario), started=started, draft_law=handle.draft_law, parent=scenario)
+    return [
+        judge(shape, law, small, run.plan, seed=base, planned=sizes["small"], member="small", **common),
+        judge(shape, law, alone, run.plan, seed=base + 1, planned=sizes["alone"], member="alone", **common),
+    ]
