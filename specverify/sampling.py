@@ -98,6 +98,26 @@ def _mask(logits, params, num_generated, allowed, eos_token_id):  # [B, V] -> [B
     return logits
 
 
+def _run_processors(logits, params, histories):  # [B, V] -> [B, V]
+    """The request's ``logits_processors`` in order, after the penalties (docs/design.md, step 6)."""
+    check(
+        histories is not None and len(histories) == logits.shape[0],
+        f"params.logits_processors={params.logits_processors!r} need histories (one token tuple per row, prompt + "
+        f"generated), got {None if histories is None else len(histories)!r} for {logits.shape[0]} rows.",
+    )
+    for processor in params.logits_processors:
+        out = processor(histories, logits.clone())  # a clone: a processor writing in place cannot reach the caller
+        if not (isinstance(out, torch.Tensor) and out.shape == logits.shape):
+            raise InvalidArgument(
+                f"logits processor {processor!r} returned {type(out).__name__} of shape "
+                f"{tuple(getattr(out, 'shape', ()))!r}; expected a tensor of shape {tuple(logits.shape)!r}."
+            )
+        logits = out.to(torch.float64)
+        if bool((torch.isnan(logits) | (logits == float("inf"))).any()):
+            raise InvalidArgument(f"logits processor {processor!r} returned NaN or +inf: return finite logits or -inf.")
+    return logits
+
+
 def _truncate(probs, params):  # [B, V] -> [B, V], rows renormalised
     if params.top_k and params.top_k < probs.shape[1]:
         order = torch.sort(probs, dim=-1, descending=True, stable=True).indices
@@ -120,7 +140,15 @@ def _renormalize(probs):  # [B, V] -> [B, V]; all-zero rows stay zero
 
 
 def process_logits(
-    logits, params: SamplingParams, *, seen=None, counts=None, num_generated=0, allowed=None, eos_token_id=None
+    logits,
+    params: SamplingParams,
+    *,
+    seen=None,
+    counts=None,
+    num_generated=0,
+    allowed=None,
+    eos_token_id=None,
+    histories=None,
 ) -> torch.Tensor:
     """Batched canonical pipeline: raw logits [B, V] -> next-token law [B, V] (float64).
 
@@ -140,6 +168,9 @@ def process_logits(
         Grammar mask (EOS column = accepting state).
     eos_token_id : int, optional
         Needed when ``min_tokens > 0``.
+    histories : sequence of B tuples of token ids, optional
+        Each row's prompt + generated tokens; needed when ``params.logits_processors`` is not empty (they run
+        after the penalties, before the temperature).
 
     Returns
     -------
@@ -151,6 +182,8 @@ def process_logits(
     logits = logits.to(torch.float64)
     logits = _mask(logits, params, num_generated, allowed, eos_token_id)
     logits = _penalize(logits, params, seen, counts)
+    if params.logits_processors:
+        logits = _run_processors(logits, params, histories)
     if params.temperature == 0:
         alive = torch.isfinite(logits).any(-1, keepdim=True)  # [B, 1]
         hot = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[1]).to(torch.float64)
@@ -230,6 +263,7 @@ def next_token_probs(
         num_generated=len(generated),
         allowed=allowed,
         eos_token_id=eos_token_id,
+        histories=(tuple(int(t) for t in history),) * rows.shape[0],
     )
     return probs[0] if single else probs
 

@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from specverify.errors import InvalidArgument
 from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec, MimoPairSpec, MimoSpec
+from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
 
 __all__ = [
@@ -83,6 +84,7 @@ _OVERRIDES = {
     "stop-spanning": ("main", dict(params=P(stop=("ab", " b"), max_tokens=4))),
     "max-tokens-not-multiple": ("main", dict(params=P(max_tokens=4), num_draft_tokens=2)),
     "grammar-dead-end": ("main", None),  # the toy grammar and max_tokens as they are
+    "logits-processor": ("main", dict(params=P(logits_processors=(parity_processor,), max_tokens=3))),
     "gamma-1": ("main", dict(params=P(max_tokens=3))),
     "gamma-5": ("main", dict(params=P(max_tokens=3))),
     "mixed-batch": ("main", {}),
@@ -94,6 +96,7 @@ _OVERRIDES = {
     "greedy-penalties": ("main", {}),
     "greedy-masks": ("far-eos", {}),
     "greedy-min-tokens": ("far-eos", {}),
+    "greedy-logits-processor": ("main", {}),
     "greedy-grammar": ("main", {}),
 }
 

@@ -22,8 +22,9 @@ __all__ = ["user_matrix", "GREEDY_PROMPTS"]
 GREEDY_PROMPTS = 8
 
 
-def _p(temperature: float = 1.0, **kw) -> SamplingParams:
-    return SamplingParams(temperature=temperature, **kw)
+def _p(temperature: float | None = None, **kw) -> SamplingParams:
+    """Temperature 1 is left unset (the engine's own default handling is part of what runs)."""
+    return SamplingParams(**kw) if temperature is None else SamplingParams(temperature=temperature, **kw)
 
 
 def user_matrix(target_dir: str, draft_dir: str) -> Matrix:

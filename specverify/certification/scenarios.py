@@ -11,6 +11,7 @@ from specverify.enums import DraftFamily, ModelFamily, ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
 from specverify.oracles.pairs import ModelPair, PairSpec, ToyPairSpec
+from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
 
 __all__ = [
@@ -97,7 +98,7 @@ _LIST = [
         draft_distance=1.0,
     ),
     _s("near-deterministic", "sampling", "extreme probabilities (near one-hot target)", target_scale=5.0),
-    _s("top-k", "sampling", "top-k on both laws", params=P(top_k=2, max_tokens=5)),
+    _s("top-k", "sampling", "top-k on both laws, temperature unset (its default: 1)", params=P(top_k=2, max_tokens=5)),
     _s("top-p", "sampling", "top-p on both laws", params=P(top_p=0.75, max_tokens=4)),
     _s("min-p", "sampling", "min-p on both laws", params=P(min_p=0.35, max_tokens=4)),
     _s(
@@ -153,6 +154,12 @@ _LIST = [
         params=P(grammar=DEAD_END_GRAMMAR, max_tokens=4),
         eos_bias=0.0,
         vocab_size=5,
+    ),
+    _s(
+        "logits-processor",
+        "sampling",
+        "a logits processor reading the history (drafts included) on both laws, after the penalties",
+        params=P(logits_processors=(parity_processor,), max_tokens=4),
     ),
     _s("gamma-1", "sampling", "γ = 1", num_draft_tokens=1),
     _s(
@@ -239,6 +246,15 @@ _LIST = [
         eos_bias=1.5,
         draft_distance=1.0,
         draft_seed=26,
+        vocab_size=5,
+    ),
+    _s(
+        "greedy-logits-processor",
+        "greedy",
+        "greedy with a logits processor reading the history (it moves the argmax)",
+        params=P(temperature=0.0, max_tokens=5, logits_processors=(parity_processor,)),
+        draft_distance=1.0,
+        draft_seed=27,
         vocab_size=5,
     ),
     _s(

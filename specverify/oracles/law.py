@@ -152,6 +152,7 @@ def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw
             num_generated=len(frontier[0][0]),
             allowed=allowed,
             eos_token_id=vocab.eos_token_id,
+            histories=[prompt + gen for gen, _, _ in frontier] if params.logits_processors else None,
         ).numpy()
         frontier = _expand(frontier, law, params, vocab, texts, outcomes, probs)
         if len(outcomes) + len(frontier) > MAX_OUTCOMES:

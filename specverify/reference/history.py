@@ -29,6 +29,7 @@ class History:
     grammar_state: object
     stop_state: int  # state of the stop-string DFA (stops.stop_tables); 0 without stop strings
     finish_reason: Optional[str] = None
+    prompt: tuple[int, ...] = ()  # what logits processors read before ``generated``
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Rules:
             counts=(0,) * self.vocab.size,
             grammar_state=grammar.initial_state if grammar is not None else None,
             stop_state=0,
+            prompt=tuple(prompt),
         )
 
     def advance(self, history: History, token: int) -> History:
@@ -90,6 +92,7 @@ class Rules:
             grammar_state=grammar_state,
             stop_state=int(stop_state),
             finish_reason=reason,
+            prompt=history.prompt,
         )
 
     def law(self, logits, history: History) -> torch.Tensor:  # [1, V] -> [1, V]
@@ -116,6 +119,7 @@ class Rules:
             allowed=allowed,
             eos_token_id=eos,
             num_generated=torch.tensor([len(history.generated)], dtype=torch.int64),
+            histories=[history.prompt + history.generated] if params.logits_processors else None,
         )
 
 

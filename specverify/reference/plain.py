@@ -50,6 +50,7 @@ def _plain_group(target, prompt, params, seeds) -> GroupResult:
             num_generated=step,
             allowed=allowed,
             eos_token_id=vocab.eos_token_id,
+            histories=_histories(prompt, out, rows, step) if params.logits_processors else None,
         )
         tok = sample_from_uniforms(probs, torch.from_numpy(keyed_uniforms(seeds[rows], step, Purpose.PLAIN))).numpy()
         dead, rows = rows[tok < 0], rows[tok >= 0]
@@ -67,6 +68,10 @@ def _plain_group(target, prompt, params, seeds) -> GroupResult:
         logits = cache.forward(rows, out[rows, step][:, None])[:, 0]
     none = np.zeros((b, 0), dtype=np.int64)
     return GroupResult(tokens=out, lengths=n_gen, reasons=reason, accepted=none, chunk_sizes=none)
+
+
+def _histories(prompt, out, rows, step) -> list:  # prompt + generated per row, for logits processors
+    return [tuple(prompt) + tuple(out[r, :step].tolist()) for r in rows.tolist()]
 
 
 def _seeds(seeds, rng):

@@ -93,6 +93,7 @@ def history_from_scratch(vocab, request: Request, tokens: tuple[int, ...]) -> Hi
         grammar_state=grammar_state,
         stop_state=stop_state,
         finish_reason=finish_reason,
+        prompt=tuple(prompt),
     )
 
 

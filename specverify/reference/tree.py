@@ -31,8 +31,13 @@ _SUB = 2**32  # key offset per sibling / node within a depth (positions stay far
 
 
 def _clone(prov: tuple) -> tuple:
-    seen, counts, gstate = prov
-    return (None if seen is None else seen.clone(), None if counts is None else counts.clone(), gstate.copy())
+    seen, counts, gstate, histories = prov  # histories: a list of tuples that advance() replaces, never edits
+    return (
+        None if seen is None else seen.clone(),
+        None if counts is None else counts.clone(),
+        gstate.copy(),
+        histories,
+    )
 
 
 def _gather(probs: torch.Tensor, tokens: np.ndarray) -> torch.Tensor:  # [m, V], int [m] -> [m]

@@ -72,6 +72,12 @@ class _State:
                 pre = np.tile(np.asarray(p[:-1], dtype=np.int64), (rows.size, 1))
                 self.target_cache.forward(rows, pre)
                 self.draft_cache.forward(rows, pre)
+        self.prompts = None  # per row, kept only when a logits processor reads the history
+        if params.logits_processors:
+            self.prompts = [()] * b
+            for p, rows in groups.items():
+                for row in rows.tolist():
+                    self.prompts[row] = tuple(int(t) for t in p)
         self.gstate = np.zeros(b, dtype=np.int64)
         self.grammar = None
         if params.grammar is not None:
@@ -188,7 +194,7 @@ class VectorizedDecoder:
     def law(self, st, logits, prov, num_generated, params=None) -> torch.Tensor:  # [n, V] -> [n, V]
         """The processed law of each row under ``params`` (default: the request's) and its history ``prov``."""
         params = st.params if params is None else params
-        seen, counts, gstate = prov
+        seen, counts, gstate, histories = prov
         allowed = None
         if st.grammar is not None and params.grammar is not None:
             allowed = st.grammar[0][torch.from_numpy(gstate)]
@@ -200,6 +206,7 @@ class VectorizedDecoder:
             num_generated=torch.from_numpy(num_generated),
             allowed=allowed,
             eos_token_id=self.vocab.eos_token_id,
+            histories=histories,
         )
 
     def draft_laws(self, st: _State, logits: torch.Tensor, prov: tuple, num_generated: np.ndarray) -> tuple:
@@ -212,20 +219,27 @@ class VectorizedDecoder:
         return params
 
     def provisional(self, st: _State, rows: np.ndarray) -> tuple:
-        """A copy of the committed history state (snapshot) that drafts may advance."""
+        """A copy of the committed history state (snapshot) that drafts may advance: ``(seen, counts, grammar
+        states, histories)``; the penalty tensors are None without penalties, the histories (prompt + generated
+        tokens per row) None without logits processors."""
+        histories = None
+        if st.prompts is not None:
+            histories = [st.prompts[r] + tuple(st.out[r, : st.n_gen[r]].tolist()) for r in rows.tolist()]
         if not st.penalized:
-            return None, None, st.gstate[rows].copy()
-        return st.seen[rows].clone(), st.counts[rows].clone(), st.gstate[rows].copy()
+            return None, None, st.gstate[rows].copy(), histories
+        return st.seen[rows].clone(), st.counts[rows].clone(), st.gstate[rows].copy(), histories
 
     def advance(self, st: _State, prov: tuple, tokens: np.ndarray) -> tuple:
-        seen, counts, gstate = prov
+        seen, counts, gstate, histories = prov
+        if histories is not None:
+            histories = [h + (t,) for h, t in zip(histories, tokens.tolist())]
         if seen is not None:
             idx = torch.from_numpy(tokens)[:, None]
             seen.scatter_(1, idx, True)
             counts.scatter_add_(1, idx, torch.ones(idx.shape, dtype=counts.dtype))
         if st.grammar is not None:
             gstate = st.grammar[1][gstate, tokens]
-        return seen, counts, gstate
+        return seen, counts, gstate, histories
 
     # ------------------------------------------------------------------------------------------- draft
     def propose(self, st: _State, rows: np.ndarray) -> tuple:

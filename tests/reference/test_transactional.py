@@ -8,6 +8,7 @@ import pytest
 from specverify.errors import InvalidArgument
 from specverify.grammar import ToyGrammar
 from specverify.oracles import draft_copy, draft_near, exact_law, make_vocab, random_target
+from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
 from specverify.protocol import Request
 from specverify.reference.transactional import TransactionalDecoder
@@ -58,6 +59,11 @@ CASES = {
     ),
     "target_zeros": (random_target(V5, seed=6, zero_rate=0.4), None, SamplingParams(max_tokens=5)),
     "copy": (T5, draft_copy(T5), SamplingParams(max_tokens=6)),
+    "logits_processor": (
+        T5,
+        draft_near(T5, distance=0.6, seed=7),
+        SamplingParams(top_k=3, logits_processors=(parity_processor,), max_tokens=5),
+    ),
 }
 
 

@@ -12,6 +12,7 @@ import torch
 from specverify import InvalidArgument, SamplingParams
 from specverify.grammar import ToyGrammar
 from specverify.oracles import ToyModel, draft_near, exact_law, greedy_outcome, make_vocab, random_target
+from specverify.oracles.processors import parity_processor
 from specverify.protocol import Request
 from specverify.reference import VectorizedDecoder, decode_plain, make_decoder, sample_plain
 from tests.helpers import pooled_pvalue
@@ -47,6 +48,13 @@ SCENARIOS = {
     "grammar_dead_end": (TARGET, DRAFT, SamplingParams(max_tokens=4, grammar=DEAD_END), 3),
     "bad_tokens_temp": (TARGET, DRAFT, SamplingParams(max_tokens=4, bad_token_ids=(1,), temperature=0.5), 3),
     "long_prompt": (TARGET, DRAFT, SamplingParams(max_tokens=4), 2),
+    # a processor reading the history (drafts included), after the penalties and before temperature and top-k
+    "logits_processor": (
+        TARGET,
+        DRAFT,
+        SamplingParams(max_tokens=4, logits_processors=(parity_processor,), repetition_penalty=1.4, temperature=0.8),
+        3,
+    ),
 }
 PROMPTS = {"long_prompt": (0, 1, 2, 3, 0, 1, 2, 3, 3, 2, 1)}
 
@@ -62,7 +70,9 @@ def test_speculative_law_matches_exact_law(name):
     assert pvalue > ALPHA, f"scenario {name}: p={pvalue:.3g} (df={df}); reproduce with seed 1234"
 
 
-@pytest.mark.parametrize("name", ["plain", "stop_spanning", "penalties", "grammar_dead_end", "min_tokens"])
+@pytest.mark.parametrize(
+    "name", ["plain", "stop_spanning", "penalties", "grammar_dead_end", "min_tokens", "logits_processor"]
+)
 def test_plain_law_matches_exact_law(name):
     target, _, params, _ = SCENARIOS[name]
     law = exact_law(target, (0, 1), params)
