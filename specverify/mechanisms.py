@@ -31,6 +31,22 @@ _REPORTED = (
     ("over-reported-in-rejected-rounds", "A round that rejected a draft reports every draft accepted", ()),
 )
 
+    (
+        "per-position-from-one-dp-engine",
+        "Per-position accepted counts from one data-parallel engine's series, not their sum",
+        ("speculators #1095", "speculators PR #1096"),
+    ),
+    (
+        "rate-denominator-steps-plus-one",
+        "Drafted tokens (the acceptance rate's denominator) counted as γ + 1 per round",
+        ("SGLang PR #13212",),
+    ),
+    ("counted-past-stop", "Aggregate counters count the drafts after the finishing token", ("vLLM #56101",)),
+    (
+        "partial-accept-restore-replay",
+        "A partial accept restored from a checkpoint counts 0 accepted and its replay a full accept",
+        ("llama.cpp PR #25682", "llama.cpp PR #26320"),
+    ),
 
 def _catalogue(*mechanisms: Mechanism) -> dict[str, Mechanism]:
     ids = [m.id for m in mechanisms]

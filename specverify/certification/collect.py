@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import zlib
 from collections import Counter
@@ -52,6 +53,7 @@ class DecoderHandle:
     draft_law: str = "model"  # decoder.draft_law (specverify.protocol.draft_law_of)
     prefill_tokens: Optional[int] = None  # decoder.prefill_tokens (None: inferred from the counts)
     engine: Optional[dict] = None  # decoder.engine_info (specverify.protocol.engine_of)
+    reports_metrics: bool = False  # has decoder.reported_metrics() (the counters check, counters_check.py)
 
     def requests_per_call(self, chunk: int = CHUNK) -> int:
         """``chunk`` when the decoder declares ``batch``, else 1."""
@@ -147,6 +149,7 @@ class Session:
         self.runner = runner
         self._made: dict = {}
         self._valid: set = set()  # outcomes already validated, per params
+        self.counters = None  # the open CounterScope of the scenario being run (counters_check.py), if any
 
     def decoder(self, scenario) -> DecoderHandle:
         spec = scenario.pair
@@ -182,8 +185,37 @@ class Session:
         except Exception:  # noqa: BLE001 - a failing timings() costs the speed model its input, nothing else
             return None
 
+    @contextlib.contextmanager
+    def counting(self) -> Iterator:
+        """Open a ``CounterScope`` for one scenario's calls; yields it (``scope.close(...)`` gives the evidence)."""
+        from specverify.certification.counters_check import CounterScope
+
+        scope = CounterScope(self.reported_metrics)
+        self.counters = scope
+        try:
+            yield scope
+        finally:
+            self.counters = None
+
+    def handles(self) -> dict:
+        """The decoders made so far, by model pair."""
+        return dict(self._made)
+
+    def reported_metrics(self, handle: DecoderHandle) -> object:
+        """The decoder's ``reported_metrics()`` now, checked (a ``ReportedMetrics`` or None)."""
+        return self.runner.request("reported_metrics", handle.pair.spec)
+
+    def _counted(self, handle: DecoderHandle):
+        """The open scope when ``handle`` reports counters (its window opened before the call), else None."""
+        scope = self.counters
+        if scope is None or not handle.reports_metrics:
+            return None
+        scope.opening(handle)
+        return scope
+
     def call(self, handle: DecoderHandle, requests: list) -> list:
         """One decoder call, validated: completions in order, each obeying the protocol."""
+        scope = self._counted(handle)
         completions = self.runner.request("call", handle.pair.spec, list(requests))
         if len(completions) != len(requests):
             raise ProtocolViolation(f"wrong count: {len(completions)} completions for {len(requests)} requests")
@@ -192,6 +224,8 @@ class Session:
             problem = _validate().completion_violation(comp, req, vocab, known_ok=self._valid)
             if problem:
                 raise ProtocolViolation(problem)
+        if scope is not None:
+            scope.add_completions(handle, requests, completions)
         return completions
 
     def call_in_chunks(
@@ -234,6 +268,7 @@ class Session:
         return tally.draws(n)
 
     def _draw_fast(self, handle: DecoderHandle, request: Request, n: int) -> Draws:
+        scope = self._counted(handle)
         result = self.runner.request("sample", handle.pair.spec, request, n)
         total = sum(result.outcomes.values())
         if total != n:
@@ -260,6 +295,8 @@ class Session:
                 rounds, positions, requests=n, tokens=tokens, gamma=request.num_draft_tokens, first_round=accepted,
                 prefill=slack,
             )  # fmt: skip
+        if scope is not None:
+            scope.add_counts(handle, request, result, n)
         prefill = handle.prefill_tokens or 0
         return Draws(
             Counter(result.outcomes), accepted, n, rounds=rounds, positions=positions, violation=violation,

@@ -47,6 +47,7 @@ class ScenarioResult:
     accepted_expected: Optional[tuple] = None
     accepted_pvalue: Optional[float] = None
     metrics: Optional[dict] = None  # the all-round acceptance check (certification/metrics_check.py)
+    counters: Optional[dict] = None  # the engine's own counters' identities (certification/counters_check.py)
     num_outcomes: int = 0
     reproduce: str = ""
     elapsed_s: float = 0.0
@@ -115,6 +116,8 @@ class Certificate:
     timings: Optional[dict] = None  # the decoder's optional per-phase milliseconds (decoder.timings())
     config: Optional[object] = None  # the RunConfig it ran (None: a v1 document without one)
     engine: Optional[dict] = None  # the decoder's optional ``engine`` description (name, version, configuration)
+    counters_ok: Optional[bool] = None  # the named check ``counters`` (docs/metrics.md); None: no hook, not checked
+    counters_note: str = ""
 
     def meets(
         self,
@@ -125,7 +128,8 @@ class Certificate:
     ) -> bool:
         """Whether the verdict is at least ``require`` (exact > greedy-only > approximate > invalid); inconclusive
         and error meet nothing. ``require_reproducible`` / ``require_metrics``: the named check must also have
-        passed (not merely not failed)."""
+        passed (not merely not failed); ``require_metrics`` also fails on a broken counter identity (``counters``
+        False; None, no ``reported_metrics()`` hook, is no failure: the hook is optional)."""
         require = Verdict.parse(require, "require")
         if require.rank < 0:
             raise InvalidArgument(
@@ -134,15 +138,16 @@ class Certificate:
             )
         if require_reproducible and self.reproducible is not True:
             return False
-        if require_metrics and self.metrics_ok is not True:
+        if require_metrics and (self.metrics_ok is not True or self.counters_ok is False):
             return False
         verdict = Verdict(self.verdict)
         return verdict.rank >= require.rank
 
     @property
     def failed_checks(self) -> tuple:
-        """The named checks beside the verdict that failed: ``reproducible``, ``metrics``."""
-        return tuple(n for n, ok in (("reproducible", self.reproducible), ("metrics", self.metrics_ok)) if ok is False)
+        """The named checks beside the verdict that failed: ``reproducible``, ``metrics``, ``counters``."""
+        named = (("reproducible", self.reproducible), ("metrics", self.metrics_ok), ("counters", self.counters_ok))
+        return tuple(n for n, ok in named if ok is False)
 
     @property
     def failures(self) -> tuple:
@@ -151,8 +156,9 @@ class Certificate:
     def requirements(self) -> dict:
         """What the run required (``RunConfig.require*``) and whether each held; ``met`` is the exit code's answer.
 
-        Keys: ``require`` (the verdict needed) with ``verdict_meets``, then ``reproducible``, ``metrics`` and
-        ``speculation``, each ``{"required": bool, "ok": bool | None}`` (``ok`` None: not checked)."""
+        Keys: ``require`` (the verdict needed) with ``verdict_meets``, then ``reproducible``, ``metrics``,
+        ``speculation`` and ``counters``, each ``{"required": bool, "ok": bool | None}`` (``ok`` None: not checked).
+        ``counters`` is required with ``metrics`` and holds unless an identity broke (no hook: None, still met)."""
         cfg = self.config
         require = Verdict.EXACT if cfg is None else cfg.require
         needed = {
@@ -163,7 +169,9 @@ class Certificate:
         meets = self.verdict != Verdict.ERROR and self.meets(require)
         out = {"require": str(require), "verdict_meets": meets}
         out.update({k: {"required": req, "ok": ok} for k, (req, ok) in needed.items()})
-        out["met"] = meets and all(ok is True for req, ok in needed.values() if req)
+        out["counters"] = {"required": needed["metrics"][0], "ok": self.counters_ok}
+        counters_hold = not (needed["metrics"][0] and self.counters_ok is False)
+        out["met"] = meets and counters_hold and all(ok is True for req, ok in needed.values() if req)
         return out
 
     def to_dict(self) -> dict:

@@ -18,6 +18,7 @@ from specverify.certification.checks.judge import unfit_for_float32
 from specverify.certification.checks.twosample import against_spec
 from specverify.certification.collect import Session
 from specverify.certification.config import RunConfig
+from specverify.certification.counters_check import attach_counters
 from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.factory import SetupFailure, resolve_factory
 from specverify.certification.run import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
@@ -187,7 +188,10 @@ def _run_one(run, scenario) -> list:
     problem = unfit_for_float32(scenario, run.matrix)
     if problem:
         return [ScenarioResult.skipped(scenario, NotRun.UNFIT, problem)]
-    return check.run(run, scenario)
+    with run.session.counting() as scope:  # the engine's own counters over this scenario's calls
+        results = check.run(run, scenario)
+        evidence = scope.close(run.session.handles())
+    return attach_counters(results, evidence)
 
 
 def _reproducibility(run, chosen) -> tuple:

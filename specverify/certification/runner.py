@@ -148,6 +148,7 @@ class _Host:
                 draft_law=draft_law_of(decoder),
                 prefill_tokens=prefill_tokens_of(decoder),
                 engine=engine_of(decoder),
+                reports_metrics=callable(getattr(decoder, "reported_metrics", None)),
             )
         except InvalidArgument as exc:
             raise SetupFailure(str(exc)) from None
@@ -183,6 +184,15 @@ class _Host:
         """The decoder's optional ``engine_info`` now (after its calls: the effective configuration), checked."""
         try:
             return engine_of(self.decoders.get(key))
+        except InvalidArgument as exc:
+            raise DecoderFailure(str(exc)) from None
+
+    def reported_metrics(self, key):
+        """The decoder's ``reported_metrics()`` (docs/adapters.md), checked: a ``ReportedMetrics`` or None."""
+        from specverify.metrics.counters import as_reported_metrics
+
+        try:
+            return as_reported_metrics(self.decoders[key].reported_metrics())
         except InvalidArgument as exc:
             raise DecoderFailure(str(exc)) from None
 

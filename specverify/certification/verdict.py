@@ -175,11 +175,13 @@ def finish_certificate(
     results, violation, repro, *, config, matrix, elapsed_s: float, timings=None, engine=None
 ) -> Certificate:
     """Holm over the tested scenarios, the verdict rules, the certificate (certify, the shard merge, the plugin)."""
+    from specverify.certification.counters_check import counters_summary
     from specverify.certification.metrics_check import metrics_summary
 
     decision = decide(results, violation, matrix=matrix, alpha=config.alpha, against=config.against)
     spec = [r.accepted_observed for r in decision.results if r.accepted_observed]
     metrics_ok, metrics_note = metrics_summary(decision.results)
+    counters_ok, counters_note = counters_summary(decision.results)
     reason = decision.reason
     note = slow_note(decision.results)
     if note and decision.verdict != Verdict.INVALID:
@@ -203,6 +205,8 @@ def finish_certificate(
         command=config.reproduce(),
         metrics_ok=metrics_ok,
         metrics_note=metrics_note,
+        counters_ok=counters_ok,
+        counters_note=counters_note,
         timings=timings,
         config=config,
         engine=engine,

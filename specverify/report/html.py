@@ -66,6 +66,7 @@ def _banner(cert) -> str:
     repro = {True: "yes", False: "NO", None: "not checked"}[cert.reproducible]
     spec = {None: "not reported", True: "yes", False: "no (every accepted count is 0)"}[cert.speculation_observed]
     metrics = {True: "yes", False: "NO", None: "not checked"}[getattr(cert, "metrics_ok", None)]
+    counters = {True: "yes", False: "NO", None: "not checked"}[getattr(cert, "counters_ok", None)]
     versions = " · ".join(f"{k} {v}" for k, v in cert.versions.items()) or cert.version
     items = [
         ("Decoder", f"<code>{_e(cert.factory)}</code>"),
@@ -76,6 +77,7 @@ def _banner(cert) -> str:
         ("Reproducible", f"{repro} — {_e(cert.reproducibility_note)}"),
         ("Speculation observed", spec),
         ("Acceptance metrics", f"{metrics} — {_e(getattr(cert, 'metrics_note', '') or '')} (docs/metrics.md)"),
+        ("Engine counters", f"{counters} — {_e(getattr(cert, 'counters_note', '') or '')} (docs/metrics.md)"),
         ("Elapsed", f"{cert.elapsed_s:.1f} s"),
         ("Versions", _e(versions)),
         ("Command", f"<code>{_e(cert.command)}</code>"),

@@ -102,6 +102,9 @@ def _requirements_lines(cert) -> list:
         if record[name]["required"]:
             held = {True: "held", False: "NOT held", None: "NOT checked"}[record[name]["ok"]]
             parts.append(f"{name} required: {held}")
+    counters = record.get("counters")  # required with metrics; no hook is no failure
+    if counters and counters["required"] and counters["ok"] is not None:
+        parts.append(f"counter identities: {'held' if counters['ok'] else 'NOT held'}")
     outcome = "all met (exit 0)" if record["met"] else "not met (exit 1)"
     return [f"requirements: {'; '.join(parts)} — {outcome}"]
 
@@ -166,8 +169,18 @@ def _metrics_lines(cert) -> list:
     return out
 
 
+def _counters_line(cert) -> list:
+    """The named check ``counters`` (the engine's own counters' identities), when the decoder has the hook."""
+    ok = getattr(cert, "counters_ok", None)
+    note = getattr(cert, "counters_note", "") or ""
+    if ok is None and not any(getattr(s, "counters", None) for s in cert.scenarios):
+        return []  # no reported_metrics() hook: nothing to say
+    status = {True: "yes", False: "NO", None: "not checked"}[ok]
+    return [f"counters (the engine's own acceptance counters, law-free identities, evidence only): {status} — {note}"]
+
+
 def _extras(cert) -> list:
-    out = [_reproducibility_line(cert), *_metrics_lines(cert)]
+    out = [_reproducibility_line(cert), *_metrics_lines(cert), *_counters_line(cert)]
     rows = [s for s in cert.scenarios if s.accepted_observed]
     first = rows[0] if rows else None
     if first is None:

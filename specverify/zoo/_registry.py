@@ -40,7 +40,7 @@ class ZooEntry:
         showcases; others: ``specverify.zoo.drafts``).
     checks : tuple of str
         The named checks beside the verdict that it fails (``Certificate.failed_checks``: ``"metrics"``,
-        ``"reproducible"``); empty for an entry that fails none.
+        ``"reproducible"``, ``"counters"``); empty for an entry that fails none.
     """
 
     name: str
@@ -82,8 +82,8 @@ def zoo_entry(
     )
 
     check(
-        set(checks) <= {"metrics", "reproducible"},
-        f"checks={checks!r} must name checks of the certificate: 'metrics', 'reproducible'.",
+        set(checks) <= {"metrics", "reproducible", "counters"},
+        f"checks={checks!r} must name checks of the certificate: 'metrics', 'reproducible', 'counters'.",
     )
 
     def register(factory: Callable) -> Callable:

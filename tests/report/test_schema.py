@@ -21,6 +21,8 @@ from specverify.report import (
     validate_document,
 )
 
+OPTIONAL_IN_V2 = {"counters"}  # the counters check (docs/metrics.md): optional keys of schema version 2
+
 
 def _doc(cert):
     return json.loads(render_json(cert))
@@ -39,7 +41,9 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
         jsonschema.Draft202012Validator.check_schema(schema)
         scenario = schema["$defs"]["scenario"]
         fields = {f.name for f in dataclasses.fields(ScenarioResult)} | {"name"}  # name: scenario[/member]
-        assert set(scenario["required"]) == fields == set(scenario["properties"])
+        # every key is required but those added within version 2, absent from documents written before them
+        assert set(scenario["required"]) | OPTIONAL_IN_V2 == fields == set(scenario["properties"])
+        assert not OPTIONAL_IN_V2 & set(scenario["required"])
         assert scenario["properties"]["not_run"]["enum"] == [r.value for r in NotRun] + [None]
         assert scenario["properties"]["kind"]["enum"] == [k.value for k in ScenarioKind]
         run = schema["$defs"]["run"]
@@ -148,8 +152,8 @@ def test_a_broken_shard_file_is_rejected(shard_path):
 
 def _as_version_1(doc):
     """A certificate document as schema version 1 wrote it: no run, requirements, engine; scenarios by name."""
-    old = {k: v for k, v in doc.items() if k not in ("run", "requirements", "engine")}
-    drop = ("scenario", "member", "not_run")
+    old = {k: v for k, v in doc.items() if k not in ("run", "requirements", "engine", "counters_ok", "counters_note")}
+    drop = ("scenario", "member", "not_run", "counters")
     old["scenarios"] = [{k: v for k, v in s.items() if k not in drop} for s in doc["scenarios"]]
     return {**old, "schema_version": 1}
 
