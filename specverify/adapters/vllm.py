@@ -7,7 +7,8 @@ its ``speculative_config`` is built. Each factory is made from the table (``fact
 ``specverify.adapters.vllm:NAME``): ``draft_model`` (the draft samples its tokens), ``draft_model_greedy`` (the
 draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2] by default; the draft is ignored) and ``plain``
 (speculation off: the control), the head methods and ``mtp`` (the MTP layer inside a MiMo target; its factory
-declares ``checkpoint_pairs = "mimo"``, so its scenarios run on the MiMo pair). ``target`` and ``draft`` must be
+declares ``checkpoint_pairs = "mimo"``, so its scenarios run on the MiMo pair) and ``suffix`` (suffix decoding;
+needs arctic-inference; ``specverify.adapters.vllm_suffix``). ``target`` and ``draft`` must be
 ``CheckpointModel`` s of the AR family: vLLM loads ``target.path`` (float32, eager, ``max_model_len`` 64, KV block
 size 32) with the checkpoint's own tokenizer, which gives vLLM the EOS id and the text that stop strings are matched
 on. Toy models and the toy draft families
@@ -129,6 +130,7 @@ __all__ = [
     "medusa",
     "dflash",
     "mtp",
+    "suffix",
     "VllmDecoder",
     "MethodSpec",
     "METHODS",
@@ -323,6 +325,8 @@ class VllmDecoder:
 
     def _generate(self, gamma: int, requests: list) -> list:
         llm = self._engine(gamma)
+        if self._speculative and self.spec.before_generate is not None:
+            self.spec.before_generate(llm, self.options)  # e.g. suffix: empty the suffix cache (vllm_suffix)
         prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
         params = [_vllm_params(r, self.vocab_size) for r in requests]
         before = _spec_counters(llm) if self._speculative else {}
@@ -395,3 +399,4 @@ eagle3 = _factory("eagle3")
 medusa = _factory("medusa")
 dflash = _factory("dflash")
 mtp = _factory("mtp")
+suffix = _factory("suffix")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
-from specverify.adapters import vllm_heads, vllm_patches
+from specverify.adapters import vllm_heads, vllm_patches, vllm_suffix
 from specverify.errors import InvalidArgument
 
 __all__ = [
@@ -66,6 +66,7 @@ OPTION_CHECKS: dict = {
     "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
     "prompt_lookup_min": _positive_int("prompt_lookup_min"),
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),
+    "reset_suffix_cache": vllm_suffix.check_reset,
 }
 
 
@@ -91,6 +92,7 @@ class MethodSpec:
     draft_path: Optional[Callable[[object, object, Mapping], str]] = None
     summary: str = ""
     checkpoint_pairs: str = "llama"
+    before_generate: Optional[Callable[[object, Mapping], None]] = None  # (llm, options) before every generate()
 
     def law(self, options: Mapping) -> Optional[str]:
         return self.draft_law(options) if callable(self.draft_law) else self.draft_law
@@ -201,6 +203,18 @@ METHODS["mtp"] = MethodSpec(
     options={"draft_sample_method": "greedy"},  # vLLM's default; honoured by the EAGLE proposer (llm_base_proposer:258)
     checkpoint_pairs="mimo",
     summary="Multi-token prediction: drafts from the MTP layer inside a MiMo target (the MiMo checkpoint pair).",
+)
+METHODS["suffix"] = MethodSpec(
+    "suffix",
+    loads_draft=False,
+    capabilities=SPECULATIVE_CAPABILITIES,
+    speculative_config=vllm_suffix.suffix_config,
+    draft_law="unmodelled",  # point masses of variable length from the suffix trees
+    prefill_tokens=None,  # varies, as for ngram: a round without a tree match drafts nothing
+    options=dict(vllm_suffix.OPTIONS),
+    before_generate=vllm_suffix.reset_cache,
+    summary="Suffix decoding (arctic-inference's suffix trees; needs arctic-inference); the cache is emptied before "
+    "every call unless reset_suffix_cache=false.",
 )
 #: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with every
 #: workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of stop-ended
