@@ -29,8 +29,6 @@ _REPORTED = (
     ),
     ("rate-mean-of-ratios", "A rate as a mean of per-request ratios, not a ratio of sums", ("Relax PR #345",)),
     ("over-reported-in-rejected-rounds", "A round that rejected a draft reports every draft accepted", ()),
-)
-
     (
         "per-position-from-one-dp-engine",
         "Per-position accepted counts from one data-parallel engine's series, not their sum",
@@ -47,6 +45,8 @@ _REPORTED = (
         "A partial accept restored from a checkpoint counts 0 accepted and its replay a full accept",
         ("llama.cpp PR #25682", "llama.cpp PR #26320"),
     ),
+)
+
 
 def _catalogue(*mechanisms: Mechanism) -> dict[str, Mechanism]:
     ids = [m.id for m in mechanisms]
