@@ -160,6 +160,13 @@ _ROWS: tuple = (
      "processors",
      "The bonus row's min-tokens mask counts the tokens committed before the round, not its position (vLLM"
      " PR #41768)."),
+    ("unset_temperature_greedy_with_top_k", "greedy-only", "unset-temperature-normalised-to-greedy",
+     "processors",
+     "Top-k given, temperature unset: the speculative path verifies at the greedy sentinel (TensorRT-LLM "
+     "PR #19390)."),
+    ("logits_processor_skipped_in_verify", "approximate", "logits-processor-skipped-in-verify",
+     "processors",
+     "The request's logits processors are skipped on the target rows of verification (SGLang #26330)."),
     ("shared_uniform", "greedy-only", "uniform-reused-for-residual", "rule",
      "The uniform of the acceptance test is reused for the residual draw (FlashInfer #424)."),
     ("inclusive_accept", "greedy-only", "inclusive-acceptance-test", "rule",

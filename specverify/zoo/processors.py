@@ -23,6 +23,8 @@ __all__ = [
     "min_tokens_counts_rounds",
     "min_tokens_bonus_unmasked",
     "min_tokens_bonus_masked_by_committed",
+    "unset_temperature_greedy_with_top_k",
+    "logits_processor_skipped_in_verify",
 ]
 
 
@@ -225,3 +227,54 @@ def min_tokens_bonus_masked_by_committed(target, draft, *, entropy=None) -> Vect
     whose target argmax there is EOS emits another token instead of ending: greedy output differs.
     """
     return _MinTokensBonusMaskedByCommitted(target, draft, entropy=entropy)
+
+
+class _UnsetTemperatureGreedyWithTopK(ParamsPerPosition):
+    def verify_params(self, params, k, num_draft_tokens):
+        if params.is_set("temperature") or not params.top_k:
+            return params
+        return replace(params, temperature=0.0)  # "no temperature given" read as the greedy sentinel
+
+
+@zoo_entry(
+    verdict=Verdict.GREEDY_ONLY,
+    mechanism="unset-temperature-normalised-to-greedy",
+    showcases=("topk_unset_temperature",),
+)
+def unset_temperature_greedy_with_top_k(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Top-k given, temperature unset: the speculative path verifies at the greedy sentinel (TensorRT-LLM PR #19390).
+
+    The one-model speculative sampler normalised a temperature left unset to its greedy sentinel (a temperature so
+    small that the softmax is one-hot) even where top-k made the row a sampling one; plain decoding resolved it to 1.
+    Here every target row of verification goes greedy when the request leaves ``temperature`` unset and sets
+    ``top_k``; drafts keep the request's law. A request that sets its temperature, to 1 or to anything else, is
+    untouched: only a scenario that leaves it unset can see this (``top-k``).
+
+    Verdict: greedy-only. Greedy requests set temperature 0 and keep their output. With top-k alone, a one-hot target
+    row accepts only the argmax draft and recovers the argmax otherwise: the law collapses to the greedy outcome.
+    """
+    return _UnsetTemperatureGreedyWithTopK(target, draft, entropy=entropy)
+
+
+class _LogitsProcessorSkippedInVerify(ParamsPerPosition):
+    def verify_params(self, params, k, num_draft_tokens):
+        return replace(params, logits_processors=()) if params.logits_processors else params
+
+
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE,
+    mechanism="logits-processor-skipped-in-verify",
+    showcases=("logits_processor",),
+)
+def logits_processor_skipped_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The request's logits processors are skipped on the target rows of verification (SGLang #26330).
+
+    SGLang's second speculative path (``eagle_info_v2.py``) applied penalties, grammar masks and sampling to the
+    verify logits without ever calling the custom logit processor, so a thinking-budget processor had no effect with
+    speculation on (SGLang #21724 the same). Here the rows that verify drafts and the bonus row drop
+    ``logits_processors``; drafts keep them.
+
+    Verdict: approximate. The verification law decides the output law, which is then plain sampling without the
+    processor; at temperature 0 the argmax moves wherever the processor moves it (``greedy-logits-processor``).
+    """
+    return _LogitsProcessorSkippedInVerify(target, draft, entropy=entropy)

@@ -16,6 +16,7 @@ from typing import Optional
 
 from specverify.grammar import ToyGrammar
 from specverify.oracles import ToyModel, draft_near, make_vocab, random_target
+from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
 from specverify.protocol import Request
 
@@ -74,4 +75,7 @@ SHOWCASES = {
     ),
     # turn 2: turn 1's prompt (0, 1), its output (1, 0) and the EOS (4) that finished it
     "multi_turn": ShowcaseScenario(SamplingParams(max_tokens=4), prompt=(0, 1, 1, 0, 4)),
+    # top-k with the temperature left unset (it reads as 1): what an engine does with a missing field shows
+    "topk_unset_temperature": ShowcaseScenario(SamplingParams(max_tokens=4, top_k=3)),
+    "logits_processor": ShowcaseScenario(SamplingParams(max_tokens=4, logits_processors=(parity_processor,))),
 }

@@ -114,6 +114,7 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "first_request_params_for_batch": ("mixed-batch",),
     "finishing_token_not_in_history": ("multi-turn",),
     "raw_q_processed_draft": ("top-k",),
+    "unset_temperature_greedy_with_top_k": ("top-k",),  # top-k with the temperature unset
     "unseeded_shared_stream": ("unseeded-collision",),
     "inclusive_accept": ("top-k",),
     "last_index_fallback": ("top-k",),
