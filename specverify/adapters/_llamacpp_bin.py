@@ -32,6 +32,11 @@ rounds (no ``prefill_tokens``). The example's asynchronous logger is not drained
 (common/log.cpp, ``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends
 with ``n_predict = K`` and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the
 same seed (up to 30 times, then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
+
+**Unset fields** (docs/adapters.md): both executables send every sampling field, an unset one as its canonical
+default. Their own defaults (``common_params_sampling``: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, and the
+server's DRY, XTC, typical-p and top-n-sigma samplers) are another law, and neither has another way to leave a field
+unset, so leaving one out would certify llama.cpp's defaults instead of its speculative path.
 """
 
 from __future__ import annotations

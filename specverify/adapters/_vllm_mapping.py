@@ -91,6 +91,11 @@ def _check_request(request: Request, method: str) -> None:
         raise InvalidArgument(
             f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
         )
+    if p.logits_processors:
+        raise InvalidArgument(
+            f"logits_processors={p.logits_processors!r}: vLLM V1 takes logits processors only as classes built with "
+            "the engine (LLM(logits_processors=[...])), not per request; the adapter does not declare them."
+        )
     if p.top_k and speculative and p.temperature > 0:
         raise InvalidArgument(
             f"top_k={p.top_k!r} with speculation: vLLM 0.32 (CPU) calls top-k on an empty row set in the first decode "
@@ -110,31 +115,41 @@ def _check_request(request: Request, method: str) -> None:
         )
 
 
+# fields passed to vLLM's SamplingParams under the same name, only when the request set them: an unset field is left
+# to vLLM's own default (1.0 / 0 / 1.0 / 0.0 / 1.0 / 0.0 / 0.0 / 0 in vLLM 0.32, the canonical ones), so how vLLM
+# handles a missing field is what gets certified (docs/adapters.md, unset fields)
+_SAME_NAME = {
+    "temperature": float,
+    "top_k": int,
+    "top_p": float,
+    "min_p": float,
+    "repetition_penalty": float,
+    "frequency_penalty": float,
+    "presence_penalty": float,
+    "min_tokens": int,
+}
+
+
+def vllm_kwargs(request: Request, vocab_size: int) -> dict:
+    """The keyword arguments of vLLM's ``SamplingParams`` for one request: the fields it set, plus ``max_tokens``
+    (always: vLLM's default of 16 is not the request's), ``seed`` and ``skip_special_tokens``."""
+    p = request.params
+    kwargs = {name: cast(getattr(p, name)) for name, cast in _SAME_NAME.items() if p.is_set(name)}
+    if p.is_set("stop"):
+        kwargs["stop"] = list(p.stop) or None
+    if p.is_set("bad_token_ids"):
+        allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
+        if not allowed:
+            raise InvalidArgument(f"bad_token_ids={p.bad_token_ids!r} bans every id; vLLM needs one allowed id.")
+        kwargs["allowed_token_ids"] = allowed if p.bad_token_ids else None
+    return kwargs | dict(max_tokens=int(p.max_tokens), seed=request.seed, skip_special_tokens=True)
+
+
 def _vllm_params(request: Request, vocab_size: int) -> object:
     """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping)."""
     from vllm import SamplingParams as VllmParams
 
-    p = request.params
-    allowed = None
-    if p.bad_token_ids:
-        allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
-        if not allowed:
-            raise InvalidArgument(f"bad_token_ids={p.bad_token_ids!r} bans every id; vLLM needs one allowed id.")
-    return VllmParams(
-        temperature=float(p.temperature),
-        top_k=int(p.top_k) if p.top_k else 0,
-        top_p=float(p.top_p),
-        min_p=float(p.min_p),
-        repetition_penalty=float(p.repetition_penalty),
-        frequency_penalty=float(p.frequency_penalty),
-        presence_penalty=float(p.presence_penalty),
-        min_tokens=int(p.min_tokens),
-        max_tokens=int(p.max_tokens),
-        stop=list(p.stop) or None,
-        seed=request.seed,
-        allowed_token_ids=allowed,
-        skip_special_tokens=True,
-    )
+    return VllmParams(**vllm_kwargs(request, vocab_size))
 
 
 def completion(request: Request, output, vocab, method: str) -> Completion:

@@ -35,6 +35,14 @@ asks the generator for nothing past it. A generator that ends before any of them
 **Prefill** (``decoder.prefill_tokens``, docs/adapters.md): 1 with a draft. generate() evaluates the prompt
 (llama.py:977) and samples the first token from it (:973, ``sample_idx`` = the prompt's last position) before the
 draft model is first called (:1016-1018); each later round verifies the drafts proposed after the last token.
+**Unset fields** (docs/adapters.md): generate()'s own defaults for the cuts and the temperature (top_k 40, top_p 0.95,
+min_p 0.05, temp 0.8) are another law than the canonical defaults, and llama.cpp has no way to say "not given"
+other than those values, so ``top_k``, ``top_p``, ``min_p`` and ``temperature`` are always sent (an unset one as its
+canonical default) and a mechanism in how an engine resolves a missing field cannot show through this adapter; the
+frequency and presence penalties default to 0.0 there, so an unset one is left out. ``logits_processors`` are not
+declared: the ``input_ids`` a Python logits processor is handed include unverified drafts (finding 2), so a
+processor reading the history would read the wrong one.
+
 Per request ``Llama.set_seed(seed32(seed))``. Declared: temperature max_tokens top_k top_p min_p frequency_penalty
 presence_penalty bad_token_ids min_tokens stop seed (+ ``accepted`` with speculation: rounds are recorded from the
 draft calls). Not declared: ``repetition_penalty`` (prompt not penalised), ``ignore_eos``, ``grammar``, ``batch``,
@@ -247,6 +255,9 @@ class PythonDecoder:
             self.drafter.num_pred_tokens = int(request.num_draft_tokens)
             self.rounds.calls = []
         self.llm.set_seed(seed32(request.seed, self.rng))
+        # generate()'s penalty defaults (0.0) are the canonical ones: an unset penalty is left to them; its cut and
+        # temperature defaults are not (module docstring, unset fields), so those are always sent
+        penalties = {n: float(getattr(p, n)) for n in ("frequency_penalty", "presence_penalty") if p.is_set(n)}
         gen = self.llm.generate(
             prompt,
             top_k=int(p.top_k),
@@ -255,8 +266,7 @@ class PythonDecoder:
             typical_p=1.0,
             temp=float(p.temperature),
             repeat_penalty=1.0,
-            frequency_penalty=float(p.frequency_penalty),
-            presence_penalty=float(p.presence_penalty),
+            **penalties,
             tfs_z=1.0,
             mirostat_mode=0,
             logits_processor=self._processors(request, len(prompt)),

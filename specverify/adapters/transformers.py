@@ -27,8 +27,19 @@ because a mask writes -inf and the CTRL penalty maps -inf to -inf. So these are 
   probe text "abcdef" (stopping_criteria.py, ``clean_tokenizer_vocab``), which the checkpoints' word-level
   tokenizer cannot encode ("WordLevel error: Missing [UNK] token"). It also only looks at the end of the sequence,
   which assisted generation checks once per round.
+- ``logits_processors``: one ``LogitsProcessor`` in ``generate(logits_processor=...)`` runs them in order on float64
+  scores, each row's history its ``input_ids`` row. transformers puts a caller's processors after its own (the
+  penalty and the masks) and before temperature and the cuts (``_get_logits_processor``, utils.py:1600 then 1619),
+  the canonical place; assisted generation calls the list at every verified position with the prefix up to it
+  (utils.py:4111) and hands it to the assistant, whose drafts therefore see it too.
 - ``seed`` (per request ``torch.manual_seed`` around ``generate``; every draw is from torch's global generator) and
   ``accepted`` (assisted and prompt lookup; the private hook is described in ``_transformers_hooks``).
+
+**Unset fields** (docs/adapters.md) stay ``None`` in the ``GenerationConfig``: ``generate()`` fills them from the
+model's ``generation_config`` and then transformers' global defaults (temperature 1.0, top-k 50, top-p 1.0,
+repetition penalty 1.0: utils.py:2114), so transformers' handling of a missing field is what runs. Top-k 50 keeps
+every token of the toy and checkpoint vocabularies (≤ 16 ids); on a user's pair both paths share it. ``do_sample``
+is not a field: it is sent as True unless the temperature is set to 0, since transformers' own default is greedy.
 
 Not declared: ``top_k`` (``TopKLogitsWarper`` keeps every token tied with the k-th, canonical top-k keeps exactly k,
 lower index first), ``top_p`` (``TopPLogitsWarper`` sorts ascending with an unstable sort, so which of two tied
@@ -60,7 +71,17 @@ __all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES"]
 
 MODES = ("assisted", "prompt_lookup", "plain")
 _BASE_CAPABILITIES = frozenset(
-    {"temperature", "max_tokens", "repetition_penalty", "min_p", "bad_token_ids", "min_tokens", "stop", "seed"}
+    {
+        "temperature",
+        "max_tokens",
+        "repetition_penalty",
+        "min_p",
+        "bad_token_ids",
+        "min_tokens",
+        "stop",
+        "seed",
+        "logits_processors",
+    }
 )
 
 
@@ -135,24 +156,27 @@ class TransformersDecoder:
         from transformers import GenerationConfig
 
         p = request.params
-        sampling = p.temperature > 0
+        sampling = p.temperature > 0  # do_sample is no field: transformers' default (False) would be greedy
+        sent = p.set_fields if sampling else p.set_fields - {"temperature", "top_k", "top_p", "min_p"}
         bad = [t for t in p.bad_token_ids if t < self.vocab.size]
         config = GenerationConfig(
             do_sample=sampling,
-            temperature=float(p.temperature) if sampling else None,
-            top_k=int(p.top_k) if sampling else None,
-            top_p=float(p.top_p) if sampling and p.top_p < 1.0 else None,
-            min_p=float(p.min_p) if sampling and p.min_p > 0 else None,
-            repetition_penalty=float(p.repetition_penalty) if p.repetition_penalty != 1.0 else None,
+            temperature=float(p.temperature) if "temperature" in sent else None,  # None: filled by generate()
+            top_k=int(p.top_k) if "top_k" in sent else None,
+            top_p=float(p.top_p) if "top_p" in sent else None,
+            min_p=float(p.min_p) if "min_p" in sent and p.min_p > 0 else None,
+            repetition_penalty=float(p.repetition_penalty) if "repetition_penalty" in sent else None,
             bad_words_ids=[[t] for t in bad if t != self.eos] or None,
             suppress_tokens=[self.eos] if self.eos in bad else None,
-            min_new_tokens=int(p.min_tokens) if p.min_tokens > 0 else None,
+            min_new_tokens=int(p.min_tokens) if "min_tokens" in sent else None,
             max_new_tokens=int(p.max_tokens),
             eos_token_id=self.eos,
             pad_token_id=self.eos,
             use_cache=True,
         )
         kwargs = {"generation_config": config}
+        if p.logits_processors:
+            kwargs["logits_processor"] = _processor_list(p.logits_processors)
         if self.mode == "assisted":
             kwargs["assistant_model"] = self.assistant
         elif self.mode == "prompt_lookup":
@@ -186,6 +210,33 @@ class TransformersDecoder:
 
         done = finish(generated, self.vocab, params, engine="transformers' generate()", cuts={"stop"})
         return done.tokens, done.finish_reason
+
+
+_WRAPPER: list = []  # the LogitsProcessor subclass, made on first use (transformers is imported lazily)
+
+
+def _processor_list(processors: tuple) -> object:
+    """A ``LogitsProcessorList`` running the request's ``logits_processors`` in order on float64 scores, each row's
+    history being its ``input_ids`` row (prompt + generated; in assisted generation, + the drafts before that
+    position, generation/utils.py:4111)."""
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    if not _WRAPPER:
+
+        class RequestProcessors(LogitsProcessor):
+            def __init__(self, processors):
+                self.processors = tuple(processors)
+
+            def __call__(self, input_ids, scores):  # [B, L], [B, V] -> [B, V]
+                histories = tuple(tuple(row) for row in input_ids.tolist())
+                out = scores.to(torch.float64)
+                for processor in self.processors:
+                    out = processor(histories, out.clone())
+                return out.to(scores.dtype)
+
+        _WRAPPER.append(RequestProcessors)
+    return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
 def assisted(target, draft) -> TransformersDecoder:

@@ -60,6 +60,7 @@ def test_import_does_not_load_transformers():
 
 def test_capabilities_and_bad_models(decoders):
     base = {"temperature", "max_tokens", "repetition_penalty", "min_p", "bad_token_ids", "min_tokens", "stop", "seed"}
+    base |= {"logits_processors"}
     assert decoders["plain"].capabilities == frozenset(base)
     assert decoders["assisted"].capabilities == frozenset(base | {"accepted"})
     assert not {"top_k", "top_p", "batch", "frequency_penalty"} & decoders["prompt_lookup"].capabilities
@@ -220,3 +221,39 @@ def test_tokens_after_eos_from_generate_are_reported_not_cut(toy_pair, monkeypat
     with pytest.raises(EngineStoppedEarly, match="without EOS, a stop string or max_tokens=6"):
         decoder([Request(prompt, SamplingParams(max_tokens=6), num_draft_tokens=2)])
     assert not hasattr(tfa.plain(toy_pair.target, toy_pair.draft), "prefill_tokens")
+
+
+# ------------------------------------------------------------------------------- unset fields, logits processors
+
+
+def test_unset_fields_are_left_to_generate(toy_pair):
+    """Only the fields a request set reach the GenerationConfig (docs/adapters.md, unset fields); do_sample is no
+    field, so it follows the temperature (unset: sampling, transformers' own default would be greedy)."""
+    decoder = tfa.plain(toy_pair.target, toy_pair.draft)
+    config = decoder.generation_kwargs(Request((0,), SamplingParams(top_k=2, max_tokens=3)))["generation_config"]
+    assert (config.do_sample, config.temperature, config.top_k, config.top_p) == (True, None, 2, None)
+    assert (config.repetition_penalty, config.min_new_tokens, config.max_new_tokens) == (None, None, 3)
+    config = decoder.generation_kwargs(Request((0,), SamplingParams(temperature=1.0)))["generation_config"]
+    assert (config.do_sample, config.temperature, config.top_k) == (True, 1.0, None)
+    config = decoder.generation_kwargs(Request((0,), SamplingParams(temperature=0.0, top_k=3)))["generation_config"]
+    assert (config.do_sample, config.temperature, config.top_k) == (False, None, None)
+    assert "logits_processor" not in decoder.generation_kwargs(Request((0,), SamplingParams()))
+
+
+@pytest.mark.parametrize("name", ["assisted", "plain"])
+def test_logits_processors_reach_every_position(toy_pair, name):
+    """The parity processor (its mask gives outcomes of probability 0 when skipped, or handed a history without the
+    drafts): greedy equals greedy_outcome with it, and 300 sampled outcomes are all possible and pass the battery."""
+    from specverify.oracles.processors import parity_processor
+
+    decoder = getattr(tfa, name)(toy_pair.target, toy_pair.draft)
+    greedy = SamplingParams(temperature=0.0, max_tokens=4, logits_processors=(parity_processor,))
+    prompts = [p for p in GREEDY_PROMPTS if max(p) < toy_pair.target.vocab.size]
+    requests = [Request(p, greedy, num_draft_tokens=1 + i % 4) for i, p in enumerate(prompts)]
+    got = [(c.tokens, c.finish_reason) for c in decoder(requests)]
+    assert got == [greedy_outcome(toy_pair.target, p, greedy) for p in prompts]
+    params = SamplingParams(max_tokens=3, logits_processors=(parity_processor,))
+    law = exact_law(toy_pair.target, (0, 1), params)
+    completions = decoder([Request((0, 1), params, num_draft_tokens=3, seed=s) for s in range(300)])
+    counts, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in completions))
+    assert not impossible and battery(counts, law.probs, alpha=1e-6, seed=0).passed
