@@ -26,6 +26,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
  argmax_verify                   greedy-only  SGLang 31214 39253           temp_topk      0.8001  [0.799, 0.812]       0
  temperature_not_in_rejection    greedy-only  vLLM 10198                   temp_topk      0.3222  [0.320, 0.337]   55056
  min_p_bonus_row_only            greedy-only  vLLM 42744                   min_p          0.6093  [0.608, 0.620]  122731
+ unset_temperature_greedy_with_top_k
+                                 greedy-only  TensorRT-LLM PR 19390        topk_unset_t.  0.8867  [0.886, 0.900]       0
  shared_uniform                  greedy-only  FlashInfer 424               plain          0.0637  [0.063, 0.088]       0
                                                                            near_draft     0.0322  [0.031, 0.056]       0
  inclusive_accept                greedy-only  SGLang 35771                 temp_topk      0.0035  [0.002, 0.015]     714
@@ -46,6 +48,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
  masks_dropped_in_verify         approximate  TensorRT-LLM 17955           masks          0.7737  [0.771, 0.805]  157625
  grammar_not_in_verify           approximate  SGLang 6441 (+5)             grammar        0.7684  [0.766, 0.795]  156093
  penalty_last_token_only         approximate  SGLang 33643                 penalties      0.0497  [0.048, 0.069]       0
+ logits_processor_skipped_in_verify
+                                 approximate  SGLang 26330 21724           logits_proc.   0.7373  [0.732, 0.756]   61784
  min_tokens_counts_rounds        approximate  SGLang 33643                 min_tokens     0.3525  [0.351, 0.376]       0
  residual_softmax                approximate  transformers 28508           plain          0.3184  [0.315, 0.345]       0
                                                                            near_draft     0.1345  [0.132, 0.159]       0

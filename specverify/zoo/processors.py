@@ -240,6 +240,7 @@ class _UnsetTemperatureGreedyWithTopK(ParamsPerPosition):
     verdict=Verdict.GREEDY_ONLY,
     mechanism="unset-temperature-normalised-to-greedy",
     showcases=("topk_unset_temperature",),
+    tv=0.89,
 )
 def unset_temperature_greedy_with_top_k(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Top-k given, temperature unset: the speculative path verifies at the greedy sentinel (TensorRT-LLM PR #19390).
@@ -265,6 +266,7 @@ class _LogitsProcessorSkippedInVerify(ParamsPerPosition):
     verdict=Verdict.APPROXIMATE,
     mechanism="logits-processor-skipped-in-verify",
     showcases=("logits_processor",),
+    tv=0.74,
 )
 def logits_processor_skipped_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The request's logits processors are skipped on the target rows of verification (SGLang #26330).
