@@ -60,7 +60,8 @@ def measure(level: str, seed: int) -> dict:
         calls_2=CALLS[2],
         calls_more=sum(c for size, c in CALLS.items() if size > 2),
         requests=sum(size * c for size, c in CALLS.items()),
-        tested=sum(r.n for r in results),
+        # distinct tested draws: ``alone``'s draws are part of ``small``'s where both exist
+        tested=sum(r.n for r in results if not (r.member == "alone" and any(x.member == "small" for x in results))),
         seconds=seconds,
         members=" ".join(f"{r.member}:{r.n}@{r.detectable_tv:.3f}" for r in results),
     )
