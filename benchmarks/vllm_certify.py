@@ -1,15 +1,17 @@
 """Certify vLLM's speculative decoding (and its plain control) on the checkpoint family with the vLLM adapter.
 
     .venv-vllm/bin/python benchmarks/vllm_certify.py [--method draft_model ngram draft_model_greedy plain]
-        [--engine-option KEY=VALUE ...] [--level quick] [--scenario NAME ...] [--isolation none|process]
-        [--timeout 600] [--sequential] [--json-dir DIR]
+        [--engine-option KEY=VALUE ...] [--engine-config patched] [--level quick] [--scenario NAME ...]
+        [--isolation none|process] [--timeout 600] [--sequential] [--json-dir DIR]
 
 Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specverify.adapters.vllm.METHODS``
 (``--factory`` is the old name of ``--method``): the engine start of one decoder (measured apart, then closed), then
 ``specverify.certify("specverify.adapters.vllm:METHOD", level=..., models="checkpoint", isolation=...,
 engine_options=...)``, printing the verdict, each scenario's N (planned N), p-value and seconds, the outcomes drawn,
 samples per second (draws over the run's wall time) and the elapsed wall time. Methods run one after another, each
-with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``).
+with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``) and
+``--engine-config`` (a preset of the factory's ``engine_configs``: ``patched``, every workaround). Each method runs
+on its factory's checkpoint pair set (``checkpoint_pairs``: the MiMo pair for ``mtp``, the Llama pairs otherwise).
 ``--sequential`` stops each scenario at its first decisive look; ``--json-dir`` writes each certificate as
 ``METHOD.json`` (``METHOD+OPTIONS.json`` with options).
 """
@@ -31,11 +33,13 @@ FACTORIES = ("draft_model", "ngram", "draft_model_greedy", "plain")  # the defau
 
 
 def engine_start(factory: str, options: dict) -> float:
-    """Seconds to make one decoder (one engine) on the main checkpoint pair; the engine is shut down after."""
+    """Seconds to make one decoder (one engine) on the first pair of the factory's pair set (the main Llama pair, or
+    the MiMo pair); the engine is shut down after."""
     from specverify.adapters import vllm as adapter
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS, pair_set_of
 
-    pair = CHECKPOINT_PAIRS["main"].build()
+    pairs = MIMO_PAIRS["mimo"] if pair_set_of(getattr(adapter, factory)) == "mimo" else CHECKPOINT_PAIRS["main"]
+    pair = pairs.build()
     started = time.perf_counter()
     decoder = getattr(adapter, factory)(pair.target, pair.draft, **options)
     seconds = time.perf_counter() - started
@@ -44,24 +48,35 @@ def engine_start(factory: str, options: dict) -> float:
 
 
 def run_one(
-    factory: str, level: str, scenarios, isolation: str, timeout_s: float, sequential=False, json_dir=None, options=()
+    factory: str,
+    level: str,
+    scenarios,
+    isolation: str,
+    timeout_s: float,
+    sequential=False,
+    json_dir=None,
+    options=(),
+    engine_config=None,
 ) -> None:
     import specverify as sv
     from specverify.adapters import vllm as adapter
     from specverify.certification.options import engine_value
 
-    parsed = {k: engine_value(v) for k, _, v in (o.partition("=") for o in options)}
+    parsed = dict(adapter.ENGINE_CONFIGS[engine_config]) if engine_config else {}
+    parsed.update({k: engine_value(v) for k, _, v in (o.partition("=") for o in options)})
     start_s = engine_start(factory, parsed)
     stamp = time.perf_counter()
     kwargs = dict(level=level, scenarios=scenarios or None, isolation=isolation, models="checkpoint")
     kwargs["sequential"] = sequential
     kwargs["engine_options"] = list(options)
+    kwargs["engine_config"] = engine_config
     kwargs["progress"] = lambda m: print(f"   {factory} {m} (+{time.perf_counter() - stamp:.0f} s)", flush=True)
     started = time.perf_counter()
     cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
     wall = time.perf_counter() - started
     adapter.close_all()
-    label = re.sub(r"[^A-Za-z0-9_.,+-]", "", "+".join([factory, *(o.replace("=", "-") for o in options)]))
+    parts = [factory, *([engine_config] if engine_config else []), *(o.replace("=", "-") for o in options)]
+    label = re.sub(r"[^A-Za-z0-9_.,+-]", "", "+".join(parts))
     print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
     print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
     write_certificate(cert, json_dir, label)
@@ -77,6 +92,7 @@ def main() -> None:
 
     ap.add_argument("--method", "--factory", dest="method", nargs="+", default=list(FACTORIES), choices=list(METHODS))
     ap.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--engine-config", default=None, help="a preset of the factory's engine_configs, e.g. patched")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--isolation", default="none", choices=("process", "none"))
@@ -94,6 +110,7 @@ def main() -> None:
             args.sequential,
             args.json_dir,
             args.engine_option,
+            args.engine_config,
         )
 
 

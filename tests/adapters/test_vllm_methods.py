@@ -1,5 +1,6 @@
 """vLLM's head methods (eagle, eagle3, medusa, dflash) on the checkpoint family, with heads built for the target by
-``specverify.adapters.vllm_heads``. Run from the vLLM venv (docs/findings/vllm.md, methods with heads):
+``specverify.adapters.vllm_heads``, and ``mtp`` on the MiMo pair (its drafts come from the MTP layer inside the
+target, ``specverify.oracles.checkpoint_mimo``). Run from the vLLM venv (docs/findings/vllm.md, methods with heads):
 
     .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_methods.py -q -p no:cacheprovider
 
@@ -21,7 +22,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 from specverify.adapters import _head_math as hm  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_heads  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
@@ -40,6 +41,11 @@ _RUNS: dict = {}  # (method, workaround) -> what one engine produced (see _run)
 @pytest.fixture(scope="module")
 def pair():
     return CHECKPOINT_PAIRS["main"].build()
+
+
+@pytest.fixture(scope="module")
+def mimo():
+    return MIMO_PAIRS["mimo"].build()
 
 
 def _greedy_prompts() -> list:
@@ -179,3 +185,55 @@ def test_sampled_head_drafts_with_the_workaround_are_exact(pair):
     assert effective["draft_sample_method"] == "probabilistic" and effective["draft_probs_used"] is True
     result, _ = _battery(pair, run["law"])
     assert result.passed, f"min p {result.pvalue_min:.3g}, TV {result.tv.estimate:.3f}"
+
+
+# ------------------------------------------------------------------------------------------------ mtp (MiMo pair)
+
+
+def test_mtp_checks_its_target_and_gamma(pair, tmp_path):
+    """No engine: the mtp config refuses a target without MTP layers, and γ above the layer count unless divisible."""
+    from specverify.adapters.vllm_methods import METHODS
+    from specverify.oracles.checkpoint_mimo import mimo_dir
+    from specverify.oracles.checkpoint_spec import MimoSpec
+
+    assert va.mtp.checkpoint_pairs == "mimo" and va.eagle.checkpoint_pairs == "llama"
+    with pytest.raises(InvalidArgument, match="without MTP layers"):
+        va.mtp(pair.target, pair.draft)  # a Llama target: refused before any engine starts
+    config, options = METHODS["mtp"].speculative_config, {"draft_sample_method": "greedy"}
+    two = str(mimo_dir(MimoSpec(mtp_layers=2), root=tmp_path))
+    assert [config(two, None, g, options)["num_speculative_tokens"] for g in (1, 2, 4)] == [1, 2, 4]
+    with pytest.raises(InvalidArgument, match="divisible"):
+        config(two, None, 3, options)
+    assert "model" not in config(two, None, 2, options)  # the drafts come from the target's directory
+
+
+def test_mtp_greedy_equals_the_target(mimo):
+    run = _run(mimo, "mtp", None)
+    wrong = [
+        (r.prompt, c.tokens, greedy_outcome(mimo.target, r.prompt, r.params))
+        for r, c in run["greedy"]
+        if (c.tokens, c.finish_reason) != greedy_outcome(mimo.target, r.prompt, r.params)
+    ]
+    assert not wrong, wrong
+    assert run["greedy_counters"]["num_drafts"] > 0 and run["greedy_counters"]["num_accepted_tokens"] > 0
+    effective = run["engine_info"]["effective"]["3"]
+    assert effective["method"] == "mtp" and effective["draft_architectures"] == ["MiMoMTPModel"]
+    assert effective["n_predict"] == 1 and effective["draft_sample_method"] == "greedy"
+
+
+def test_mtp_law_as_shipped_is_rejected_finding_1(mimo):
+    result, _ = _battery(mimo, _run(mimo, "mtp", None)["law"])
+    assert not result.passed, f"mtp passed as shipped: has vLLM fixed finding 1? min p {result.pvalue_min:.3g}"
+
+
+def test_mtp_law_with_the_expand_kernel_workaround_is_exact_and_speculates(mimo):
+    """The MTP layer drafts for real: drafts are accepted at every position; its first round (prompt (0, 1): the layer
+    has not seen the prompt's first token, which vLLM masks at position 0) accepts less often than the heads'."""
+    run = _run(mimo, "mtp", "expand-kernel")
+    result, _ = _battery(mimo, run["law"])
+    assert result.passed, f"mtp: min p {result.pvalue_min:.3g}, TV {result.tv.estimate:.3f}"
+    counters = run["law_counters"]
+    assert counters["num_accepted_tokens"] == sum(counters["num_accepted_tokens_per_pos"])
+    assert min(counters["num_accepted_tokens_per_pos"]) > 0
+    first = [c.accepted[0] for c in run["law"] if c.accepted]
+    assert np.mean([a > 0 for a in first]) > 0.1
