@@ -12,9 +12,10 @@ MIMO_FORMAT_VERSION>`` (the cache root of ``specverify.oracles.checkpoint``) hol
   parameter in sorted name order; the LM head's EOS row times ``eos_scale``. Each MTP layer ``model.mtp_layers.N`` is
   derived, not drawn: its decoder block is a copy of the last main layer, its norms are ones, and ``input_proj``
   ([H, 2H], applied to [hidden_layernorm(previous hidden), token_layernorm(next token's embedding)], vLLM's
-  mimo_mtp.py:70-86) is [0 | ``init_scale`` · I]: the block sees the next token's embedding at about the scale of the
-  main layer's input, so the MTP layer's drafts follow the target (its attention misses the first token, which vLLM
-  masks at position 0), and it needs no fit;
+  mimo_mtp.py:66-88) is [0 | ``init_scale`` · I]: the block sees the next token's embedding at about the scale of the
+  main layer's input, so the MTP layer's drafts follow the target without a fit. It ignores the hidden state, and
+  vLLM zeroes the embedding at position 0, so it never sees the context's first two tokens: its first drafts after
+  a short prompt are accepted less often (docs/findings/vllm.md, MTP);
 - the toy tokenizer (``checkpoint_tokenizer.save_tokenizer``) and ``specverify.json``.
 
 **The law** is :class:`MimoModel`'s forward, written here in torch float64 throughout (rotary tables, RMSNorm and
