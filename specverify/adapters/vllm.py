@@ -79,8 +79,7 @@ of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model
 ``top_k`` is declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2).
 
 Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
-``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. vLLM's cumulative spec-decode counters
-(``get_metrics()``) are diffed around each ``generate()`` and summed into ``decoder.engine_counters`` (evidence only).
+``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. Counters: ``reported_metrics()``.
 
 Layout: the table of methods and its options are ``specverify.adapters.vllm_methods`` (re-exported here), the
 request/output mapping is ``specverify.adapters._vllm_mapping``, the workarounds ``vllm_patches``, the head
@@ -98,7 +97,7 @@ import weakref
 from collections import OrderedDict
 from typing import Callable, Optional, Sequence
 
-from specverify.adapters import vllm_patches
+from specverify.adapters import _vllm_metrics, vllm_patches
 from specverify.adapters._vllm_mapping import (  # noqa: F401 -- _check_request, _vllm_params: the tests' seams
     _add,
     _check_request,
@@ -210,8 +209,9 @@ def _check_one_workaround_setting(decoder) -> None:
 
 
 class VllmDecoder:
-    """Decoder over vLLM engines for one model pair and one method of :data:`METHODS`; one engine per γ.
-    ``options``: the method's engine options (:func:`method_options`)."""
+    """vLLM engines for one model pair and one method of :data:`METHODS` (options: :func:`method_options`), 1 per γ."""
+
+    reported_metrics = _vllm_metrics.reported_metrics  # its counters (docs/adapters.md); None for ``plain``
 
     def __init__(self, target, draft, method: str, **options):
         self.options = method_options(method, options)

@@ -302,10 +302,10 @@ def tally_identities(delta: ReportedMetrics, tally: CounterTally) -> list:
         bad = [k for k in range(width) if engine[k] != mine[k]]
         k = bad[0] if bad else 0
         if width:
-            out.append(_identity(f"accepted_per_position[{k}] = rounds accepting more than {k} drafts",
-                                 engine[k], "=", mine[k]))  # fmt: skip
+            name = f"accepted_per_position[{k}] = the completions' rounds accepting more than {k} drafts"
+            out.append(_identity(name, engine[k], "=", mine[k]))
     if delta.num_draft_tokens is not None:
-        out.append(_identity("num_draft_tokens <= Σ γ · rounds (no round drafts more than γ)",
+        out.append(_identity("num_draft_tokens <= Σ γ · the completions' rounds (no round drafts more than γ)",
                              delta.num_draft_tokens, "<=", tally.draft_capacity))  # fmt: skip
     return out
 

@@ -89,7 +89,7 @@ def test_correct_counters_satisfy_every_identity():
         ),
         (  # SGLang PR #13212: γ + 1 drafted tokens a round
             dict(num_draft_tokens=24, acceptance_rate=10 / 24),
-            "num_draft_tokens <= Σ γ · rounds (no round drafts more than γ)",
+            "num_draft_tokens <= Σ γ · the completions' rounds (no round drafts more than γ)",
         ),
         (  # the drafts after a stop counted in the aggregate
             dict(
@@ -137,7 +137,7 @@ def _sampled(name, n=3000):
         ("acceptance_per_position_from_one_dp_engine", "Σ_k accepted_per_position[k] = num_accepted_tokens"),
         (
             "acceptance_rate_denominator_steps_plus_one",
-            "num_draft_tokens <= Σ γ · rounds (no round drafts more than γ)",
+            "num_draft_tokens <= Σ γ · the completions' rounds (no round drafts more than γ)",
         ),
         ("acceptance_counted_past_stop", "num_accepted_tokens = accepted drafts the completions report"),
         ("acceptance_partial_accept_restore_replay", None),  # wrong per request and in aggregate alike: metrics
@@ -165,7 +165,7 @@ def test_a_broken_identity_is_evidence_binding_only_under_require_metrics():
     cert = certify(f"specverify.zoo:{name}", level="quick", seed=0, alpha=1e-6, scenarios=["temperature-1"],
                    isolation="none", require_metrics=True)  # fmt: skip
     assert cert.counters_ok is False and cert.failed_checks == ("counters",), cert.counters_note
-    assert "temperature-1: num_draft_tokens <= Σ γ · rounds" in cert.counters_note
+    assert "temperature-1: num_draft_tokens <= Σ γ · the completions' rounds" in cert.counters_note
     exact = replace(cert, verdict=Verdict.EXACT)  # one scenario: inconclusive; the check weighs the same on exact
     assert cert.metrics_ok is True and exact.meets("exact") and not exact.meets("exact", require_metrics=True)
     record = cert.requirements()
