@@ -34,7 +34,7 @@ def test_assert_exact_passes_the_reference_and_explains_a_known_bug():
     for needed in (
         "specverify: specverify.zoo:bonus_from_draft is INCONCLUSIVE, required exact",
         "✗ temperature-1 (first-position, middle and full acceptance; residual; bonus)",
-        "N = 14574 of 14574 planned; p-value",
+        "N = 14587 of 14587 planned; p-value",
         "an exact decoder shows <= ",
         "worst outcomes (observed vs expected under the exact law",
         "known bug: bonus_from_draft —",

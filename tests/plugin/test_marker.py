@@ -35,7 +35,7 @@ def test_passing_suite_header_summary_and_junit(run_suite, pytester):
             "(reproduce: --specverify-seed=11 --specverify-level=quick)",
             "*= specverify certification =*",
             "specverify.reference:make_decoder — test_engine.py::test_reference_is_exact · level quick · seed 11*",
-            "  temperature-1 * sampling * pass * 14574 *",
+            "  temperature-1 * sampling * pass * 14587 *",
             "  greedy * greedy * pass * 120 *",
             "  VERDICT: EXACT — exact on 4 of * scenarios: temperature-1, eos-in-block, max-tokens-not-multiple, "
             "greedy*",
@@ -50,7 +50,7 @@ def test_passing_suite_header_summary_and_junit(run_suite, pytester):
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
     first = props["test_reference_is_exact[temperature-1]"]
-    assert first["specverify_verdict"] == "pass" and first["specverify_n"] == "14574"
+    assert first["specverify_verdict"] == "pass" and first["specverify_n"] == "14587"
     assert first["specverify_seed"] == "11" and first["specverify_scenario"] == "temperature-1"
     assert first["specverify_pvalue"].startswith("temperature-1=") and float(first["specverify_tv_estimate"]) < 0.05
     assert "--scenario temperature-1 --seed 11" in first["specverify_reproduce"]
@@ -66,14 +66,14 @@ def test_failing_suite_names_the_bug_and_how_to_reproduce(run_suite, pytester):
         [
             "specverify: specverify.zoo:residual_softmax · scenario temperature-1: law rejected at the per-test α *",
             "✗ temperature-1 (first-position, middle and full acceptance; residual; bonus)",
-            "    N = 14574 of 14574 planned; p-value <1e-300 < * (its planned per-test α)",
+            "    N = 14587 of 14587 planned; p-value <1e-300 < * (its planned per-test α)",
             "    TV estimate 0.1* [[]*]; an exact decoder shows <= 0.0* at this N (95 %)",
             "    worst outcomes (observed vs expected under the exact law, standardized residual):",
             "known bug: residual_softmax — The residual is passed through softmax*",
             "Reproduce: pytest 'test_engine.py::test_engine_is_exact[[]temperature-1[]]' --specverify-seed=0 *",
             "           specverify certify specverify.zoo:residual_softmax --level quick --isolation none "
             "--scenario temperature-1 --seed 0",
-            "  temperature-1 * sampling * FAIL * 14574 * <1e-300 *",
+            "  temperature-1 * sampling * FAIL * 14587 * <1e-300 *",
             "  FAILS: inconclusive does not meet require=exact",
         ]
     )
