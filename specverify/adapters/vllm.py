@@ -8,11 +8,10 @@ its ``speculative_config`` is built. Each factory is made from the table (``fact
 draft proposes its argmax), ``ngram`` (prompt lookup, n in [1, 2] by default; the draft is ignored) and ``plain``
 (speculation off: the control), the head methods and ``mtp`` (the MTP layer inside a MiMo target; its factory
 declares ``checkpoint_pairs = "mimo"``, so its scenarios run on the MiMo pair) and ``suffix`` (suffix decoding;
-needs arctic-inference; ``specverify.adapters.vllm_suffix``). ``target`` and ``draft`` must be
-``CheckpointModel`` s of the AR family: vLLM loads ``target.path`` (float32, eager, ``max_model_len`` 64, KV block
-size 32) with the checkpoint's own tokenizer, which gives vLLM the EOS id and the text that stop strings are matched
-on. Toy models and the toy draft families
-(``--drafts`` other than ``ar``) cannot be loaded (``InvalidArgument``, verdict ``error``).
+needs arctic-inference; ``specverify.adapters.vllm_suffix``). ``target`` and ``draft`` must be ``CheckpointModel`` s
+of the AR family: vLLM loads ``target.path`` (float32, eager, ``max_model_len`` 64, KV block size 32) with the
+checkpoint's own tokenizer, which gives vLLM the EOS id and the text that stop strings are matched on. Toy models and
+the toy draft families (``--drafts`` other than ``ar``) cannot be loaded (``InvalidArgument``, verdict ``error``).
 
 **Engine options** (``--engine-option KEY=VALUE``; an unknown key raises ``InvalidArgument`` listing the accepted
 ones): ``workaround`` (every method; None, a name or a list of names of :mod:`specverify.adapters.vllm_patches`,
@@ -81,9 +80,8 @@ of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model
 Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
 ``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. Counters: ``reported_metrics()``.
 
-Layout: the table of methods and its options are ``specverify.adapters.vllm_methods`` (re-exported here), the
-request/output mapping is ``specverify.adapters._vllm_mapping``, the workarounds ``vllm_patches``, the head
-checkpoints ``vllm_heads``.
+Layout: the methods table and its options ``vllm_methods`` (re-exported here), the request/output mapping
+``_vllm_mapping``, the workarounds ``vllm_patches``, the head checkpoints ``vllm_heads``, suffix ``vllm_suffix``.
 """
 
 from __future__ import annotations
@@ -325,8 +323,8 @@ class VllmDecoder:
 
     def _generate(self, gamma: int, requests: list) -> list:
         llm = self._engine(gamma)
-        if self._speculative and self.spec.before_generate is not None:
-            self.spec.before_generate(llm, self.options)  # e.g. suffix: empty the suffix cache (vllm_suffix)
+        if self._speculative and self.spec.before_generate is not None:  # suffix: empty its cache (vllm_suffix)
+            self.spec.before_generate(llm, self.options)
         prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
         params = [_vllm_params(r, self.vocab_size) for r in requests]
         before = _spec_counters(llm) if self._speculative else {}

@@ -42,7 +42,7 @@ def suffix_config(target_path: str, draft_path: Optional[str], gamma: int, optio
     return {"method": "suffix", "num_speculative_tokens": gamma}
 
 
-def proposer_of(llm):
+def proposer_of(llm) -> object:
     """The in-process ``SuffixDecodingProposer`` of an ``LLM`` built with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``."""
     core = llm.llm_engine.engine_core
     engine = getattr(core, "engine_core", None)

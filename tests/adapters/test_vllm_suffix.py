@@ -3,7 +3,7 @@ arctic-inference, where vLLM's refusal is pinned, and with the wheel .ci/vllm bu
 method is certified like the others (docs/findings/vllm.md, "suffix"):
 
     .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_suffix.py -q -p no:cacheprovider
-    PYTHONPATH=build/arctic-site .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_suffix.py -q -p no:cacheprovider
+    PYTHONPATH=build/arctic-site .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_suffix.py -q
 
 The law scenario, greedy prompts and N are test_vllm_methods.py's (prompt (0, 1), temperature 1, ``max_tokens`` 3,
 γ 3, N 3000, battery at α 1e-6).
