@@ -14,7 +14,7 @@ __all__ = ["ScenarioResult", "Certificate"]
 @dataclass(frozen=True)
 class ScenarioResult:
     """Evidence for one scenario, or for one ``member`` of it (a mixed batch's configurations, a batch
-    composition's ``alone`` / ``pairs`` / ``large``): ``name`` reads ``scenario/member`` then. ``passed`` is None
+    composition's ``small`` / ``alone`` / ``large``): ``name`` reads ``scenario/member`` then. ``passed`` is None
     when it was not run: ``not_run`` says why (typed, what the verdict reads) and ``note`` in words.
 
     Sampling scenarios carry ``n`` (draws), ``planned_n``, the omnibus ``statistic``/``df``, the scenario

@@ -16,7 +16,8 @@ LEGEND = (
     "           a scenario fails only below its Holm level at the family α (about α / tests), never at 0.05",
     "  TV est   total variation between the observed frequencies and the exact law (plug-in estimate)",
     "  TV null  the TV an exact decoder shows at this N (95 % quantile): TV est above it is suspicious",
-    "  detect   the smallest TV this N detects with the planned power (the level's ε when the plan was met)",
+    "  detect   the smallest TV this N detects with the planned power (the level's ε when the plan was met;",
+    "           batch composition's members are planned at their own TV: docs/design.md)",
 )
 
 
