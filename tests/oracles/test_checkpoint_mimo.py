@@ -119,8 +119,9 @@ def test_build_is_deterministic_with_the_layout_vllm_reads(tmp_path):
 
 
 def test_the_forward_matches_transformers_qwen2_in_float64(pair, monkeypatch):
-    """Every prefix up to length 3 and 60 longer ones: < 1e-9 from transformers' Qwen2 with its three float32 steps run in float64, and
-    within float32 rounding of it as shipped (transformers ignores the MTP layers: they are no part of the law)."""
+    """Every prefix up to length 3 and 60 longer ones: < 1e-9 from transformers' Qwen2 with its three float32 steps
+    run in float64, and within float32 rounding of it as shipped (transformers ignores the MTP layers: they are no
+    part of the law)."""
     mine = pair.target.logits(PREFIXES)  # [318, V]
     assert mine.dtype == torch.float64 and mine.shape == (len(PREFIXES), 6)
     shipped = _transformers_logits(pair.target.path)
