@@ -11,6 +11,8 @@ layer: the same tokens, cut differently, must give the same streamed text and th
   ``split_deltas``, ``run_stream`` (one run: the deltas, the concatenated text per channel, the result).
 - ``check_chunking``: raise ``PropertyFailure("streaming")`` unless a chunking streams what the reference chunking
   (default: one token per delta) streams; the failure carries a minimal reproducer.
+- ``recorded_run``, ``check_runs``: the same comparison for deltas an engine cut itself (a server's streamed
+  events against its non-streamed response), where the harness cannot choose the chunking.
 - ``toy_bpe_tokenizer``: a small BPE tokenizer trained locally (byte-level or metaspace), with extra added tokens,
   for consumers that need a real ``tokenizers``/``transformers`` tokenizer without a download.
 
@@ -35,6 +37,8 @@ __all__ = [
     "run_stream",
     "check_chunking",
     "minimal_chunking",
+    "recorded_run",
+    "check_runs",
     "toy_bpe_tokenizer",
 ]
 
@@ -248,6 +252,56 @@ def check_chunking(
         f"  chunked:   text={run.text!r} result={run.result!r}",
     )
     failure.tokens, failure.runs = tokens, (base, run)
+    raise failure
+
+
+def recorded_run(deltas: Sequence[tuple[Sequence[int], Delta]], result: object) -> StreamRun:
+    """A run that an engine cut itself: ``deltas`` are the ``(token_ids, delta)`` pairs as received (a delta as a
+    consumer's ``feed`` returns it: ``None``, a ``str`` or ``{channel: text}``), ``result`` the final result (e.g.
+    the tokens and the stop reason). A non-streamed response is one pair. Normalized as ``run_stream`` does.
+
+    >>> recorded_run([([0], "a"), ([1], None), ([2], "bc")], result="stop").text
+    {'text': 'abc'}
+    """
+    check(
+        isinstance(deltas, Sequence) and all(isinstance(d, Sequence) and len(d) == 2 for d in deltas),
+        f"deltas={deltas!r} must be a sequence of (token_ids, delta) pairs, e.g. [([3], 'a'), ([1, 2], 'bc')].",
+    )
+    sizes = tuple(len(_check_tokens(ids)) for ids, _ in deltas)
+    out = tuple(_normalize(delta, i) for i, (_, delta) in enumerate(deltas))
+    text: dict[str, str] = {}
+    for delta in out:
+        for channel, piece in delta.items():
+            text[channel] = text.get(channel, "") + piece
+    return StreamRun(sizes, out, text, result)
+
+
+def check_runs(reference: StreamRun, run: StreamRun, *, reproduce: str = "") -> StreamRun:
+    """Raise ``PropertyFailure("streaming")`` unless ``run`` streams the same text per channel and ends in the same
+    result as ``reference`` (``check_chunking``'s comparison, for runs whose chunking was not chosen, such as
+    ``recorded_run``'s). ``reproduce`` goes into the message (how to get both runs again). Returns ``run``.
+
+    >>> whole = recorded_run([([0, 1], "ab")], result="length")
+    >>> check_runs(whole, recorded_run([([0], "a"), ([1], "")], result="length"), reproduce="seed 7")
+    Traceback (most recent call last):
+    ...
+    specverify.fuzz.properties.PropertyFailure: [streaming] ...channel 'text': 'ab' != 'a'...Reproduce: seed 7...
+    """
+    check(
+        isinstance(reference, StreamRun) and isinstance(run, StreamRun),
+        f"reference={reference!r} and run={run!r} must be StreamRun (from run_stream or recorded_run).",
+    )
+    difference = _differs(reference, run)
+    if difference is None:
+        return run
+    failure = PropertyFailure(
+        "streaming",
+        f"two runs of the same tokens stream differently; {difference}.\n"
+        f"Reproduce: {reproduce or '(not given)'}\n"
+        f"  reference: sizes={list(reference.sizes)!r} text={reference.text!r} result={reference.result!r}\n"
+        f"  run:       sizes={list(run.sizes)!r} text={run.text!r} result={run.result!r}",
+    )
+    failure.runs = (reference, run)
     raise failure
 
 
