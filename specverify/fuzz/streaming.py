@@ -264,7 +264,8 @@ def recorded_run(deltas: Sequence[tuple[Sequence[int], Delta]], result: object) 
     {'text': 'abc'}
     """
     check(
-        isinstance(deltas, Sequence) and all(isinstance(d, Sequence) and len(d) == 2 for d in deltas),
+        isinstance(deltas, Sequence)
+        and all(isinstance(d, Sequence) and not isinstance(d, (str, bytes)) and len(d) == 2 for d in deltas),
         f"deltas={deltas!r} must be a sequence of (token_ids, delta) pairs, e.g. [([3], 'a'), ([1, 2], 'bc')].",
     )
     sizes = tuple(len(_check_tokens(ids)) for ids, _ in deltas)
