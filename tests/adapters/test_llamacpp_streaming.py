@@ -89,11 +89,11 @@ def _body(pair, prompt, params, seed):
     return body
 
 
-def _post(server, body):
+def _post(server, body, path="/completion"):
     """The raw answer on a connection of its own (the server closes a streamed response's connection)."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     try:
-        conn.request("POST", "/completion", body=json.dumps(body), headers={"Content-Type": "application/json"})
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         response = conn.getresponse()
         raw = response.read()
     finally:
@@ -103,10 +103,11 @@ def _post(server, body):
 
 
 def _events(raw):
-    """The SSE events of a streamed answer, in order (``data: {...}`` blocks)."""
+    """The SSE events of a streamed answer, in order (``data: {...}`` blocks; the OpenAI endpoints end with
+    ``data: [DONE]``, kept as the string ``"[DONE]"``)."""
     blocks = [b for b in raw.split("\n\n") if b.strip()]
     assert all(b.startswith("data: ") for b in blocks), blocks
-    return [json.loads(b[len("data: ") :]) for b in blocks]
+    return [b[len("data: ") :] if b == "data: [DONE]" else json.loads(b[len("data: ") :]) for b in blocks]
 
 
 def _ask(server, body):
@@ -313,3 +314,10 @@ def test_finding_l1_text_held_for_a_stop_string_is_lost_when_n_predict_ends_the_
         assert response["content"] == vocab.strings[first] and response["stop_type"] == "limit", response
         assert [e["content"] for e in events] == ["", ""] and events[-1]["stop_type"] == "limit", events
         assert [t for e in events for t in e["tokens"]] == response["tokens"] == [first], events
+    # the OpenAI-compatible endpoint goes through the same process_token: the same text is lost there (the
+    # last server's stop string; greedy gives every server the same first token)
+    oai = {"prompt": [0, 1], "max_tokens": 1, "temperature": 0.0, "stop": [stop], "seed": 0, "cache_prompt": False}
+    whole = json.loads(_post(servers["plain"], dict(oai, stream=False), path="/v1/completions"))["choices"][0]
+    chunks = list(_events(_post(servers["plain"], dict(oai, stream=True), path="/v1/completions")))
+    assert whole["text"] == vocab.strings[first] and whole["finish_reason"] == "length", whole
+    assert chunks[-1] == "[DONE]" and "".join(e["choices"][0]["text"] for e in chunks[:-1]) == "", chunks
