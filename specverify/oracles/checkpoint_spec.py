@@ -45,6 +45,38 @@ MIMO_FORMAT_VERSION = 1
 TOY_VOCAB_SIZES = range(2, 17)
 
 
+def _check_model_fields(spec, ints: tuple) -> None:
+    """The checks every checkpoint model spec shares: ``ints`` are ints >= 1 (``seed`` >= 0), the vocabulary fits the
+    toy strings, ``head_dim`` is even and divides ``hidden_size``, ``init_scale`` > 0 and ``eos_scale`` finite (both
+    stored as floats)."""
+    for name in ints:
+        value = getattr(spec, name)
+        low = 0 if name == "seed" else 1
+        check(
+            isinstance(value, int) and not isinstance(value, bool) and value >= low,
+            f"{name}={value!r} must be an int >= {low}.",
+        )
+    check(
+        spec.vocab_size in TOY_VOCAB_SIZES,
+        f"vocab_size={spec.vocab_size!r} must be an int in [{TOY_VOCAB_SIZES[0]}, {TOY_VOCAB_SIZES[-1]}] "
+        "(the toy vocabulary's strings and EOS).",
+    )
+    check(
+        spec.head_dim % 2 == 0 and spec.hidden_size % spec.head_dim == 0,
+        f"head_dim={spec.head_dim!r} must be even and divide hidden_size={spec.hidden_size!r} (rotary halves).",
+    )
+    check(
+        isinstance(spec.init_scale, (int, float)) and math.isfinite(spec.init_scale) and spec.init_scale > 0,
+        f"init_scale={spec.init_scale!r} must be a finite number > 0 (the std of every drawn entry).",
+    )
+    check(
+        isinstance(spec.eos_scale, (int, float)) and math.isfinite(spec.eos_scale),
+        f"eos_scale={spec.eos_scale!r} must be a finite number (1 = no change to the EOS row).",
+    )
+    object.__setattr__(spec, "init_scale", float(spec.init_scale))
+    object.__setattr__(spec, "eos_scale", float(spec.eos_scale))
+
+
 @dataclass(frozen=True)
 class CheckpointSpec:
     """A tiny Llama target, fully determined by these fields.
@@ -68,31 +100,7 @@ class CheckpointSpec:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("vocab_size", "num_layers", "hidden_size", "head_dim", "intermediate_size", "seed"):
-            value = getattr(self, name)
-            check(
-                isinstance(value, int) and not isinstance(value, bool) and value >= (0 if name == "seed" else 1),
-                f"{name}={value!r} must be an int >= {0 if name == 'seed' else 1}.",
-            )
-        check(
-            self.vocab_size in TOY_VOCAB_SIZES,
-            f"vocab_size={self.vocab_size!r} must be an int in [{TOY_VOCAB_SIZES[0]}, {TOY_VOCAB_SIZES[-1]}] "
-            "(the toy vocabulary's strings and EOS).",
-        )
-        check(
-            self.head_dim % 2 == 0 and self.hidden_size % self.head_dim == 0,
-            f"head_dim={self.head_dim!r} must be even and divide hidden_size={self.hidden_size!r} (rotary halves).",
-        )
-        check(
-            isinstance(self.init_scale, (int, float)) and math.isfinite(self.init_scale) and self.init_scale > 0,
-            f"init_scale={self.init_scale!r} must be a finite number > 0 (the std of every matrix entry).",
-        )
-        check(
-            isinstance(self.eos_scale, (int, float)) and math.isfinite(self.eos_scale),
-            f"eos_scale={self.eos_scale!r} must be a finite number (1 = no change to the EOS row).",
-        )
-        object.__setattr__(self, "init_scale", float(self.init_scale))
-        object.__setattr__(self, "eos_scale", float(self.eos_scale))
+        _check_model_fields(self, ("vocab_size", "num_layers", "hidden_size", "head_dim", "intermediate_size", "seed"))
 
     @property
     def vocab(self) -> Vocab:
@@ -168,37 +176,13 @@ class MimoSpec:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("vocab_size", "num_layers", "hidden_size", "head_dim", "kv_heads", "intermediate_size",
-                     "mtp_layers", "seed"):  # fmt: skip
-            value = getattr(self, name)
-            check(
-                isinstance(value, int) and not isinstance(value, bool) and value >= (0 if name == "seed" else 1),
-                f"{name}={value!r} must be an int >= {0 if name == 'seed' else 1}.",
-            )
-        check(
-            self.vocab_size in TOY_VOCAB_SIZES,
-            f"vocab_size={self.vocab_size!r} must be an int in [{TOY_VOCAB_SIZES[0]}, {TOY_VOCAB_SIZES[-1]}] "
-            "(the toy vocabulary's strings and EOS).",
-        )
-        check(
-            self.head_dim % 2 == 0 and self.hidden_size % self.head_dim == 0,
-            f"head_dim={self.head_dim!r} must be even and divide hidden_size={self.hidden_size!r} (rotary halves).",
-        )
+        ints = ("vocab_size", "num_layers", "hidden_size", "head_dim", "kv_heads", "intermediate_size", "mtp_layers")
+        _check_model_fields(self, (*ints, "seed"))
         heads = self.hidden_size // self.head_dim
         check(
             heads % self.kv_heads == 0,
             f"kv_heads={self.kv_heads!r} must divide the {heads} attention heads (hidden_size // head_dim).",
         )
-        check(
-            isinstance(self.init_scale, (int, float)) and math.isfinite(self.init_scale) and self.init_scale > 0,
-            f"init_scale={self.init_scale!r} must be a finite number > 0 (the std of every drawn entry).",
-        )
-        check(
-            isinstance(self.eos_scale, (int, float)) and math.isfinite(self.eos_scale),
-            f"eos_scale={self.eos_scale!r} must be a finite number (1 = no change to the EOS row).",
-        )
-        object.__setattr__(self, "init_scale", float(self.init_scale))
-        object.__setattr__(self, "eos_scale", float(self.eos_scale))
 
     @property
     def num_heads(self) -> int:
