@@ -84,17 +84,25 @@ class Tally:
 
     Completions are counted per (tokens emitted, ``accepted``) shape, and each shape is checked once: a tally sees
     hundreds of thousands of completions and a few dozen shapes. ``prefill``: the tokens the decoder declares it
-    emits before its first round (None: inferred from the counts, at most ``PREFILL_TOKENS``)."""
+    emits before its first round (None: inferred from the counts, at most ``PREFILL_TOKENS``).
+
+    ``accepted=None`` means "not reported" (``()``: no round). When some completions of the shape report and others
+    do not, the shape's acceptance is not reported at all: the reporting ones are a subset chosen by how they ended
+    (vLLM drops the counts of stop-ended requests), so their rounds beside every completion's tokens would bias every
+    metric. Their breaches of the consistency rule are still kept."""
 
     def __init__(self, gamma: int, prefill: Optional[int] = None, draft_law: str = "model"):
         self.gamma, self.outcomes, self.prefill, self.draft_law = gamma, Counter(), prefill, draft_law
         self.shapes = Counter()  # (len(tokens), accepted) -> completions
         self.violation = None
         self.slack = 0  # the most tokens a completion emitted beyond Σ(accepted + 1) - 1
+        self.unreported = 0  # completions with accepted=None
 
     def add(self, comp: Completion) -> None:
         self.outcomes[(comp.tokens, comp.finish_reason)] += 1
-        if comp.accepted:
+        if comp.accepted is None:
+            self.unreported += 1
+        elif comp.accepted:
             shape = (len(comp.tokens), comp.accepted)
             if shape not in self.shapes:
                 emitted, accepted = shape
@@ -113,10 +121,11 @@ class Tally:
         if prefill is None:  # inferred: the finishing round may account for one token of the slack
             prefill = min(max(self.slack - 1, 0), PREFILL_TOKENS)
         first, rounds = Counter(), Counter()
-        for (_, accepted), count in self.shapes.items():
-            first[accepted[0]] += count
-            for a in accepted:
-                rounds[a] += count
+        if not self.unreported:  # partly reported: not reported (class docstring)
+            for (_, accepted), count in self.shapes.items():
+                first[accepted[0]] += count
+                for a in accepted:
+                    rounds[a] += count
         return Draws(self.outcomes, first or None, n, rounds=rounds or None, violation=self.violation, prefill=prefill)
 
 

@@ -63,7 +63,7 @@ def test_tally_counts_per_shape_what_a_completion_by_completion_count_gives():
         accepted = tuple(int(a) for a in rng.integers(0, 3, size=rng.integers(0, 3)))
         n = sum(a + 1 for a in accepted) - int(rng.integers(0, 2)) if accepted else int(rng.integers(1, 4))
         completions.append(
-            Completion(tuple(int(t) for t in rng.integers(0, 5, size=max(n, 1))), "length", None, accepted or None)
+            Completion(tuple(int(t) for t in rng.integers(0, 5, size=max(n, 1))), "length", None, accepted)
         )
     tally = Tally(2)
     for c in completions:
@@ -72,6 +72,21 @@ def test_tally_counts_per_shape_what_a_completion_by_completion_count_gives():
     outcomes, first, rounds = _slow_tally(completions, 2)
     assert draws.outcomes == outcomes and draws.accepted == first and draws.rounds == rounds
     assert draws.violation is None
+
+
+def test_a_shape_reported_by_some_completions_only_is_not_reported():
+    """accepted=None is "not reported", () is "no round": a mix of reporting and silent completions reports nothing
+    (the reporting ones are chosen by how they ended), but a breach among the reporting ones is kept."""
+    tally = Tally(2)
+    tally.add(Completion((1, 2), "length", accepted=(1,)))
+    tally.add(Completion((3,), "length", accepted=()))
+    draws = tally.draws(2)
+    assert draws.accepted == Counter({1: 1}) and draws.rounds == Counter({1: 1})
+    tally.add(Completion((4, 5), "stop", accepted=None))
+    draws = tally.draws(3)
+    assert draws.accepted is None and draws.rounds is None and sum(draws.outcomes.values()) == 3
+    tally.add(Completion((1,), "length", accepted=(2, 2)))  # claims at least 5 tokens
+    assert "claims at least 5 tokens" in tally.draws(4).violation
 
 
 def test_tally_keeps_the_first_breach_with_its_tokens():
