@@ -79,6 +79,15 @@ def _run(pair, method: str, workaround, **options) -> dict:
     return out
 
 
+def _greedy_wrong(pair, run) -> list:
+    """The greedy prompts of ``run`` whose output is not the target's greedy outcome: (prompt, tokens, expected)."""
+    return [
+        (r.prompt, c.tokens, greedy_outcome(pair.target, r.prompt, r.params))
+        for r, c in run["greedy"]
+        if (c.tokens, c.finish_reason) != greedy_outcome(pair.target, r.prompt, r.params)
+    ]
+
+
 def _battery(pair, completions):
     law = exact_law(pair.target, LAW_PROMPT, LAW_PARAMS)
     counts = collections.Counter((c.tokens, c.finish_reason) for c in completions)
@@ -140,12 +149,7 @@ def test_head_specs_are_checked(pair):
 @pytest.mark.parametrize("method", HEADS)
 def test_greedy_equals_the_target(pair, method):
     run = _run(pair, method, None)
-    wrong = [
-        (r.prompt, c.tokens, greedy_outcome(pair.target, r.prompt, r.params))
-        for r, c in run["greedy"]
-        if (c.tokens, c.finish_reason) != greedy_outcome(pair.target, r.prompt, r.params)
-    ]
-    assert not wrong, wrong
+    assert not _greedy_wrong(pair, run), _greedy_wrong(pair, run)
     assert run["greedy_counters"]["num_drafts"] > 0  # the greedy prompts were speculated
 
 
@@ -209,12 +213,7 @@ def test_mtp_checks_its_target_and_gamma(pair, tmp_path):
 
 def test_mtp_greedy_equals_the_target(mimo):
     run = _run(mimo, "mtp", None)
-    wrong = [
-        (r.prompt, c.tokens, greedy_outcome(mimo.target, r.prompt, r.params))
-        for r, c in run["greedy"]
-        if (c.tokens, c.finish_reason) != greedy_outcome(mimo.target, r.prompt, r.params)
-    ]
-    assert not wrong, wrong
+    assert not _greedy_wrong(mimo, run), _greedy_wrong(mimo, run)
     assert run["greedy_counters"]["num_drafts"] > 0 and run["greedy_counters"]["num_accepted_tokens"] > 0
     effective = run["engine_info"]["effective"]["3"]
     assert effective["method"] == "mtp" and effective["draft_architectures"] == ["MiMoMTPModel"]

@@ -19,8 +19,7 @@ from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_suffix  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.oracles.law import greedy_outcome  # noqa: E402
-from tests.adapters.test_vllm_methods import _battery, _run  # noqa: E402
+from tests.adapters.test_vllm_methods import _battery, _greedy_wrong, _run  # noqa: E402
 
 HAS_ARCTIC = importlib.util.find_spec("arctic_inference") is not None
 needs_arctic = pytest.mark.skipif(
@@ -52,12 +51,7 @@ def test_suffix_without_arctic_inference_is_refused_at_configuration(pair):
 @needs_arctic
 def test_suffix_greedy_equals_the_target_and_speculates(pair):
     run = _run(pair, "suffix", None)
-    wrong = [
-        (r.prompt, c.tokens, greedy_outcome(pair.target, r.prompt, r.params))
-        for r, c in run["greedy"]
-        if (c.tokens, c.finish_reason) != greedy_outcome(pair.target, r.prompt, r.params)
-    ]
-    assert not wrong, wrong
+    assert not _greedy_wrong(pair, run), _greedy_wrong(pair, run)
     assert run["greedy_counters"]["num_drafts"] > 0
 
 
