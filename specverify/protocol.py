@@ -19,6 +19,7 @@ __all__ = [
     "draft_law_of",
     "prefill_tokens_of",
     "engine_of",
+    "fixed_gamma_of",
     "DRAFT_LAWS",
     "SampleCounts",
     "TIMING_PHASES",
@@ -168,6 +169,22 @@ def prefill_tokens_of(decoder) -> Optional[int]:
         raise InvalidArgument(
             f"decoder.prefill_tokens={value!r} must be an int in [0, {MAX_PREFILL_TOKENS}]: the tokens it emits "
             "before its first verification round (docs/adapters.md), or absent to let the certifier infer it."
+        )
+    return value
+
+
+def fixed_gamma_of(decoder) -> bool:
+    """Whether the decoder fixes γ per engine (``decoder.fixed_gamma``, optional; absent: False).
+
+    True: every engine instance behind the decoder runs one ``num_draft_tokens`` (vLLM's ``num_speculative_tokens``),
+    so requests of different γ never share a batch, and a change of γ between calls may start another engine. The
+    certifier then gives a request only same-γ neighbours where it tests the law beside neighbours (batch
+    composition), and groups its greedy calls by γ (docs/adapters.md). It changes no law and no plan."""
+    value = getattr(decoder, "fixed_gamma", False)
+    if not isinstance(value, bool):
+        raise InvalidArgument(
+            f"decoder.fixed_gamma={value!r} must be a bool: True when the engine fixes γ per instance (requests of "
+            "different num_draft_tokens never share a batch), or absent (docs/adapters.md)."
         )
     return value
 

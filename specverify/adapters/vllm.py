@@ -28,9 +28,12 @@ vLLM fixes γ per engine (``num_speculative_tokens``), so a decoder makes one en
 makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a process: before another starts, the
 least recently used is shut down. Several live engines in one process interfere (greedy outputs go wrong:
 docs/findings/vllm.md, finding 5), so the default restarts an engine (2-3 s) whenever γ or the pair changes. A call
-groups its requests by γ and sends each group as one ``generate()``. Each engine gets a fresh random ``seed``: vLLM
-reseeds torch's global generator from it, and a fixed seed would replay the same draws for the unseeded requests of
-every engine made later in the process. Engines are shut down by ``close()``, when evicted, or at interpreter exit
+groups its requests by γ and sends each group as one ``generate()``, the live engine's γ first. The speculative
+decoders declare ``fixed_gamma = True`` (docs/adapters.md), so the certifier gives batch composition's request
+same-γ neighbours and sends the greedy scenarios' requests γ by γ: a quick run starts an engine about once per
+(pair, γ) instead of at nearly every call (docs/findings/vllm.md, "Times"). Each engine gets a fresh random
+``seed``: vLLM reseeds torch's global generator from it, and a fixed seed would replay the same draws for the
+unseeded requests of every engine made later in the process. Engines are shut down by ``close()``, when evicted, or at interpreter exit
 (``atexit``).
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
@@ -225,6 +228,7 @@ class VllmDecoder:
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
         self.capabilities = frozenset(spec.capabilities)
+        self.fixed_gamma = self._speculative  # one engine per γ (docs/adapters.md); plain ignores γ
         law = spec.law(self.options)  # what the drafts are (specverify.protocol.draft_law_of)
         if law is not None:
             self.draft_law = law
@@ -316,7 +320,8 @@ class VllmDecoder:
             groups.setdefault(request.num_draft_tokens if self._speculative else 0, []).append(i)
         out: list = [None] * len(requests)
         self.last_counters = {}
-        for gamma, indices in groups.items():
+        live = [gamma for gamma in groups if (id(self), gamma) in _LIVE]  # the live engine's γ first: one restart less
+        for gamma, indices in sorted(groups.items(), key=lambda item: item[0] not in live):
             for i, done in zip(indices, self._generate(gamma, [requests[i] for i in indices])):
                 out[i] = done
         return out

@@ -23,7 +23,7 @@ from specverify.certification.evidence import Certificate, ScenarioResult
 from specverify.certification.factory import SetupFailure, resolve_factory
 from specverify.certification.run import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
 from specverify.certification.runner import make_runner
-from specverify.certification.scenarios import check_names
+from specverify.certification.scenarios import check_names, run_order
 from specverify.certification.shards import shard_certificate, shard_of
 from specverify.certification.verdict import error_certificate, finish_certificate
 from specverify.enums import NotRun, ScenarioKind
@@ -144,22 +144,34 @@ def _progress_line(i, total, name, elapsed) -> str:
     return f"specverify: [{i + 1}/{total}] {name} (elapsed {elapsed:.0f} s{eta})"
 
 
+def _gamma_span(run, scenario) -> tuple:
+    """The (first, last) γ of the scenario's calls: its check's ``gamma_span`` where it has one (greedy sends γ 1
+    to 4, batch-composition its small calls' γ then the request's), else the scenario's γ."""
+    span = getattr(checks.check_for(scenario, run.config, run.matrix), "gamma_span", None)
+    return span(scenario) if span else (scenario.num_draft_tokens, scenario.num_draft_tokens)
+
+
 def _run_all(run, chosen, progress) -> tuple:
-    results, violation, clock, budget = [], None, time.perf_counter(), run.config.budget_s
-    for i, scenario in enumerate(chosen):
+    """Run the scenarios in :func:`~specverify.certification.scenarios.run_order` (by pair, then γ: an engine that
+    fixes γ per instance restarts on every change), or as given under a time budget (the order is then the
+    priority: core first); the results are listed in ``chosen``'s (matrix) order."""
+    order = chosen if run.config.budget_s is not None else run_order(chosen, gammas=lambda s: _gamma_span(run, s))
+    by_name, violation, clock, budget = {}, None, time.perf_counter(), run.config.budget_s
+    for i, scenario in enumerate(order):
+        results = by_name.setdefault(scenario.name, [])
         if violation is not None or (budget is not None and _now() - run.started > budget):
             why, note = (NotRun.BROKE, _BROKE) if violation else (NotRun.BUDGET, "not run: budget exhausted")
             results.append(ScenarioResult.skipped(scenario, why, note))
             continue
         if progress:
-            progress(_progress_line(i, len(chosen), scenario.name, time.perf_counter() - clock))
+            progress(_progress_line(i, len(order), scenario.name, time.perf_counter() - clock))
         try:
             done = _run_one(run, scenario)
             results.extend(done)
             if run.allocation is not None:
                 run.allocation.spend(scenario.name, sum(r.n or 0 for r in done))
             for session in filter(None, (run.session, run.other)):  # the first pair: reproducibility
-                session.release_unused(chosen[i + 1 :], keep=(chosen[0].pair,))
+                session.release_unused(order[i + 1 :], keep=(chosen[0].pair,))
         except BudgetSpent:
             results.append(ScenarioResult.skipped(scenario, NotRun.BUDGET, "not run: budget exhausted mid-scenario"))
         except ProtocolViolation as exc:
@@ -168,6 +180,7 @@ def _run_all(run, chosen, progress) -> tuple:
             results.append(
                 replace(broke, violation=str(exc), reproduce=run.reproduce(scenario), note="protocol violation")
             )
+    results = [r for name in dict.fromkeys(s.name for s in chosen) for r in by_name.get(name, [])]
     if violation is not None:
         return results, violation, (None, "not run: the decoder broke the protocol"), None, None
     repro = _reproducibility(run, chosen)

@@ -8,7 +8,7 @@ from typing import Iterable
 
 from specverify.certification.options import OptionError
 from specverify.enums import DraftFamily, ModelFamily, ScenarioKind
-from specverify.errors import InvalidArgument
+from specverify.errors import InvalidArgument, check
 from specverify.grammar import ToyGrammar
 from specverify.oracles.pairs import ModelPair, PairSpec, ToyPairSpec
 from specverify.oracles.processors import parity_processor
@@ -25,6 +25,7 @@ __all__ = [
     "scenario_names",
     "check_names",
     "select_scenarios",
+    "run_order",
 ]
 
 # state 0: a -> 1 (dead end), b -> 2, " " -> 0; state 2 (accepting): b -> 2, a -> 0
@@ -370,3 +371,23 @@ def select_scenarios(names: Iterable[str] = (), models: str = ModelFamily.TOY, d
     names = (names,) if isinstance(names, str) else tuple(names or ())
     check_names(names, chosen)
     return [chosen[n] for n in names] if names else list(chosen.values())
+
+
+def run_order(scenarios: Iterable[CertificationScenario], gammas=None) -> list:
+    """``scenarios`` in the order an engine runs them cheapest: grouped by model pair (pairs in order of first
+    appearance, so the first scenario's pair stays first), and within a pair by the γ of their calls.
+
+    An engine such as vLLM fixes γ per engine instance and keeps one live engine, so every change of pair or γ
+    between two calls is an engine restart. ``gammas(scenario)`` gives the (first, last) γ of a scenario's calls
+    (default: ``(num_draft_tokens, num_draft_tokens)``); the sort is stable on ``(first, last)``, so a scenario
+    whose calls go from γ 1 to 4 (greedy) comes after the γ 1 scenarios and before the γ 2 ones. The order never
+    changes a result: seeds are keyed by scenario name, and the certificate lists results in matrix order."""
+    check(
+        gammas is None or callable(gammas), f"gammas={gammas!r} must be None or a function scenario -> (first, last)."
+    )
+    scenarios = list(scenarios)
+    span = gammas or (lambda s: (s.num_draft_tokens, s.num_draft_tokens))
+    rank: dict = {}
+    for scenario in scenarios:
+        rank.setdefault(scenario.pair, len(rank))
+    return sorted(scenarios, key=lambda s: (rank[s.pair], *span(s)))

@@ -12,7 +12,9 @@ Three tests (three shares of α, as before), each against the exact law (docs/de
   here undiluted; ``small`` sees it at a third of its TV).
 - ``large``: the scenario's own request R every other request in calls of up to ``LARGE_CALL``, among neighbours
   with other prompts, temperatures and γ, planned at TV ``LARGE_CALL_EPSILON``; large batches are also tested at
-  the level's ε by ``mixed-batch``. Neighbours are validated like every completion but not tested.
+  the level's ε by ``mixed-batch``. Neighbours are validated like every completion but not tested. For a decoder
+  that declares ``fixed_gamma`` (one engine per γ: vLLM) the neighbours take R's γ, so they share R's engine and
+  batch instead of running on three other engines (the plan and the laws are unchanged).
 
 Calls of one or two requests cost one decoder call per one or two draws, so their plan is a compromise between power
 and calls (``benchmarks/composition_cost.py`` prints both); the results carry the TV each test could detect.
@@ -98,16 +100,23 @@ class CompositionCheck:
         sizes = composition_plan(run.plan, scenario)
         return sizes["small"] + sizes["large"]
 
+    def gamma_span(self, scenario) -> tuple:
+        """The (first, last) γ of its calls: the small calls' shape, then R's (the run order)."""
+        return small_call_shape(scenario).num_draft_tokens, scenario.num_draft_tokens
+
     def run(self, run, scenario) -> list:
         return run_composition(run, scenario)
 
 
-def _neighbours(scenario, base: int) -> list:
+def _neighbours(scenario, base: int, fixed_gamma: bool = False) -> list:
+    """R's neighbours in the large calls: other prompts and temperatures, and other γ unless the decoder fixes γ
+    per engine (``fixed_gamma``: a neighbour of another γ would run on another engine, never beside R)."""
     prompt = scenario.prompt
+    gammas = (scenario.num_draft_tokens,) * 3 if fixed_gamma else (2, 1, 4)
     shapes = [
-        (prompt[:1], replace(scenario.params, temperature=0.7), 2),
-        (prompt[::-1], replace(scenario.params, temperature=1.3), 1),
-        (prompt + prompt[:1], scenario.params, 4),
+        (prompt[:1], replace(scenario.params, temperature=0.7), gammas[0]),
+        (prompt[::-1], replace(scenario.params, temperature=1.3), gammas[1]),
+        (prompt + prompt[:1], scenario.params, gammas[2]),
     ]
     return [
         Request(p, params, gamma, seed=(base + 10_000_019 * (k + 1)) % 2**63)
@@ -168,7 +177,8 @@ def run_composition(run, scenario) -> list:
     def seed_of(i: int) -> int | None:
         return (seed + i) % 2**63 if handle.seeded else None
 
-    calls = _large_calls(scenario, n, seed_of, _neighbours(scenario, base))
+    neighbours = _neighbours(scenario, base, getattr(handle, "fixed_gamma", False))
+    calls = _large_calls(scenario, n, seed_of, neighbours)
     outcomes, accepted = _tally(session, handle, calls)
     draws = Draws(outcomes, accepted or None, n)
     common = dict(reproduce=run.reproduce(scenario), started=started, draft_law=handle.draft_law)

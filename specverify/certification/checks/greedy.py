@@ -1,23 +1,37 @@
 """The ``greedy`` check: temperature 0 on many prompts, compared exactly — with the target's greedy output where the
-matrix has an exact law, else (a user's own checkpoints) with the ``--against`` decoder's output."""
+matrix has an exact law, else (a user's own checkpoints) with the ``--against`` decoder's output.
+
+**Shared calls.** The greedy scenarios of one model pair are not statistical tests, so their requests may share
+calls: the first greedy scenario of a pair to run sends the requests of every greedy scenario of that pair the run
+will run (:func:`_pair_group`), and each scenario then compares its own completions. Requests are sent γ by γ
+(``GREEDY_GAMMAS``): for each γ the batched requests of all those scenarios (one call where the decoder takes them),
+then that γ's prompts sent alone. A decoder that declares ``fixed_gamma`` (vLLM: one engine per γ) thus starts one
+engine per (pair, γ) for all its greedy scenarios, where it restarted at every change of γ (four per call, and one
+per prompt sent alone). For other decoders each scenario's requests keep their interleaved γ in one call and only
+the calls of one request are ordered by γ. A protocol violation in a shared call is reported on the scenario that
+made it, naming the others; a scenario the prediction missed makes its own calls."""
 
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
-from specverify.certification.checks.judge import MIN_MARGIN
+from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32
 from specverify.certification.collect import scenario_seed
 from specverify.certification.evidence import ScenarioResult
 from specverify.certification.laws import greedy_of
 from specverify.enums import ModelFamily, ScenarioKind
+from specverify.errors import ProtocolViolation
 from specverify.protocol import Request
 
-__all__ = ["GreedyCheck", "GREEDY_PROMPTS", "MIN_DISAGREEMENT"]
+__all__ = ["GreedyCheck", "GREEDY_PROMPTS", "GREEDY_GAMMAS", "MIN_DISAGREEMENT"]
 
 GREEDY_PROMPTS = 120
+GREEDY_GAMMAS = (1, 2, 3, 4)  # docs/design.md: the greedy scenarios send γ 1 to 4 whatever the scenario's γ
 MIN_DISAGREEMENT = 0.3  # docs/design.md: the greedy draft's argmax must often disagree with the target's
+_SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session -> {scenario name: answers}
 
 
 class GreedyCheck:
@@ -38,18 +52,19 @@ class GreedyCheck:
     def planned_size(self, run, scenario) -> int:
         return len(scenario.prompts) or GREEDY_PROMPTS
 
+    def gamma_span(self, scenario) -> tuple:
+        """The (first, last) γ of its calls (the run order: ``scenarios.run_order``)."""
+        return GREEDY_GAMMAS[0], GREEDY_GAMMAS[-1]
+
     def run(self, run, scenario) -> list:
         if not run.matrix.exact_law:
             return [_against_other(run, scenario)]
         started = time.perf_counter()
         handle = run.session.decoder(scenario)
         target, draft = handle.pair.target, handle.pair.draft
-        requests = [Request(p, scenario.params, 1 + i % 4) for i, p in enumerate(_prompts(run, scenario, target))]
+        answers = _answers(run, scenario, handle)
         mismatches, histories = [], []
-        chunk = handle.requests_per_call(len(requests))
-        answers = [("", pair) for pair in run.session.call_in_chunks(handle, requests, chunk)]
-        if "batch" in handle.capabilities:  # some prompts alone too: batch-size code paths must agree (bugs.md)
-            answers += [(" (alone)", (r, run.session.call(handle, [r])[0])) for r in requests[: scenario.alone_prompts]]
+        requests = [req for how, (req, _) in answers if not how]
         for how, (req, comp) in answers:
             want = greedy_of(scenario, req.prompt, req.params)
             if not how:
@@ -67,6 +82,79 @@ class GreedyCheck:
             f"rejections: {'ok' if rate >= MIN_DISAGREEMENT else 'TOO LOW'})"
         )
         return [_result(run, scenario, mismatches, len(requests), note, started)]
+
+
+def _requests(run, scenario, target) -> list:
+    """The scenario's greedy requests: its prompts at γ 1, 2, 3, 4, 1, ... (``GREEDY_GAMMAS`` in turn)."""
+    gammas = GREEDY_GAMMAS
+    return [Request(p, scenario.params, gammas[i % len(gammas)]) for i, p in enumerate(_prompts(run, scenario, target))]
+
+
+def _answers(run, scenario, handle) -> list:
+    """``[(how, (request, completion))]``: the scenario's requests ("") and its prompts sent alone (" (alone)"),
+    from the pair's shared calls (module docstring), made now if no earlier greedy scenario made them."""
+    shared = _SHARED.setdefault(run.session, {})
+    if scenario.name not in shared:
+        group = [s for s in _pair_group(run, scenario, handle) if s.name not in shared] or [scenario]
+        if scenario not in group:
+            group.insert(0, scenario)
+        try:
+            shared.update(_shared_calls(run, handle, group))
+        except ProtocolViolation as exc:
+            if len(group) == 1:
+                raise
+            others = ", ".join(s.name for s in group if s is not scenario)
+            raise ProtocolViolation(
+                f"{exc} (in a call shared by the greedy scenarios of this pair: {scenario.name}, {others}; "
+                f"reproduce with --scenario for each of them)"
+            ) from None
+    return shared.pop(scenario.name)
+
+
+def _pair_group(run, scenario, handle) -> list:
+    """The greedy scenarios of ``scenario``'s pair that this run will run (the pipeline's selection, shard and
+    gates, predicted), in matrix order."""
+    config, matrix = run.config, run.matrix
+    chosen = set(config.scenarios) if config.scenarios else set(matrix)
+    group = []
+    for other in matrix.values():
+        if other.kind != ScenarioKind.GREEDY or other.pair != scenario.pair or other.name not in chosen:
+            continue
+        if config.shard is not None and matrix.position(other.name) % config.shard[1] + 1 != config.shard[0]:
+            continue
+        if not other.needs() <= handle.capabilities or unfit_for_float32(other, matrix):
+            continue
+        group.append(other)
+    return group
+
+
+def _shared_calls(run, handle, group) -> dict:
+    """Every request of the greedy scenarios ``group`` (one pair): γ by γ for a decoder that fixes γ per engine
+    (``handle.fixed_gamma``), each γ's prompts sent alone right after its batched calls; else every scenario's
+    interleaved requests in the same calls, then the prompts sent alone, by γ."""
+    session, target = run.session, handle.pair.target
+    own = {s.name: _requests(run, s, target) for s in group}
+    alone = {s.name: own[s.name][: s.alone_prompts] if "batch" in handle.capabilities else [] for s in group}
+    tagged = [(s.name, i, r) for s in group for i, r in enumerate(own[s.name])]
+    if getattr(handle, "fixed_gamma", False):
+        steps = [([t for t in tagged if t[2].num_draft_tokens == g], (g,)) for g in GREEDY_GAMMAS]
+    else:
+        steps = [(tagged, GREEDY_GAMMAS)]
+    done = {s.name: {} for s in group}
+    for part, gammas in steps:
+        chunk = handle.requests_per_call(max(len(part), 1))
+        for (name, i, _), (_, comp) in zip(part, session.call_in_chunks(handle, [t[2] for t in part], chunk)):
+            done[name][i] = comp
+        for g in gammas:
+            for s in group:
+                for i, r in enumerate(alone[s.name]):
+                    if r.num_draft_tokens == g:
+                        done[s.name][("alone", i)] = session.call(handle, [r])[0]
+    return {
+        s.name: [("", (r, done[s.name][i])) for i, r in enumerate(own[s.name])]
+        + [(" (alone)", (r, done[s.name][("alone", i)])) for i, r in enumerate(alone[s.name])]
+        for s in group
+    }
 
 
 def _prompts(run, scenario, target) -> list:
