@@ -33,8 +33,8 @@ decoders declare ``fixed_gamma = True`` (docs/adapters.md), so the certifier giv
 same-γ neighbours and sends the greedy scenarios' requests γ by γ: a quick run starts an engine about once per
 (pair, γ) instead of at nearly every call (docs/findings/vllm.md, "Times"). Each engine gets a fresh random
 ``seed``: vLLM reseeds torch's global generator from it, and a fixed seed would replay the same draws for the
-unseeded requests of every engine made later in the process. Engines are shut down by ``close()``, when evicted, or at interpreter exit
-(``atexit``).
+unseeded requests of every engine made later in the process. Engines are shut down by ``close()``, when evicted,
+or at interpreter exit (``atexit``).
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
 through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p
