@@ -13,7 +13,9 @@ with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_
 ``--engine-config`` (a preset of the factory's ``engine_configs``: ``patched``, every workaround). Each method runs
 on its factory's checkpoint pair set (``checkpoint_pairs``: the MiMo pair for ``mtp``, the Llama pairs otherwise).
 ``--sequential`` stops each scenario at its first decisive look; ``--json-dir`` writes each certificate as
-``METHOD.json`` (``METHOD+OPTIONS.json`` with options).
+``METHOD.json`` (``METHOD+OPTIONS.json`` with options). ``--without NAME`` leaves scenarios out of the full matrix
+(e.g. ``--without batch-composition``). Each run also prints the engine starts it made (``vllm.LLM`` constructions,
+counted here) and their seconds: ``engine starts N (S s)``; ``benchmarks/vllm_plan_ab.py`` reads that line.
 """
 
 from __future__ import annotations
@@ -47,6 +49,29 @@ def engine_start(factory: str, options: dict) -> float:
     return seconds
 
 
+class _StartCounter:
+    """Counts ``vllm.LLM`` constructions (the adapter imports ``LLM`` from ``vllm`` at each engine start)."""
+
+    def __init__(self):
+        import vllm
+
+        self.module, self.real, self.seconds = vllm, vllm.LLM, []
+
+    def __enter__(self):
+        def counted(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return self.real(*args, **kwargs)
+            finally:
+                self.seconds.append(time.perf_counter() - started)
+
+        self.module.LLM = counted
+        return self
+
+    def __exit__(self, *exc):
+        self.module.LLM = self.real
+
+
 def run_one(
     factory: str,
     level: str,
@@ -72,13 +97,15 @@ def run_one(
     kwargs["engine_config"] = engine_config
     kwargs["progress"] = lambda m: print(f"   {factory} {m} (+{time.perf_counter() - stamp:.0f} s)", flush=True)
     started = time.perf_counter()
-    cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
+    with _StartCounter() as starts:
+        cert = sv.certify(f"specverify.adapters.vllm:{factory}", timeout_s=timeout_s, **kwargs)
     wall = time.perf_counter() - started
     adapter.close_all()
     parts = [factory, *([engine_config] if engine_config else []), *(o.replace("=", "-") for o in options)]
     label = re.sub(r"[^A-Za-z0-9_.,+-]", "", "+".join(parts))
     print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
     print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
+    print(f"   {label}: engine starts {len(starts.seconds)} ({sum(starts.seconds):.1f} s)", flush=True)
     write_certificate(cert, json_dir, label)
 
 
@@ -95,16 +122,22 @@ def main() -> None:
     ap.add_argument("--engine-config", default=None, help="a preset of the factory's engine_configs, e.g. patched")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
+    ap.add_argument("--without", nargs="*", default=[], help="scenarios left out of the full matrix")
     ap.add_argument("--isolation", default="none", choices=("process", "none"))
     ap.add_argument("--timeout", type=float, default=600.0, help="per-call limit with --isolation process")
     ap.add_argument("--sequential", action="store_true")
     ap.add_argument("--json-dir", default=None)
     args = ap.parse_args()
+    scenarios = args.scenario
+    if args.without:
+        from specverify.certification.scenarios import matrix
+
+        scenarios = [n for n in (scenarios or matrix("checkpoint")) if n not in set(args.without)]
     for method in args.method:
         run_one(
             method,
             args.level,
-            args.scenario,
+            scenarios,
             args.isolation,
             args.timeout,
             args.sequential,
