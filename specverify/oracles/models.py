@@ -159,6 +159,22 @@ class ToyModel:
             probs = torch.where(torch.isfinite(self._table[rows]), probs, torch.zeros_like(probs))
         return torch.log(probs)
 
+    def head_distinct(self, kv: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:  # uint64 [n] -> [m, V], int [n]
+        """``head(kv)`` once per distinct state: (logits [m, V], index [n]) with ``head(kv) == logits[index]``.
+        A table model's logits are its table row, so rows reaching the same table row share one entry; otherwise
+        (a mixed draft, a subclass with its own ``head``) one entry per distinct KV entry."""
+        if (self.base is None or self.mix == 1.0) and type(self).head is ToyModel.head:
+            with np.errstate(over="ignore"):
+                rows = (_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
+            present = np.zeros(TABLE_ROWS, dtype=bool)
+            present[rows] = True
+            used = np.flatnonzero(present)
+            lookup = np.empty(TABLE_ROWS, dtype=np.int64)
+            lookup[used] = np.arange(used.size)
+            return self._table[torch.from_numpy(used)], lookup[rows]
+        states, index = np.unique(kv, return_inverse=True)
+        return self.head(states), index.reshape(-1)
+
     def head_probs(self, kv: np.ndarray) -> torch.Tensor:
         """softmax(head(kv)), from a precomputed table where possible."""
         if self.base is None or self.mix == 1.0:
@@ -229,19 +245,49 @@ class BatchCache:
 
     def forward(self, rows: np.ndarray, tokens: np.ndarray) -> torch.Tensor:  # [n], [n, k] -> [n, k, V]
         n, k = tokens.shape
+        return self.model.head(self._store(rows, tokens).reshape(-1)).reshape(n, k, -1)
+
+    def forward_distinct(self, rows: np.ndarray, tokens: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+        """``forward`` with the logits once per distinct state: (logits [m, V], index int64 [n, k]) such that
+        ``forward(rows, tokens)[i, j] == logits[index[i, j]]``. [n], [n, k] -> [m, V], [n, k]."""
+        logits, index = self.model.head_distinct(self._store(rows, tokens).reshape(-1))
+        return logits, index.reshape(tokens.shape)
+
+    def fill(self, rows: np.ndarray, tokens: np.ndarray) -> None:  # [n], [k]
+        """Store the same ``tokens`` (a prompt) in the empty rows ``rows``: ``forward(rows, tile(tokens))`` without
+        the logits, the entries computed once for all rows."""
+        check(
+            bool(np.all(self.lengths[rows] == 0)),
+            "fill() stores a prompt in empty rows: crop the rows to 0 first, or use forward().",
+        )
+        if rows.size == 0 or len(tokens) == 0:
+            return
+        one = self._store(rows[:1], np.asarray(tokens, dtype=np.int64)[None, :])  # [1, k]
+        self.kv[rows, : one.shape[1]] = one
+        self.tokens[rows, : one.shape[1]] = tokens
+        self.lengths[rows] = one.shape[1]
+
+    def _store(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # [n], [n, k] -> uint64 [n, k]
+        """Append ``tokens`` to each row's entries; returns the new entries."""
+        n, k = tokens.shape
         start = self.lengths[rows]
         if int((start + k).max(initial=0)) > self.kv.shape[1]:
             raise InvalidArgument(f"forward() past capacity={self.kv.shape[1]!r}; open the cache with more room.")
-        prev = np.where(start > 0, self.kv[rows, np.maximum(start - 1, 0)], _ROOT_KV)
+        first = rows * self.kv.shape[1] + start  # flat index of each row's first new entry: flat indexing is
+        kv, stored = self.kv.reshape(-1), self.tokens.reshape(-1)  # ~2x cheaper than [rows, cols] pairs
+        if int(start.min(initial=1)) > 0:
+            prev = kv[first - 1]
+        else:
+            prev = np.where(start > 0, kv[np.where(start > 0, first - 1, first)], _ROOT_KV)
         out = np.empty((n, k), dtype=np.uint64)
         for j in range(k):
             prev = step_kv(prev, tokens[:, j])
             out[:, j] = prev
-        cols = start[:, None] + np.arange(k)
-        self.kv[rows[:, None], cols] = out
-        self.tokens[rows[:, None], cols] = tokens
+        flat = first[:, None] + np.arange(k) if k > 1 else first[:, None]
+        kv[flat] = out
+        stored[flat] = tokens
         self.lengths[rows] = start + k
-        return self.model.head(out.reshape(-1)).reshape(n, k, -1)
+        return out
 
     def crop(self, rows: np.ndarray, lengths: np.ndarray) -> None:
         check(

@@ -15,6 +15,7 @@ import torch
 from specverify.errors import InvalidArgument, check
 from specverify.params import PROCESSOR_FIELDS, SamplingParams
 from specverify.protocol import Request, SampleCounts
+from specverify.reference import distinct
 from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
 from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes, count_positions
 from specverify.reference.stops import stop_tables
@@ -38,6 +39,14 @@ def _rows_by_prompt(prompt, b: int) -> dict:
     for row, p in enumerate(prompt):
         groups.setdefault(tuple(p), []).append(row)
     return {p: np.asarray(rows, dtype=np.int64) for p, rows in groups.items()}
+
+
+def _prefill(cache, rows: np.ndarray, tokens: tuple) -> None:
+    """Store one prompt in empty rows: once for all rows where the cache can (``fill``)."""
+    if hasattr(cache, "fill"):
+        cache.fill(rows, np.asarray(tokens, dtype=np.int64))
+    else:
+        cache.forward(rows, np.tile(np.asarray(tokens, dtype=np.int64), (rows.size, 1)))
 
 
 class _State:
@@ -69,9 +78,8 @@ class _State:
         self.draft_cache = dec.draft.new_batch_cache(b, capacity)
         for p, rows in groups.items():
             if len(p) > 1:
-                pre = np.tile(np.asarray(p[:-1], dtype=np.int64), (rows.size, 1))
-                self.target_cache.forward(rows, pre)
-                self.draft_cache.forward(rows, pre)
+                _prefill(self.target_cache, rows, p[:-1])
+                _prefill(self.draft_cache, rows, p[:-1])
         self.prompts = None  # per row, kept only when a logits processor reads the history
         if params.logits_processors:
             self.prompts = [()] * b
@@ -102,10 +110,14 @@ class VectorizedDecoder:
 
     capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream", "accepted"}
 
-    def __init__(self, target, draft, *, entropy=None):
+    def __init__(self, target, draft, *, entropy=None, distinct_laws=True):
         check(target.vocab == draft.vocab, "target and draft must share one vocabulary (same token space).")
+        check(isinstance(distinct_laws, bool), f"distinct_laws={distinct_laws!r} must be True or False.")
         self.target, self.draft, self.vocab = target, draft, target.vocab
         self._rng = np.random.default_rng(entropy)
+        # laws once per distinct cache state (reference/distinct.py); a subclass that overrides a step of the
+        # round takes the per-row path, so its override runs
+        self.distinct_laws = distinct_laws and type(self) is VectorizedDecoder
 
     # ------------------------------------------------------------------------------------------- protocol
     def __call__(self, requests):
@@ -164,9 +176,12 @@ class VectorizedDecoder:
 
     def _run_group(self, prompt, params, num_draft_tokens, seeds) -> GroupResult:
         st = _State(self, prompt, params, num_draft_tokens, np.asarray(seeds, dtype=np.uint64))
+        step = (
+            self.round if not distinct.applies(self, st) else lambda st, rows: distinct.distinct_round(self, st, rows)
+        )
         active = np.arange(st.b)
         while active.size:
-            self.round(st, active)
+            step(st, active)
             st.rounds += 1
             active = np.flatnonzero(st.reason == 0)
         return GroupResult(
