@@ -29,7 +29,10 @@ DRAFT = draft_near(TARGET, distance=0.5, seed=7)
 PAIRS = {
     "default": (TARGET, DRAFT),
     "draft_zero": (TARGET, draft_near(TARGET, distance=0.6, seed=7, zero_rate=0.4)),
-    "target_zero": (random_target(VOCAB, seed=4, zero_rate=0.4, eos_bias=-1.0), draft_near(TARGET, distance=1.0, seed=8)),
+    "target_zero": (
+        random_target(VOCAB, seed=4, zero_rate=0.4, eos_bias=-1.0),
+        draft_near(TARGET, distance=1.0, seed=8),
+    ),
     "eos_heavy": (random_target(VOCAB, seed=5, eos_bias=0.8), DRAFT),
 }
 SHAPES = {  # name: (pair, prompt, params, γ)
