@@ -85,9 +85,7 @@ def measure(args) -> dict:
     for name, params in (("every processor on", every), ("penalties + top-k + min_tokens", wide)):
         start = time.perf_counter()
         law = exact_law(target, (0, 1), params)
-        rates[f"exact_law vocab 8 × 6 tokens, {name} ({len(law)} outcomes)"] = len(law) / (
-            time.perf_counter() - start
-        )
+        rates[f"exact_law vocab 8 × 6 tokens, {name} ({len(law)} outcomes)"] = len(law) / (time.perf_counter() - start)
     return rates
 
 
