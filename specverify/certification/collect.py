@@ -240,29 +240,19 @@ class Session:
     def call_in_chunks(
         self, handle: DecoderHandle, requests: Iterable[Request], chunk: int
     ) -> Iterator[tuple[Request, Completion]]:
-        """Every request through :meth:`call`, yielded with its completion in order: calls double while a call
-        takes under a twentieth of the per-call time limit, up to ``chunk`` (a slow decoder is never handed 8,192
-        requests under a 120 s limit), and halve (not below ``FIRST_CALL``) after one that took over a fifth. The
-        first loop of a decoder starts at ``FIRST_CALL`` requests, later ones at the size its calls reached: an
-        engine such as vLLM runs thousands of requests per call several times faster per request than 256, and a
-        loop of a sequential look is often too short to grow. Sizes stay even, so the collision scenario's pairs
-        never straddle two calls; the split changes no draw (seeds are per request)."""
+        """Every request through :meth:`call`, yielded with its completion in order: calls start at
+        ``FIRST_CALL`` requests and double while a call takes under a twentieth of the per-call time limit, up to
+        ``chunk`` (a slow decoder is never handed 8,192 requests under a 120 s limit). Sizes stay even, so the
+        collision scenario's pairs never straddle two calls."""
         limit = getattr(self.runner, "timeout_s", None) or 120.0
-        learned = self.__dict__.setdefault("_call_sizes", {})  # pair -> the size this decoder's calls reached
-        key = handle.pair.spec
-        size, batch = min(chunk, learned.get(key, FIRST_CALL)), []
+        size, batch = min(chunk, FIRST_CALL), []
         for request in requests:
             batch.append(request)
             if len(batch) == size:
                 started = time.perf_counter()
                 yield from zip(batch, self.call(handle, batch))
-                took = time.perf_counter() - started
-                if took < limit / 20:
+                if time.perf_counter() - started < limit / 20:
                     size = min(chunk, 2 * size)
-                    learned[key] = max(learned.get(key, FIRST_CALL), size)
-                elif took > limit / 5 and size > FIRST_CALL:
-                    size = max(FIRST_CALL, size // 2)
-                    learned[key] = size
                 batch = []
         if batch:
             yield from zip(batch, self.call(handle, batch))
