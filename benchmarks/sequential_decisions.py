@@ -104,21 +104,32 @@ def flat_tilt(p, cells, tv, rng):
 SHAPES = {"mixture": mixture, "temperature": temperature, "sparse move": sparse_move, "flat tilt": flat_tilt}
 
 
+FLOOR = {"factor": 32.0}  # the certifier's p-value floor: family α / battery = m × the design's α (m = 32 on toy)
+
+
 def simulate(plan, source, reps, rng):
-    """Run the sequential design on ``reps`` multinomial streams from ``source``: (stop N [reps], rejected [reps])."""
+    """Run the sequential design on ``reps`` multinomial streams from ``source``: (stop N [reps], rejected [reps]).
+    As the certifier runs it: an early pass needs the any-time p-value above ``FLOOR["factor"] × plan.alpha``."""
     stop_n = np.zeros(reps, dtype=np.int64)
     rejected = np.zeros(reps, dtype=bool)
+    floor = FLOOR["factor"] * plan.alpha
     for start in range(0, reps, CHUNK):
         size = min(CHUNK, reps - start)
         counts = np.zeros((size, source.size), dtype=np.int64)
+        running = np.ones(size)  # the any-time p-value (min over looks of p_k α / α_k)
         active = np.arange(size)
         drawn = 0
         for look, n in enumerate(plan.schedule):
             counts[active] += rng.multinomial(n - drawn, source, size=active.size)
             drawn = n
             statistic = _look_statistics(plan, look, counts[active])
+            log_p = stats.chi2.logsf(statistic, plan.dfs[look]) if plan.dfs[look] > 0 else np.zeros(active.size)
+            adjusted = np.exp(np.minimum(0.0, log_p + math.log(plan.alpha / plan.alpha_spent[look])))
+            running[active] = np.minimum(running[active], adjusted)
             reject = statistic > plan.reject_thresholds[look]
-            done = reject | (statistic <= plan.pass_thresholds[look]) | (look == plan.num_looks - 1)
+            last = look == plan.num_looks - 1
+            inside = (statistic <= plan.pass_thresholds[look]) & (running[active] > floor)
+            done = reject | inside | last
             stop_n[start + active[done]] = n
             rejected[start + active[done & reject]] = True
             active = active[~done]
@@ -132,7 +143,10 @@ def clopper_pearson_upper(k: int, trials: int, confidence: float = 0.95) -> floa
 
 
 def design_table(laws, alpha, reps, rng) -> None:
-    print(f"Table 1: sequential design at alpha={alpha:g}, epsilon={EPSILON}, power {POWER}; {reps} runs per cell")
+    print(
+        f"Table 1: sequential design at alpha={alpha:g}, epsilon={EPSILON}, power {POWER}, p-value floor "
+        f"{FLOOR['factor']:g} × alpha; {reps} runs per cell"
+    )
     header = (
         f"{'law':22} {'shape':12} {'fixed N':>8} {'max N':>7} {'mean N exact':>14} {'mean N at eps':>14} "
         f"{'power':>6} {'N to reject TV 0.2 (mean/p95/max)':>34}"
@@ -265,7 +279,15 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1e-8, help="per-test level of table 1 and 3")
     parser.add_argument("--quick", action="store_true", help="fewer runs (500; false alarms 30/alpha)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--floor-tests",
+        type=float,
+        default=32.0,
+        help="early passes need the any-time p-value "
+        "above this many times the design's α (the certifier's floor: m = 32 tests; 0: no floor)",
+    )
     args = parser.parse_args()
+    FLOOR["factor"] = args.floor_tests
     reps = 500 if args.quick else args.reps
     reps_for = (lambda a: args.alarm_reps) if args.alarm_reps else (lambda a: int((30 if args.quick else 150) / a))
     rng = np.random.default_rng(args.seed)

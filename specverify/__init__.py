@@ -31,6 +31,7 @@ _LAZY = {
     "exact_law": "specverify.oracles.law",
     "greedy_outcome": "specverify.oracles.law",
     "make_decoder": "specverify.reference",
+    "draw_seeds": "specverify.keyed",
 }
 
 __all__ = [

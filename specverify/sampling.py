@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from specverify.errors import InvalidArgument, check
+from specverify.keyed import Purpose, draw_seeds, keyed_uniforms  # noqa: F401 (the RNG's home: keyed.py)
 from specverify.params import SamplingParams
 
 __all__ = [
@@ -24,18 +25,9 @@ __all__ = [
     "residual_probs",
     "sample_from_uniforms",
     "keyed_uniforms",
+    "draw_seeds",
     "Purpose",
 ]
-
-
-class Purpose:
-    """RNG purposes: a draw is keyed by (request seed, position, purpose) (docs/design.md, RNG)."""
-
-    DRAFT = 1  # the draft's proposal at a position
-    ACCEPT = 2  # the acceptance test of the draft at a position
-    TARGET = 3  # a recovered or bonus token (residual or target row) at a position
-    PLAIN = 4  # plain autoregressive sampling at a position
-    REQUEST = 5  # deriving per-draw seeds for repeated draws of one request
 
 
 # --------------------------------------------------------------------------------------------------- processors
@@ -356,36 +348,3 @@ def _count_at_most(cdf, threshold):  # [..., V], [...] -> [...] int64: how many 
     for j in range(1, cdf.shape[-1]):
         count += cdf[..., j] <= threshold
     return count
-
-
-# --------------------------------------------------------------------------------------------------- keyed RNG
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic is defined for numpy arrays)."""
-    x = (x ^ (x >> np.uint64(30))) * _MIX1
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
-
-
-def keyed_uniforms(seeds, positions, purpose: int) -> np.ndarray:
-    """Uniforms in [0, 1) keyed by (request seed, position, purpose), never by batch index (docs/design.md, RNG).
-
-    ``seeds`` and ``positions`` are int arrays (broadcast); returns float64 with 53 random bits.
-
-    Examples
-    --------
-    >>> a = keyed_uniforms([7, 8], [3, 3], Purpose.ACCEPT)
-    >>> bool(a[0] == keyed_uniforms([7], [3], Purpose.ACCEPT)[0]) and bool(a[0] != a[1])
-    True
-    """
-    with np.errstate(over="ignore"):
-        s = np.asarray(seeds).astype(np.uint64)
-        p = np.asarray(positions).astype(np.uint64)
-        x = _mix64(s * _GOLDEN + np.uint64(purpose))
-        x = _mix64(x ^ (p * _MIX1 + np.uint64(0x632BE59BD9B4E019)))
-    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)

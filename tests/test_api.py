@@ -135,5 +135,8 @@ def test_pytest_plugin_options_and_header(pytester):
     result = pytester.runpytest("--specverify-level", "thorough", "--specverify-seed", "7", "-p", "specverify")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["specverify: level=thorough seed=7 * (reproduce: --specverify-seed=7 --specverify-level=thorough)"]
+        [
+            "specverify: level=thorough seed=7 * (reproduce: --specverify-seed=7 --specverify-level=thorough "
+            "--specverify-sequential)"
+        ]
     )

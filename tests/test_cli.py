@@ -135,7 +135,9 @@ def test_models_and_against_are_in_the_command():
     from specverify.certification import RunConfig
 
     config = RunConfig.create("cli", factory="m:f", models="checkpoint", against="plain", level="quick")
-    assert config.reproduce() == "specverify certify m:f --level quick --models checkpoint --against plain --seed 0"
+    assert config.reproduce() == (
+        "specverify certify m:f --level quick --models checkpoint --sequential --against plain --seed 0"
+    )
 
 
 # 6 ------------------------------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ result states the TV it could detect at the N it got); one that gets less than `
 verdict is ``exact`` only if every covered scenario reached its plan; otherwise ``inconclusive``.
 
 The allocation is redone as the run goes (:class:`Allocation`): what a scenario did not use — a sequential
-decision that stopped early (``--sequential``), a scenario not covered — goes to the scenarios after it, so
-``--sequential`` under ``--budget`` / ``--max-samples`` certifies more scenarios at their plan instead of leaving
-its savings unspent.
+decision that stopped early (sequential looks, the default; not ``--fixed``), a scenario not covered — goes to the
+scenarios after it, so sequential looks under ``--budget`` / ``--max-samples`` certify more scenarios at their plan
+instead of leaving their savings unspent.
 (The wall clock itself is enforced between calls; the allocation does not re-read it.)
 """
 

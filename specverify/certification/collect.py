@@ -6,7 +6,7 @@ import contextlib
 import time
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Optional
 
 from specverify.errors import ProtocolViolation
@@ -19,6 +19,23 @@ __all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenari
 
 CHUNK = 8192  # requests per call on the slow path at most (per-call overhead amortised; ~10 MB of objects)
 FIRST_CALL = 256  # requests in the first call of a loop; later calls grow with the decoder's measured speed
+FIRST_SAMPLE = 256  # draws in the first decoder.sample call of a draw; later ones are sized from its speed
+FIXED_SAMPLE = 4096  # draws per decoder.sample call of a decoder without the ``start`` offset (fixed: its seeded
+#                      counts depend on where the calls split, so the split never depends on timing)
+SAMPLE_SHARE = 8  # a decoder.sample call is sized to take about 1/8 of the per-call time limit
+
+
+_now = time.perf_counter  # the clock that sizes decoder.sample calls (a module attribute, so tests can replace it)
+
+
+def chunk_seed(seed: int, start: int) -> int:
+    """The seed of the chunk of draws that starts at draw ``start`` of a seeded request, for a decoder whose
+    ``sample`` takes no offset: the request's own seed for the first chunk, a 63-bit mix of (seed, start) after."""
+    if start == 0:
+        return seed
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, start]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 def _slack(prefill: Optional[int], draft_law: str) -> Optional[int]:
@@ -50,6 +67,7 @@ class DecoderHandle:
     pair: ModelPair
     capabilities: frozenset
     has_sample: bool
+    sample_start: bool = False  # decoder.sample takes the draw offset ``start`` (docs/adapters.md)
     draft_law: str = "model"  # decoder.draft_law (specverify.protocol.draft_law_of)
     prefill_tokens: Optional[int] = None  # decoder.prefill_tokens (None: inferred from the counts)
     engine: Optional[dict] = None  # decoder.engine_info (specverify.protocol.engine_of)
@@ -257,17 +275,19 @@ class Session:
         if batch:
             yield from zip(batch, self.call(handle, batch))
 
-    def draw(self, handle: DecoderHandle, request: Request, n: int) -> Draws:
-        """``n`` independent outcomes of ``request`` (seeded requests get seeds ``request.seed + i``)."""
+    def draw(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:
+        """Draws ``start`` .. ``start + n - 1`` of ``request``'s stream of independent outcomes. Seeded requests:
+        on the slow path draw i gets seed ``request.seed + i``; on the fast path ``decoder.sample`` is called in
+        chunks (:meth:`_draw_fast`), so no call can outlast the per-call time limit because n is large."""
         if handle.has_sample:
-            return self._draw_fast(handle, request, n)
+            return self._draw_fast(handle, request, n, start)
         seeded = handle.seeded and request.seed is not None
         requests = (
             Request(
                 request.prompt,
                 request.params,
                 request.num_draft_tokens,
-                seed=(request.seed + i) % 2**63 if seeded else None,
+                seed=(request.seed + start + i) % 2**63 if seeded else None,
             )
             for i in range(n)
         )
@@ -276,9 +296,31 @@ class Session:
             tally.add(comp)
         return tally.draws(n)
 
-    def _draw_fast(self, handle: DecoderHandle, request: Request, n: int) -> Draws:
+    def _draw_fast(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:
+        """``decoder.sample`` in chunks. With the ``start`` offset the first call takes ``FIRST_SAMPLE`` draws and
+        each later one what the measured speed fits in ``1 / SAMPLE_SHARE`` of the time limit: draw i depends on
+        (seed, i) only, so the split changes no count. Without it every call takes ``FIXED_SAMPLE`` draws and a
+        seeded request's chunk gets :func:`chunk_seed` (a fixed split, so the same seed gives the same counts)."""
+        limit = getattr(self.runner, "timeout_s", None) or 120.0
+        draws, done, size = None, 0, FIRST_SAMPLE if handle.sample_start else FIXED_SAMPLE
+        while done < n or draws is None:
+            take = min(size, n - done)
+            began = _now()
+            if handle.sample_start:
+                part = self._sample_once(handle, request, take, start + done)
+            else:
+                seed = None if request.seed is None else chunk_seed(request.seed, start + done)
+                part = self._sample_once(handle, replace(request, seed=seed), take, 0)
+            draws = merge_draws(draws, part)
+            done += take
+            if handle.sample_start:
+                rate = take / max(_now() - began, 1e-6)
+                size = max(32, int(rate * limit / SAMPLE_SHARE))
+        return draws
+
+    def _sample_once(self, handle: DecoderHandle, request: Request, n: int, start: int) -> Draws:
         scope = self._counted(handle)
-        result = self.runner.request("sample", handle.pair.spec, request, n)
+        result = self.runner.request("sample", handle.pair.spec, request, n, start)
         total = sum(result.outcomes.values())
         if total != n:
             raise ProtocolViolation(f"wrong count: decoder.sample returned {total} outcomes for n={n}")

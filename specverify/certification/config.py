@@ -13,11 +13,11 @@ plugin option, the marker argument, ``certify``'s keyword and the ``reproduce`` 
 
 >>> cfg = RunConfig.create(factory="specverify.reference:make_decoder", level="quick", seed=7, budget_s=60)
 >>> cfg.reproduce()
-'specverify certify specverify.reference:make_decoder --level quick --budget 60 --seed 7'
+'specverify certify specverify.reference:make_decoder --level quick --budget 60 --sequential --seed 7'
 >>> RunConfig.from_command(cfg.reproduce()) == cfg
 True
 >>> cfg.reproduce(scenario="greedy")
-'specverify certify specverify.reference:make_decoder --level quick --budget 60 --scenario greedy --seed 7'
+'specverify certify specverify.reference:make_decoder --level quick --budget 60 --sequential --scenario greedy --seed 7'
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class RunConfig:
     threads: Optional[int] = None
     budget_s: Optional[float] = None
     max_samples: Optional[int] = None
-    sequential: bool = False
+    sequential: bool = True  # sequential looks (docs/design.md); False: the fixed plan (--fixed)
     against: Optional[str] = None
     shard: Optional[tuple] = None
     target_dir: Optional[str] = None
@@ -106,7 +106,7 @@ class RunConfig:
                     "{target_dir} and {draft_dir} go together, with {against} (e.g. plain): a user's checkpoints "
                     "have no exact law."
                 )
-            clashing = [n for n in ("shard", "budget_s", "sequential") if getattr(self, n)]
+            clashing = [n for n in ("shard", "budget_s") if getattr(self, n)]  # two-sample tests: the fixed plan
             clashing += ["models"] if self.models != ModelFamily.TOY else []
             clashing += ["drafts"] if self.drafts not in (None, DraftFamily.AR) else []
             if clashing:
@@ -171,6 +171,9 @@ class RunConfig:
         parts = ["specverify certify", shlex.quote(self.factory_name), f"--level {cfg.level}"]
         for option in OPTIONS:
             value = getattr(cfg, option.name)
+            if option.negate:  # spelled either way, so a stored line keeps its meaning if the default changes
+                parts.append(option.alias if value else option.flag)
+                continue
             if option.name in ("level", "seed", "scenarios") or value in (option.default, DraftFamily.AR):
                 continue
             parts += _flag(option, value)
@@ -194,7 +197,8 @@ class RunConfig:
         """From the CLI's parsed arguments (:func:`add_run_arguments`): bad values name their flags."""
         values = {o.name: getattr(args, o.name, None) for o in OPTIONS}
         values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
-        return cls.create("cli", factory=args.factory, **{k: v for k, v in values.items() if v not in (None, False)})
+        kept = {k: v for k, v in values.items() if v is not None and (v is not False or OPTIONS_BY_NAME[k].negate)}
+        return cls.create("cli", factory=args.factory, **kept)
 
     def to_dict(self) -> dict:
         """Plain JSON values (the certificate's ``run``; schema v2): the factory by name, enums as strings."""
@@ -234,7 +238,11 @@ def _engine_text(value: object) -> str:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Every run option as a flag of ``parser`` (values validated by :meth:`RunConfig.from_args`, not argparse)."""
     for option in OPTIONS:
-        if option.metavar is None:
+        if option.negate:
+            both = parser.add_mutually_exclusive_group()
+            both.add_argument(option.flag, dest=option.name, action="store_const", const=False, help=option.help)
+            both.add_argument(option.alias, dest=option.name, action="store_const", const=True, help="the default")
+        elif option.metavar is None:
             parser.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
         elif option.many:
             parser.add_argument(

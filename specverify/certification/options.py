@@ -46,7 +46,9 @@ class RunOption(NamedTuple):
     normalised value or raises ``ValueError(what was expected)`` (``text``: the value is a string from a command line,
     an ini file or the environment); ``flag`` the CLI flag (``metavar`` None: a switch; ``many``: repeatable);
     ``plugin`` the stem of the plugin's ``--specverify-STEM`` option (None: not a plugin option); ``marker``
-    whether ``@pytest.mark.specverify`` takes it (by ``marker_name``, default ``name``)."""
+    whether ``@pytest.mark.specverify`` takes it (by ``marker_name``, default ``name``); ``negate``: the switch
+    ``flag`` sets the field to False and ``alias`` (also a switch) to True, the default (``--fixed`` /
+    ``--sequential`` for ``sequential``: reproduce lines always spell one of the two)."""
 
     name: str
     flag: str
@@ -58,6 +60,8 @@ class RunOption(NamedTuple):
     plugin: Optional[str] = None
     marker: bool = True
     marker_name: Optional[str] = None
+    negate: bool = False  # a switch that sets the field to False (``--fixed``); ``alias`` is the flag for True
+    alias: Optional[str] = None
 
 
 def _int(value: object, text: bool) -> int:
@@ -233,8 +237,10 @@ OPTIONS = (
     RunOption("max_samples", "--max-samples", _ranged(_int, 0, float("inf"), "must be an int >= 1, e.g. 50000",
                                                       none=True), None,
               "total outcomes to allocate across the scenarios (default none)", "N"),
-    RunOption("sequential", "--sequential", _switch, False, "stop each sampling scenario at its first decisive look "
-              "(early reject / early pass at the planned power)", None, plugin="sequential"),
+    RunOption("sequential", "--fixed", _switch, True, "the fixed plan: draw each sampling scenario's planned N and "
+              "test once (default: sequential looks, --sequential: stop each sampling scenario at its first "
+              "decisive look, an early reject, or an early pass at the planned power while its p-value is above "
+              "--alpha)", None, plugin="fixed", negate=True, alias="--sequential"),
     RunOption("against", "--against", _text("must be 'plain' or 'module:attr'"), None,
               "two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
               "FACTORY, speculation off) instead of the exact law", "plain|MODULE:ATTR"),

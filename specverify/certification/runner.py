@@ -7,6 +7,7 @@ the certifier turns it into an ``invalid`` verdict and never crashes or passes b
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import itertools
 import multiprocessing
 import os
@@ -42,6 +43,17 @@ class DecoderFailure(ProtocolViolation):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+def takes_start(sample) -> bool:
+    """Whether a decoder's ``sample`` takes the draw offset ``start`` (a parameter of that name, or ``**kwargs``)."""
+    if not callable(sample):
+        return False
+    try:
+        params = inspect.signature(sample).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: the two-argument form
+        return False
+    return any(p.name == "start" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _summary(exc: BaseException) -> str:
@@ -145,6 +157,7 @@ class _Host:
             declared = dict(
                 capabilities=sorted(capabilities_of(decoder)),
                 has_sample=callable(getattr(decoder, "sample", None)),
+                sample_start=takes_start(getattr(decoder, "sample", None)),
                 draft_law=draft_law_of(decoder),
                 prefill_tokens=prefill_tokens_of(decoder),
                 engine=engine_of(decoder),
@@ -177,7 +190,11 @@ class _Host:
             except DecoderFailure as exc:
                 print(f"specverify: warning: {exc.reason}", file=sys.stderr)
 
-    def sample(self, key, request, n):
+    def sample(self, key, request, n, start=0):
+        """``decoder.sample(request, n)``, or ``(request, n, start=start)`` for a decoder whose ``sample`` takes the
+        draw offset (docs/adapters.md); the certifier never passes a nonzero ``start`` to one that does not."""
+        if start:
+            return _as_counts(self.decoders[key].sample(request, n, start=start))
         return _as_counts(self.decoders[key].sample(request, n))
 
     def engine_info(self, key):
@@ -323,7 +340,8 @@ class ProcessRunner:
         if op == "call":
             what = f"running decoder.__call__ on {len(args[1])} requests"
         elif op == "sample":
-            what = f"running decoder.sample(request, n={args[2]})"
+            start = args[3] if len(args) > 3 else 0
+            what = f"running decoder.sample(request, n={args[2]}" + (f", start={start})" if start else ")")
         elif op == "make":
             what = "running the factory"
         else:

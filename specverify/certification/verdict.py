@@ -107,6 +107,8 @@ def _rules(results, matrix, core_missing, short, against) -> tuple:
     if sampling_fail:
         r = sampling_fail[0]
         why = r.note or f"law rejected (p = {r.pvalue:.3g})"
+        if r.pvalue is not None and not r.impossible and r.note:  # what Holm decided first, then the note (a look's
+            why = f"law rejected (p = {r.pvalue:.3g}): {r.note}"  # story: "reached the last look", never a pass)
         if not any(s.kind == ScenarioKind.GREEDY and s.passed for s in results):
             # greedy-only would claim the greedy path is right: unknown here, so no decoder verdict
             return Verdict.INCONCLUSIVE, f"not exact (greedy not checked): {r.name}: {why}. Reproduce: {r.reproduce}"
@@ -116,7 +118,7 @@ def _rules(results, matrix, core_missing, short, against) -> tuple:
         if cut:
             return Verdict.INCONCLUSIVE, (
                 f"core scenarios not covered: {list(core_missing)} (the budget ran out before {cut}: raise --budget "
-                "or --max-samples, or add --sequential)"
+                "or --max-samples (sequential looks, the default, stop early; --fixed draws every plan in full))"
             )
         return Verdict.INCONCLUSIVE, (
             f"core scenarios not covered: {list(core_missing)} (declare their capabilities, or run "

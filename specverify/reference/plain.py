@@ -16,7 +16,7 @@ from specverify.protocol import Completion, Request, SampleCounts
 from specverify.reference.finish import NO_TOKEN, REASONS, finish_codes, stop_step
 from specverify.reference.outcomes import GroupResult, count_outcomes
 from specverify.reference.stops import stop_tables
-from specverify.sampling import Purpose, grammar_mask, keyed_uniforms, process_logits, sample_from_uniforms
+from specverify.sampling import Purpose, draw_seeds, grammar_mask, keyed_uniforms, process_logits, sample_from_uniforms
 
 __all__ = ["decode_plain", "sample_plain", "PlainDecoder"]
 
@@ -95,15 +95,16 @@ def decode_plain(target: object, requests: list, *, entropy: object = None) -> l
     return completions
 
 
-def sample_plain(target, request: Request, n: int, *, entropy=None) -> SampleCounts:
-    """Counts of distinct outcomes over ``n`` independent plain draws of ``request``."""
+def sample_plain(target, request: Request, n: int, *, entropy=None, start: int = 0) -> SampleCounts:
+    """Counts of distinct outcomes over ``n`` independent plain draws of ``request`` (seeded: draws ``start`` ..
+    ``start + n - 1`` of its stream)."""
     check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1.")
     check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
     target.vocab.check_tokens(request.prompt, "request.prompt")
     if request.seed is None:
         seeds = _seeds([None] * n, np.random.default_rng(entropy))
     else:
-        seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
+        seeds = draw_seeds(request.seed, n, start)
     res = _plain_group(target, request.prompt, request.params, seeds)
     return SampleCounts(outcomes=count_outcomes(res, target.vocab.size))
 
@@ -122,5 +123,5 @@ class PlainDecoder:
     def __call__(self, requests: list) -> list[Completion]:
         return decode_plain(self.target, requests, entropy=self._rng)
 
-    def sample(self, request: Request, n: int) -> SampleCounts:
-        return sample_plain(self.target, request, n, entropy=self._rng)
+    def sample(self, request: Request, n: int, start: int = 0) -> SampleCounts:
+        return sample_plain(self.target, request, n, entropy=self._rng, start=start)

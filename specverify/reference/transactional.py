@@ -23,7 +23,7 @@ from specverify.params import PROCESSOR_FIELDS
 from specverify.protocol import Completion, Request, SampleCounts
 from specverify.reference.history import History, RequestState, Rules, StateView
 from specverify.reference.paged import BlockPool, PagedCache
-from specverify.sampling import Purpose, keyed_uniforms, residual_probs, sample_from_uniforms
+from specverify.sampling import Purpose, draw_seeds, keyed_uniforms, residual_probs, sample_from_uniforms
 
 __all__ = ["TransactionalDecoder", "RequestState", "History", "StateView"]
 
@@ -106,15 +106,15 @@ class TransactionalDecoder:
             for r, f in zip(requests, fresh)
         ]
 
-    def sample(self, request: Request, n: int) -> SampleCounts:
-        """Counts of distinct outcomes over ``n`` independent draws, and of the accepted drafts in each draw's first
-        round (seeds derived as in ``VectorizedDecoder.sample``)."""
+    def sample(self, request: Request, n: int, start: int = 0) -> SampleCounts:
+        """Counts of distinct outcomes over ``n`` independent draws (draws ``start`` .. of a seeded request's
+        stream), and of the accepted drafts in each draw's first round (seeds as in ``VectorizedDecoder.sample``)."""
         self._validate(request, "request")
         check(isinstance(n, int) and not isinstance(n, bool) and n >= 1, f"n={n!r} must be an int >= 1.")
         if request.seed is None:
             seeds = self._rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
         else:
-            seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
+            seeds = draw_seeds(request.seed, n, start)
         outcomes, accepted, rules = {}, {}, self._rules(request)
         draws = _keyed_draws(seeds, request)
         for i, seed in enumerate(seeds.tolist()):

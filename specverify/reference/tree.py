@@ -57,10 +57,10 @@ class TreeDecoder(VectorizedDecoder):
     def prepare_group(self, num_draft_tokens: int, tree: tuple | None) -> None:
         self._shape = self.draft.shape_for(num_draft_tokens, tree)
 
-    def sample(self, request: Request, n: int) -> SampleCounts:
+    def sample(self, request: Request, n: int, start: int = 0) -> SampleCounts:
         check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
         self._shape = self.draft.shape_for(request.num_draft_tokens, request.tree)
-        return super().sample(request, n)
+        return super().sample(request, n, start)
 
     # ------------------------------------------------------------------------------------------- one round
     def round(self, st: _State, rows: np.ndarray) -> None:

@@ -17,10 +17,11 @@ from specverify.params import PROCESSOR_FIELDS, SamplingParams
 from specverify.protocol import Request, SampleCounts
 from specverify.reference import distinct
 from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
+from specverify.reference.group_state import _State
 from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes, count_positions
-from specverify.reference.stops import stop_tables
 from specverify.sampling import (
     Purpose,
+    draw_seeds,
     keyed_uniforms,
     one_thread,
     process_logits,
@@ -29,75 +30,6 @@ from specverify.sampling import (
 )
 
 __all__ = ["VectorizedDecoder"]
-
-
-def _rows_by_prompt(prompt, b: int) -> dict:
-    if prompt and isinstance(prompt[0], (int, np.integer)):
-        return {tuple(prompt): np.arange(b)}
-    check(len(prompt) == b, f"len(prompts)={len(prompt)!r} must equal the number of rows {b}.")
-    groups: dict = {}
-    for row, p in enumerate(prompt):
-        groups.setdefault(tuple(p), []).append(row)
-    return {p: np.asarray(rows, dtype=np.int64) for p, rows in groups.items()}
-
-
-def _prefill(cache, rows: np.ndarray, tokens: tuple) -> None:
-    """Store one prompt in empty rows: once for all rows where the cache can (``fill``)."""
-    if hasattr(cache, "fill"):
-        cache.fill(rows, np.asarray(tokens, dtype=np.int64))
-    else:
-        cache.forward(rows, np.tile(np.asarray(tokens, dtype=np.int64), (rows.size, 1)))
-
-
-class _State:
-    """Committed per-row state of a group (arrays), plus the caches."""
-
-    def __init__(self, dec, prompt, params, gamma, seeds):
-        vocab = dec.vocab
-        b, size = len(seeds), vocab.size
-        self.params, self.gamma, self.b = params, gamma, b
-        self.seeds = seeds
-        groups = _rows_by_prompt(prompt, b)  # {prompt: rows}: one prompt for all rows, or one per row
-        self.prompt_len = np.zeros(b, dtype=np.int64)
-        self.last = np.zeros(b, dtype=np.int64)
-        for p, rows in groups.items():
-            self.prompt_len[rows], self.last[rows] = len(p), p[-1]
-        self.out = np.zeros((b, params.max_tokens), dtype=np.int64)
-        self.n_gen = np.zeros(b, dtype=np.int64)
-        self.reason = np.zeros(b, dtype=np.int64)
-        # penalty history is only kept when a penalty reads it (it is dead weight otherwise)
-        self.penalized = bool(params.repetition_penalty != 1.0 or params.frequency_penalty or params.presence_penalty)
-        self.seen = self.counts = None
-        if self.penalized:
-            self.seen = torch.zeros((b, size), dtype=torch.bool)
-            for p, rows in groups.items():
-                self.seen[torch.from_numpy(rows)[:, None], torch.tensor(sorted(set(p)))] = True
-            self.counts = torch.zeros((b, size), dtype=torch.float64)
-        capacity = int(self.prompt_len.max()) + params.max_tokens + gamma + 1
-        self.target_cache = dec.target.new_batch_cache(b, capacity)
-        self.draft_cache = dec.draft.new_batch_cache(b, capacity)
-        for p, rows in groups.items():
-            if len(p) > 1:
-                _prefill(self.target_cache, rows, p[:-1])
-                _prefill(self.draft_cache, rows, p[:-1])
-        self.prompts = None  # per row, kept only when a logits processor reads the history
-        if params.logits_processors:
-            self.prompts = [()] * b
-            for p, rows in groups.items():
-                for row in rows.tolist():
-                    self.prompts[row] = tuple(int(t) for t in p)
-        self.gstate = np.zeros(b, dtype=np.int64)
-        self.grammar = None
-        if params.grammar is not None:
-            allowed, nxt = params.grammar.tables(size, vocab.eos_token_id)
-            self.grammar = (torch.from_numpy(allowed), nxt)
-            self.gstate[:] = params.grammar.initial_state
-        self.stops = stop_tables(vocab.strings, params.stop) if params.stop else None
-        self.sstate = np.zeros(b, dtype=np.int64)
-        self.rounds = 0
-        self.accepted = np.full((b, params.max_tokens), -1, dtype=np.int64)
-        self.verified = np.full((b, params.max_tokens), -1, dtype=np.int64)  # drafts the target judged per round
-        self.chunks = np.zeros((b, params.max_tokens), dtype=np.int64)
 
 
 class VectorizedDecoder:
@@ -142,16 +74,18 @@ class VectorizedDecoder:
     def prepare_group(self, num_draft_tokens: int, tree: tuple | None) -> None:
         """Called before each group of requests sharing (params, γ, tree) is decoded; tree decoders set their shape."""
 
-    def sample(self, request: Request, n: int) -> SampleCounts:
-        """Counts of distinct outcomes over ``n`` independent draws of ``request`` (seeded: draw i uses a seed
-        derived from (request.seed, i); unseeded: fresh seeds)."""
+    def sample(self, request: Request, n: int, start: int = 0) -> SampleCounts:
+        """Counts of distinct outcomes over ``n`` independent draws of ``request`` (seeded: draws ``start`` ..
+        ``start + n - 1`` of its stream, draw i with a seed derived from (request.seed, i); unseeded: fresh
+        seeds, ``start`` ignored)."""
         check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
         check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1.")
         self.vocab.check_tokens(request.prompt, "request.prompt")
         if request.seed is None:
+            check(isinstance(start, int) and start >= 0, f"start={start!r} must be an int >= 0.")
             seeds = self._request_seeds([None] * n)
         else:
-            seeds = (keyed_uniforms(request.seed, np.arange(n), Purpose.REQUEST) * 2.0**63).astype(np.uint64)
+            seeds = draw_seeds(request.seed, n, start)
         result = self.run_group(request.prompt, request.params, request.num_draft_tokens, seeds)
         first_round = result.accepted[:, :1]  # the protocol reports the first round's accepted count per draw
         return SampleCounts(

@@ -160,7 +160,11 @@ def outcome_plot(s) -> Plot | None:
     observed = [obs / s.n for _, obs, _, _ in rows]
     bounds = [wilson(obs, s.n) for _, obs, _, _ in rows]
     ax.barh(ys, exact, height=0.6, color=_EXACT, label="exact probability")
-    err = [[o - lo for o, (lo, _) in zip(observed, bounds)], [hi - o for o, (_, hi) in zip(observed, bounds)]]
+    # clipped at 0: at 0 or n observations the Wilson bound equals the estimate up to rounding (-1e-18 is refused)
+    err = [
+        [max(0.0, o - lo) for o, (lo, _) in zip(observed, bounds)],
+        [max(0.0, hi - o) for o, (_, hi) in zip(observed, bounds)],
+    ]
     ax.errorbar(observed, ys, xerr=err, fmt="o", color=_FAIL, capsize=4, label="observed (95 % Wilson interval)")
     ax.set_yticks(ys, [_short(label) for label, *_ in rows], fontsize=8, family="monospace")
     right = min(1.0, max(max(exact), max(hi for _, hi in bounds)))
@@ -217,7 +221,11 @@ def accepted_plot(s) -> Plot | None:
     ax = fig.add_subplot()
     width = 0.38
     ax.bar([k - width / 2 for k in ks], expected, width, color=_EXACT, label="exact law")
-    err = [[o - lo for o, (lo, _) in zip(observed, bounds)], [hi - o for o, (_, hi) in zip(observed, bounds)]]
+    # clipped at 0: at 0 or n observations the Wilson bound equals the estimate up to rounding (-1e-18 is refused)
+    err = [
+        [max(0.0, o - lo) for o, (lo, _) in zip(observed, bounds)],
+        [max(0.0, hi - o) for o, (_, hi) in zip(observed, bounds)],
+    ]
     ax.bar([k + width / 2 for k in ks], observed, width, color=_colour(s), yerr=err, capsize=4, label="observed")
     ax.set_xticks(ks)
     ax.set_xlabel("drafts accepted in the first round")

@@ -50,6 +50,9 @@ class SequentialDecision:
         The boundaries the statistic was compared with.
     next_n : int or None
         Cumulative N of the next look, ``None`` unless ``status == "continue"``.
+    held : bool
+        The statistic was inside the pass boundary but ``pvalue`` was at or below ``pass_floor``: the early pass was
+        held back and the design draws on (see :func:`sequential_decision`).
     """
 
     status: str
@@ -62,6 +65,7 @@ class SequentialDecision:
     reject_threshold: float
     pass_threshold: float
     next_n: int | None
+    held: bool = False
 
 
 def _look_statistics(plan: SequentialPlan, look: int, counts: np.ndarray) -> np.ndarray:
@@ -86,7 +90,7 @@ def _check_look(plan, look) -> int:
     return int(look)
 
 
-def sequential_decision(plan, counts, look, *, previous=None) -> SequentialDecision:
+def sequential_decision(plan, counts, look, *, previous=None, pass_floor=0.0) -> SequentialDecision:
     """Decide at one look of a :class:`SequentialPlan`: reject, pass, or draw on to the next look.
 
     Parameters
@@ -100,6 +104,10 @@ def sequential_decision(plan, counts, look, *, previous=None) -> SequentialDecis
     previous : SequentialDecision, optional
         The decision at the previous look (status ``"continue"``); carries the running minimum that makes
         ``pvalue`` valid across looks. Omit it only at the first look you make.
+    pass_floor : float, optional
+        An early pass (any look but the last) needs ``pvalue > pass_floor`` (default 0: no floor). With the floor
+        at the level a multiple-testing procedure can reject at (the family α for Holm), no early pass is ever
+        undone by it, and strong evidence is never passed early: the design draws on to its last look instead.
 
     Returns
     -------
@@ -108,7 +116,8 @@ def sequential_decision(plan, counts, look, *, previous=None) -> SequentialDecis
     Notes
     -----
     ``"reject"`` when the look's p-value is at most ``plan.alpha_spent[look]``, else ``"pass"`` when the statistic
-    is at most ``plan.pass_thresholds[look]`` (always at the last look), else ``"continue"``. The validity
+    is at most ``plan.pass_thresholds[look]`` and ``pvalue > pass_floor`` (always at the last look), else
+    ``"continue"``. The floor only removes early stops, so both bounds below still hold. The validity
     conditions are those of :func:`plan_sequential`: false alarms at most ``plan.alpha`` over every look together,
     and power at least ``plan.power`` against every alternative at TV ``plan.epsilon`` on the reference partition
     (noncentral χ² model). Skipping looks keeps both bounds (it only removes chances to reject or pass); drawing
@@ -135,6 +144,11 @@ def sequential_decision(plan, counts, look, *, previous=None) -> SequentialDecis
     """
     look = _check_look(plan, look)
     counts = as_counts(counts, plan.expected.size)
+    ok_floor = isinstance(pass_floor, numbers.Real) and not isinstance(pass_floor, bool) and 0.0 <= pass_floor < 1.0
+    if not ok_floor:
+        raise InvalidArgument(
+            f"pass_floor={pass_floor!r}; expected a number in [0, 1): the p-value an early pass must exceed (0: none)."
+        )
     n = int(counts.sum())
     if n != plan.schedule[look]:
         raise InvalidArgument(
@@ -155,14 +169,17 @@ def sequential_decision(plan, counts, look, *, previous=None) -> SequentialDecis
     level = plan.alpha_spent[look]
     adjusted = math.exp(min(0.0, log_pvalue + math.log(plan.alpha / level)))
     pvalue = min(running, adjusted)
+    last = look == plan.num_looks - 1
+    inside = statistic <= plan.pass_thresholds[look]
+    held = inside and not last and pvalue <= pass_floor
     if log_pvalue <= math.log(level):
-        status = "reject"
-    elif statistic <= plan.pass_thresholds[look] or look == plan.num_looks - 1:
+        status, held = "reject", False
+    elif last or (inside and not held):
         status = "pass"
     else:
         status = "continue"
     next_n = plan.schedule[look + 1] if status == "continue" else None
     reject_threshold, pass_threshold = plan.reject_thresholds[look], plan.pass_thresholds[look]
     return SequentialDecision(
-        status, look, n, statistic, df, look_pvalue, pvalue, reject_threshold, pass_threshold, next_n
+        status, look, n, statistic, df, look_pvalue, pvalue, reject_threshold, pass_threshold, next_n, held
     )

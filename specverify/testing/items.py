@@ -50,6 +50,7 @@ class MarkerSpec:
     alpha = property(lambda self: self.config.alpha)
     models = property(lambda self: str(self.config.models))
     budget = property(lambda self: self.config.budget_s)
+    sequential = property(lambda self: self.config.sequential)
 
 
 def _marker_values(args: tuple, kwargs: dict) -> dict:

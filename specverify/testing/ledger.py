@@ -48,6 +48,7 @@ class Group:
     alpha = property(lambda self: self.config["alpha"])
     models = property(lambda self: self.config["models"])
     require = property(lambda self: self.config["require"])
+    sequential = property(lambda self: self.config.get("sequential", True))
 
 
 @dataclass(frozen=True)

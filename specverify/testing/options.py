@@ -1,7 +1,7 @@
 """The pytest plugin's options: the run options the certifier's table marks for the plugin, and the plugin's own
 outputs, resolved and validated once.
 
-The run options (level, seed, alpha, models, drafts, scenario, budget, isolation, sequential, engine_option) are
+The run options (level, seed, alpha, models, drafts, scenario, budget, isolation, fixed, engine_option) are
 rows of ``specverify.certification.options.OPTIONS`` with a plugin stem: each becomes ``--specverify-STEM`` with
 the ini key ``specverify_STEM`` (and, for level and seed, ``$SPECVERIFY_LEVEL`` / ``$SPECVERIFY_SEED``), validated
 by the row's parser. A value comes from the command line, else the environment variable, else the ini file
@@ -10,9 +10,9 @@ value raises ``InvalidArgument`` naming where it came from (``--specverify-seed=
 or ``$SPECVERIFY_SEED='x'``), what was expected and how to fix it. Importing this module stays light (no torch).
 
 >>> Options().reproduce_flags()
-'--specverify-seed=0 --specverify-level=quick'
->>> resolve({"seed": "7", "level": "thorough"}).reproduce_flags()
-'--specverify-seed=7 --specverify-level=thorough'
+'--specverify-seed=0 --specverify-level=quick --specverify-sequential'
+>>> resolve({"seed": "7", "level": "thorough", "fixed": True}).reproduce_flags()
+'--specverify-seed=7 --specverify-level=thorough --specverify-fixed'
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class Option(NamedTuple):
     ini_type: str
     env: Optional[str]
     help: str
+    negate: bool = False  # the switch sets its field to False (``--specverify-fixed``)
 
     @property
     def flag(self) -> str:
@@ -56,10 +57,20 @@ def _run_option(row) -> Option:
     ini_type = "bool" if row.metavar is None else ("linelist" if row.many else "string")
     default = PLUGIN_DEFAULTS.get(row.name)
     text = row.help if default is None else f"{row.help.split(' (default')[0]} (default {default} here)"
-    return Option(row.plugin, row.name, row.metavar, ini_type, _ENV.get(row.plugin), text)
+    return Option(row.plugin, row.name, row.metavar, ini_type, _ENV.get(row.plugin), text, row.negate)
 
 
-OPTIONS = tuple(_run_option(row) for row in RUN_OPTIONS if row.plugin) + (
+def _alias(row) -> Option:
+    """The positive switch of a negated row (``--specverify-sequential``: the default, accepted and spelled in
+    reproduce lines so that they keep their meaning)."""
+    stem = row.alias.removeprefix("--")
+    return Option(
+        stem, row.name, None, "bool", None, f"{stem}: the default (the opposite of --specverify-{row.plugin})"
+    )
+
+
+_ROWS = [row for row in RUN_OPTIONS if row.plugin]
+OPTIONS = tuple(_run_option(row) for row in _ROWS) + tuple(_alias(row) for row in _ROWS if row.negate) + (
     Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON (several decoders: "
            "PATH-STEM-<decoder>.json)"),
     Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page"),
@@ -112,7 +123,12 @@ class Options:
         isolation, which changes no draw, nor the scenarios, which a test's node id selects)."""
         flags = [f"--specverify-seed={self.seed}", f"--specverify-level={self.level}"]
         for option in OPTIONS:
+            if option.negate:  # the look rule is always spelled (--specverify-fixed / --specverify-sequential)
+                flags.append(option.flag if self.value(option.field) is False else f"--specverify-{_alias_of(option)}")
+                continue
             if option.field in (None, "seed", "level", "isolation", "scenarios") or option.field not in dict(self.run):
+                continue
+            if any(o.negate and o.field == option.field for o in OPTIONS):
                 continue
             value = self.value(option.field)
             if value == _RUN_DEFAULTS[option.field]:
@@ -143,6 +159,10 @@ class Options:
     def from_dict(cls, data: Mapping) -> Options:
         run = tuple((k, parse_option(k, v)) for k, v in data["run"].items())
         return cls(run, data["json"], data["html"], data["baseline"], data["update_baseline"])
+
+
+def _alias_of(option: Option) -> str:
+    return next(o.name for o in OPTIONS if o.field == option.field and not o.negate)
 
 
 def _text(value: object) -> str:
@@ -203,13 +223,25 @@ def resolve(flags: Mapping, *, ini: Optional[Callable[[str], object]] = None, en
             outputs[option.name] = _output(option, value, where)
             continue
         try:
-            run[option.field] = parse_option(option.field, value, text=True)
+            parsed = parse_option(option.field, value, text=True)
         except OptionError as exc:
             raise InvalidArgument(exc.template.format(**_names(option.field, where), value=repr(value))) from None
+        if option.negate:
+            parsed = not parsed
+        if option.field in run and run[option.field] != parsed:
+            first = next(w for name, w in sources.items() if name != option.name and _field(name) == option.field)
+            raise InvalidArgument(
+                f"{first} and {where} contradict each other: give one of them (sequential looks are the default)."
+            )
+        run[option.field] = parsed
     opts = Options(tuple(run.items()), **outputs)
     opts.config("plugin:check", "plugin")  # the rules that tie options together (scenario names, families)
     _check_baseline(opts, sources.get("baseline", "--specverify-baseline"))
     return opts
+
+
+def _field(name: str) -> Optional[str]:
+    return _BY_NAME[name].field
 
 
 def _names(field: str, where: str) -> dict:

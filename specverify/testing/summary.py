@@ -3,7 +3,7 @@ JUnit properties of items and fixture calls. Lines are returned; the plugin writ
 
 >>> from specverify.testing.options import Options
 >>> line = header_line(Options(run=(("seed", 7),)))
->>> line.startswith("specverify: level=quick seed=7"), line.endswith("--specverify-seed=7 --specverify-level=quick)")
+>>> line.startswith("specverify: level=quick seed=7"), line.endswith("quick --specverify-sequential)")
 (True, True)
 """
 
@@ -26,12 +26,14 @@ def header_line(options) -> str:
 
 
 def pytest_command(nodeid: str, options, spec=None) -> str:
-    """``pytest 'NODEID' --specverify-seed=S --specverify-level=L`` (the marker's own values where it sets them)."""
+    """``pytest 'NODEID' --specverify-seed=S --specverify-level=L`` and the look rule (``--specverify-sequential``
+    or ``--specverify-fixed``; the marker's own values where it sets them)."""
     flags = options.reproduce_flags()
     if spec is not None:
         flags = f"--specverify-seed={spec.seed} --specverify-level={spec.level}"
         flags += f" --specverify-alpha={spec.alpha:g}" if spec.alpha != 1e-6 else ""
         flags += f" --specverify-models={spec.models}" if spec.models != "toy" else ""
+        flags += " --specverify-sequential" if spec.sequential else " --specverify-fixed"
     return f"pytest '{nodeid}' {flags}"
 
 
@@ -86,6 +88,7 @@ def _decision_lines(d, options) -> list:
 class _Spec:
     def __init__(self, group):
         self.seed, self.level, self.alpha, self.models = group.seed, group.level, group.alpha, group.models
+        self.sequential = group.sequential
 
 
 def summary_lines(decisions: list, options) -> list:

@@ -34,8 +34,8 @@ class _NeverSpeculate(VectorizedDecoder):
     def __call__(self, requests):
         return [replace(c, accepted=None) for c in super().__call__(requests)]
 
-    def sample(self, request, n):
-        return replace(super().sample(request, n), accepted=None)
+    def sample(self, request, n, start=0):
+        return replace(super().sample(request, n, start), accepted=None)
 
 
 @zoo_entry(verdict=Verdict.EXACT, mechanism="speculation-off")

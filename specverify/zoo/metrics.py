@@ -126,8 +126,8 @@ def acceptance_over_reported_when_rejected(target, draft, *, entropy=None) -> Ve
 
 
 class _MeanOfRatios(VectorizedDecoder):
-    def sample(self, request, n):
-        counts = super().sample(request, n)
+    def sample(self, request, n, start=0):
+        counts = super().sample(request, n, start)
         result = self._last
         gamma = request.num_draft_tokens
         positions = []

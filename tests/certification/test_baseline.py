@@ -48,6 +48,7 @@ def test_same_seed_same_evidence_on_a_subset():
         alpha=BASELINE["alpha"],
         scenarios=FAST,
         isolation="none",
+        sequential=BASELINE.get("sequential", False),
     )
     checked = _compare(cert, FAST)
     assert len(checked) == 7  # mixed-batch has three members
@@ -56,7 +57,12 @@ def test_same_seed_same_evidence_on_a_subset():
 @pytest.mark.slow
 def test_same_seed_same_evidence_on_the_full_matrix():
     cert = sv.certify(
-        BASELINE["factory"], level=BASELINE["level"], seed=BASELINE["seed"], alpha=BASELINE["alpha"], isolation="none"
+        BASELINE["factory"],
+        level=BASELINE["level"],
+        seed=BASELINE["seed"],
+        alpha=BASELINE["alpha"],
+        isolation="none",
+        sequential=BASELINE.get("sequential", False),
     )
     assert cert.verdict == BASELINE["verdict"]
     assert len(_compare(cert, list(SAVED))) == len(SAVED)

@@ -75,7 +75,8 @@ def test_budget_exhaustion_is_inconclusive(monkeypatch):
     monkeypatch.setattr(pipeline, "_now", lambda: next(ticks))  # one second per look at the clock
     monkeypatch.setattr(pipeline, "_wall", lambda: 0.0)  # the between-calls deadline: off, whatever the load
     chosen = list(CORE) + ["penalties", "top-k"]
-    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5)  # ticks: start, allocation, each scenario
+    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5, sequential=False)  # ticks: start,
+    # allocation, each scenario (the fixed plan: one look at the clock per scenario)
     assert cert.verdict == "inconclusive"
     assert "budget" in cert.reason and "core" not in cert.reason, cert.reason
     covered = {s.name for s in cert.scenarios if s.covered}

@@ -68,7 +68,7 @@ def test_a_factory_picks_its_pair_set():
 def test_certify_runs_the_factory_on_the_mimo_pair():
     SEEN.clear()
     cert = sv.certify(mimo_factory, level="quick", scenarios=["temperature-1"], isolation="none",
-                      models="checkpoint", max_samples=600)  # fmt: skip
+                      models="checkpoint", max_samples=600, sequential=False)  # fmt: skip
     assert [r.name for r in cert.scenarios if r.covered] == ["temperature-1"]
     assert cert.scenarios[0].n == 600 and cert.scenarios[0].passed, cert.reason  # inconclusive: a budget, no core
     assert SEEN and {type(t).__name__ for t in SEEN} == {"MimoModel"}

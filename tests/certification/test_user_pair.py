@@ -50,6 +50,6 @@ def test_bad_directories_and_flags_are_refused(dirs, tmp_path, capsys):
         run("speculative", (str(tmp_path), dirs[1]))
     assert main(["certify", f"{HERE}:speculative", "--target", dirs[0], "--draft", dirs[1]]) == 2
     assert "--against" in capsys.readouterr().err
-    flags = ["--target", dirs[0], "--draft", dirs[1], "--against", "plain", "--sequential"]
+    flags = ["--target", dirs[0], "--draft", dirs[1], "--against", "plain", "--budget", "30"]
     assert main(["certify", f"{HERE}:speculative", *flags]) == 2
-    assert "--sequential cannot be used with --target" in capsys.readouterr().err
+    assert "--budget cannot be used with --target" in capsys.readouterr().err

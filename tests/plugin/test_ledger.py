@@ -14,7 +14,8 @@ def test_planned_tests_is_what_certify_divides_alpha_by():
         by_hand = kinds.count("sampling") + kinds.count("collision") + 3 + 3  # mixed: 3 members; composition: 3
         assert planned_tests(models) == by_hand
     assert per_test_alpha(1e-6) == 1e-6 / planned_tests()
-    cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["gamma-1"], isolation="none")
+    cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["gamma-1"], isolation="none",
+                       sequential=False)  # fmt: skip
     (result,) = cert.scenarios  # planned at alpha / m / 3 (the battery): what the ledger's per-test α says
     from specverify.oracles.law import exact_law
     from specverify.stats import plan_sample_size

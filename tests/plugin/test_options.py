@@ -42,7 +42,9 @@ def test_flag_beats_environment_beats_ini():
     assert (got.seed, got.level, got.alpha) == (5, "standard", 1e-4)
     got = resolve({"seed": "9"}, ini=lambda key: ini(key, ""), env={"SPECVERIFY_SEED": "5"})
     assert got.seed == 9
-    assert got.reproduce_flags() == "--specverify-seed=9 --specverify-level=standard --specverify-alpha=0.0001"
+    assert got.reproduce_flags() == (
+        "--specverify-seed=9 --specverify-level=standard --specverify-alpha=0.0001 --specverify-sequential"
+    )
     with pytest.raises(InvalidArgument, match=r"ini specverify_seed='x'"):
         resolve({}, ini=lambda key: "x" if key == "specverify_seed" else "", env={})
     with pytest.raises(InvalidArgument, match=r"\$SPECVERIFY_SEED='x'"):

@@ -195,3 +195,20 @@ def test_decision_argument_errors(uniform_plan):
     later = np.random.default_rng(1).multinomial(plan.schedule[1], UNIFORM)
     with pytest.raises(InvalidArgument, match="previous="):
         sequential_decision(plan, later, 1, previous=stopped)
+
+
+def test_a_pass_floor_holds_back_an_early_pass_and_the_last_look_still_decides():
+    law = np.full(4, 0.25)
+    plan = plan_sequential(law, 0.2, alpha=1e-3, looks=4)
+    first = sequential_decision(plan, [20, 12, 13, 12], 0)
+    counts = [39, 24, 24, 26]  # inside look 1's pass boundary, any-time p-value 0.86
+    free = sequential_decision(plan, counts, 1, previous=first)
+    assert free.status == "pass" and not free.held and 0.8 < free.pvalue < 0.9
+    held = sequential_decision(plan, counts, 1, previous=first, pass_floor=0.9)
+    assert held.status == "continue" and held.held and held.next_n == plan.schedule[2]
+    assert held.pvalue == free.pvalue and held.statistic == free.statistic  # the floor changes the stop, not the test
+    nearly = sequential_decision(plan, [58, 37, 37, 37], 2, previous=held, pass_floor=0.9)
+    last = sequential_decision(plan, [58, 56, 56, 55], 3, previous=nearly, pass_floor=0.9)
+    assert last.status == "pass" and not last.held  # the last look always decides
+    with pytest.raises(InvalidArgument, match="pass_floor=1.5"):
+        sequential_decision(plan, counts, 1, previous=first, pass_floor=1.5)

@@ -45,6 +45,40 @@ def unfit_for_float32(scenario, matrix) -> str | None:
     return None
 
 
+def sequential_evidence(decision, looks, fixed: int) -> dict:
+    """The note (and, for an early pass, the detectable TV) of a sequential decision: what its look rules out.
+
+    An early pass at look k means the statistic fell inside the look's pass boundary, the β_k quantile of the
+    noncentral χ² a decoder at TV ε would give: such a decoder passes there with probability at most β_k, and the
+    design as a whole rejects it with the planned power, so a pass detects TV ≥ ε (on the design's reference
+    partition) whichever look it came at. The last look always decides, by the p-value (then Holm)."""
+    design = looks.design if looks is not None else None
+    total = design.num_looks if design is not None else None
+    of = f" of {total}" if total else ""
+    size = f"N = {decision.n} ({decision.n / fixed:.2f}× the fixed plan's {fixed})"
+    held = looks.held if looks is not None else None
+    held_text = ""
+    if held is not None:
+        look, p = held
+        held_text = (
+            f"; a pass at look {look + 1} was held back: its p-value {min(1.0, BATTERY_SIZE * p):.2g} is at "
+            f"or below the floor α = {looks.floor:g}, so the design drew on"
+        )
+    if decision.status == "reject":
+        return dict(note=f"sequential: reject at look {decision.look + 1}{of}, {size}{held_text}")
+    if decision.status == "continue":
+        return dict(note=f"sequential: stopped by the budget after look {decision.look + 1}{of}, {size}{held_text}")
+    if design is not None and decision.look == design.num_looks - 1:
+        return dict(note=f"sequential: reached the last look ({total}{of}), {size}; decided by its p-value{held_text}")
+    out = dict(
+        note=f"sequential: early pass at look {decision.look + 1}{of}, {size}: a decoder at TV ≥ {design.epsilon:g} "
+        f"on the design's {decision.df + 1} cells passes at this look with probability ≤ "
+        f"{design.beta_spent[decision.look]:.2g} (the design rejects it with probability ≥ {design.power:g})"
+    )
+    out["detectable_tv"] = float(design.epsilon)
+    return out
+
+
 def judge(
     scenario,
     law,
@@ -56,6 +90,7 @@ def judge(
     started,
     planned=None,
     decision=None,
+    looks=None,
     draft_law="model",
     parent=None,
     member=None,
@@ -63,7 +98,8 @@ def judge(
     """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
 
     ``planned``: the scenario's planned N (default ``draws.n``); ``decision``: the sequential decision it stopped
-    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only); ``draft_law``: the
+    on, whose any-time-valid p-value replaces the battery's (the battery is then evidence only), with ``looks``
+    (``checks.sampling.Looks``: the design and the floor) for the note and what a pass rules out; ``draft_law``: the
     decoder's (``DecoderHandle.draft_law``), which picks the acceptance expectation its counts are compared with;
     ``member``: these draws are that member of ``parent`` (default: of ``scenario`` itself), drawn as
     ``scenario`` (its request shape, on the parent's pair)."""
@@ -108,11 +144,7 @@ def judge(
         )
         if decision is not None:
             pvalue = min(1.0, BATTERY_SIZE * float(decision.pvalue))
-            fixed = plan.sample_size(law)
-            result.update(
-                note=f"sequential: {decision.status} at look {decision.look + 1}, N = {decision.n} "
-                f"({decision.n / fixed:.2f}× the fixed plan's {fixed})"
-            )
+            result.update(sequential_evidence(decision, looks, plan.sample_size(law)))
         if not impossible:
             result.update(pvalue=pvalue)
     if draws.rounds or draws.violation:

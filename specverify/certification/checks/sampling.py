@@ -4,11 +4,13 @@ exact law."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass
+from typing import Optional
 
 from specverify.certification.checks.judge import budget_spent, judge
 from specverify.certification.collect import merge_draws, scenario_seed
 from specverify.certification.laws import law_of
+from specverify.certification.run import BATTERY_SIZE
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 
@@ -43,9 +45,9 @@ class SamplingCheck:
         n = run.allotted(scenario, planned)
         if n == 0:
             return [budget_spent(scenario, planned)]
-        decision = None
+        decision = looks = None
         if run.config.sequential:  # under a budget, the looks up to the N allotted (the p-value is any-time valid)
-            draws, decision = _draw_sequential(run, handle, request, law, cap=None if n == planned else n)
+            draws, decision, looks = _draw_sequential(run, handle, request, law, cap=None if n == planned else n)
             if decision is not None and decision.status != "continue":
                 planned = draws.n  # the design ran to its decision (it never continues past its last look)
         if decision is None:
@@ -60,6 +62,7 @@ class SamplingCheck:
             started=started,
             planned=planned,
             decision=decision,
+            looks=looks,
             draft_law=handle.draft_law,
         )
         return [result]
@@ -67,25 +70,43 @@ class SamplingCheck:
 
 def _draw_sequential(run, handle, request, law, cap=None) -> tuple:
     """Draw look by look until the group-sequential design rejects or passes (or, with ``cap``, until the last look
-    within ``cap`` draws: the decision may then be ``continue``; None when the first look is beyond it); chunk c of
-    a seeded request uses its own derived seed, so no draw repeats (no protocol change)."""
+    within ``cap`` draws: the decision may then be ``continue``; None when the first look is beyond it). Look k draws
+    the next stretch of the request's stream (``start`` = the draws so far), so the looks never repeat a draw and a
+    seeded scenario's first N draws are the fixed plan's.
+
+    An early pass needs the scenario's p-value (the battery's Bonferroni factor times the design's any-time p-value)
+    above the family α: Holm rejects nothing above α, so a pass is never undone, and a scenario with strong
+    evidence against it (p at or below α) is never passed early: it draws on to the design's last look (its
+    largest N, about the fixed plan's). Returns ``(draws, decision, looks)``; ``looks`` is :class:`Looks`."""
     from specverify.stats import plan_sequential, sequential_decision
 
     plan = run.plan
     design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
-    draws, decision, done = None, None, 0
+    floor = min(plan.alpha / BATTERY_SIZE, 0.5)
+    draws, decision, done, held = None, None, 0, None
     if cap is not None and design.schedule[0] > cap:
-        return None, None
+        return None, None, None
     for look, target_n in enumerate(design.schedule):
         if cap is not None and target_n > cap:
             break
-        seed = None if request.seed is None else (request.seed + 7919 * look) % 2**63
-        draws = merge_draws(draws, run.session.draw(handle, replace(request, seed=seed), target_n - done))
+        draws = merge_draws(draws, run.session.draw(handle, request, target_n - done, start=done))
         done = target_n
         vec, impossible = law.align(draws.outcomes)
         if impossible:
             break
-        decision = sequential_decision(design, vec, look, previous=decision)
+        decision = sequential_decision(design, vec, look, previous=decision, pass_floor=floor)
+        if decision.held and held is None:
+            held = (look, decision.pvalue)
         if decision.status != "continue":
             break
-    return draws, decision
+    return draws, decision, Looks(design, held, plan.alpha)
+
+
+@dataclass(frozen=True)
+class Looks:
+    """What the certificate says of a sequential scenario: its design, the first look whose early pass the p-value
+    floor held back (``(look, design p-value)``, None if none) and the floor (the family α)."""
+
+    design: object
+    held: Optional[tuple]
+    floor: float
