@@ -32,9 +32,8 @@ groups its requests by γ and sends each group as one ``generate()``, the live e
 decoders declare ``fixed_gamma = True`` (docs/adapters.md), so the certifier gives batch composition's request
 same-γ neighbours and sends the greedy scenarios' requests γ by γ: a quick run starts an engine about once per
 (pair, γ) instead of at nearly every call (docs/findings/vllm.md, "Times"). Each engine gets a fresh random
-``seed``: vLLM reseeds torch's global generator from it, and a fixed seed would replay the same draws for the
-unseeded requests of every engine made later in the process. Engines are shut down by ``close()``, when evicted,
-or at interpreter exit (``atexit``).
+``seed``: vLLM reseeds torch's global generator from it (a fixed seed would replay the unseeded draws of every
+later engine). Engines are shut down by ``close()``, on eviction, or at exit (``atexit``).
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
 through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p
@@ -68,9 +67,8 @@ raise ``EngineStoppedEarly`` (naming vLLM's own ``finish_reason``), as on every 
 step samples the first token and the drafter proposes from it in the same step (v1/worker/gpu_model_runner.py:4380-4410,
 ``propose_draft_token_ids`` after sampling); the scheduler keeps those drafts for the next step unless the prefill was a
 partial chunk (v1/core/sched/scheduler.py:2559-2568), which the adapter never makes, so the first decode step verifies γ
-drafts. Measured (3000 requests, prompt (0, 1), ``min_tokens = max_tokens`` 5 and 12, γ 3): every request's counts fit 1
-before the first round (docs/findings/vllm.md, finding 7; the adapter assumed 2 before), though a decode step without
-drafts is rare, not impossible (11 of 3000 with the greedy draft: 2-3 tokens outside the rounds). ``ngram``: not
+drafts. Measured (3000 requests, γ 3): every request's counts fit 1 before the first round (finding 7), though a decode
+step without drafts is rare, not impossible (11 of 3000 with the greedy draft). ``ngram``: not
 declared, because it is not a constant: vLLM records a step only when it carried drafts (scheduler.py:2113-2149), and
 the n-gram proposer drafts nothing while the context holds no match, so besides the prefill's token every decode step
 without a match commits a token outside the reported rounds (1 to 4 such tokens per request measured); its rounds are
@@ -83,13 +81,14 @@ of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model
 Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
 ``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. Counters: ``reported_metrics()``.
 
-Layout: the methods table and its options ``vllm_methods`` (re-exported here), the request/output mapping
-``_vllm_mapping``, the workarounds ``vllm_patches``, the head checkpoints ``vllm_heads``, suffix ``vllm_suffix``.
+Layout: ``vllm_methods`` (the table, re-exported), ``_vllm_mapping``, ``vllm_patches``, ``vllm_heads``, ``vllm_suffix``.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import gc
 import os
 import random
 import sys
@@ -352,18 +351,14 @@ class VllmDecoder:
             _shutdown(_LIVE.pop(key))
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):  # never raise from a finaliser
             self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
 
 
 def _shutdown(llm) -> None:
     try:
         llm.llm_engine.engine_core.shutdown()
     finally:
-        import gc
-
         gc.collect()
 
 
