@@ -31,7 +31,7 @@ docs/findings/vllm.md, finding 5), so the default restarts an engine (2-3 s) whe
 groups its requests by γ and sends each group as one ``generate()``, the live engine's γ first. The speculative
 decoders declare ``fixed_gamma = True`` (docs/adapters.md), so the certifier gives batch composition's request
 same-γ neighbours and sends the greedy scenarios' requests γ by γ: a quick run starts an engine about once per
-(pair, γ) instead of at nearly every call (docs/findings/vllm.md, "Times"). Each engine gets a fresh random
+(pair, γ) instead of at nearly every call (benchmarks/vllm_plan_ab.py). Each engine gets a fresh random
 ``seed``: vLLM reseeds torch's global generator from it (a fixed seed would replay the unseeded draws of every
 later engine). Engines are shut down by ``close()``, on eviction, or at exit (``atexit``).
 
