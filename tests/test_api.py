@@ -24,6 +24,7 @@ PUBLIC = {
     "exact_law",
     "greedy_outcome",
     "make_decoder",
+    "draw_seeds",
     "ToyGrammar",
     "SpecverifyError",
     "InvalidArgument",
