@@ -12,8 +12,9 @@ the (decoder, seed) pairs already there, so the run can be split with ``--part I
 
 The table: per decoder and in total, certifications, how many were not ``exact`` (false alarms), the rate with its
 Clopper–Pearson 95 % interval (calibrated: α inside it or above it), the mean N per scenario, how many scenarios
-stopped at an early pass / held back by the p-value floor / at the last look, and the consistency count: results
-that failed under Holm while their note called them a pass (must be 0).
+stopped at an early pass / held back by the p-value floor / at the last look, how many stopped at a rejecting look,
+how many failed under Holm, and the consistency count: results that failed under Holm while their note called them
+a pass (must be 0).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def certify_one(decoder: str, seed: int, alpha: float, level: str) -> dict:
 
 def table(rows: list, alpha: float) -> None:
     print(f"{'decoder':<11} {'certs':>5} {'not exact':>9} {'rate':>6} {'95 % interval':>17} {'mean N':>8} "
-          f"{'early':>6} {'held':>5} {'last':>5} {'reject':>6} {'contradictions':>14} {'s/cert':>6}")  # fmt: skip
+          f"{'early':>6} {'held':>5} {'last':>5} {'reject':>6} {'failed':>6} "
+          f"{'contradictions':>14} {'s/cert':>6}")  # fmt: skip
     groups = collections.defaultdict(list)
     for r in rows:
         groups[r["decoder"]].append(r)
@@ -113,7 +115,8 @@ def table(rows: list, alpha: float) -> None:
             f"{name:<11} {len(got):>5} {bad:>9} {bad / len(got):>6.3f} [{lo:.3f}, {hi:.3f}]{'':>3} "
             f"{sum(s['n'] for s in sc) / max(len(sc), 1):>8.0f} {sum(s['early'] for s in sc):>6} "
             f"{sum(s['held'] for s in sc):>5} {sum(s['last'] for s in sc):>5} "
-            f"{sum('reject' in s['note'] for s in sc):>6} {contradictions:>14} "
+            f"{sum(s['note'].startswith('sequential: reject') for s in sc):>6} "
+            f"{sum(s['passed'] is False for s in sc):>6} {contradictions:>14} "
             f"{sum(r['elapsed_s'] for r in got) / len(got):>6.2f}"
         )
     fails = collections.Counter(s["name"] for r in rows for s in r["scenarios"] if s["passed"] is False)
