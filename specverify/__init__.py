@@ -21,6 +21,8 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "certify": "specverify.certification.pipeline",
+    "certify_configurations": "specverify.certification.configurations",
+    "EngineConfig": "specverify.protocol",
     "RunConfig": "specverify.certification.config",
     "Certificate": "specverify.certification.evidence",
     "Request": "specverify.protocol",

@@ -60,8 +60,12 @@ def _certify(args, out, err) -> int:
     from specverify.certification.factory import SetupFailure, resolve_factory
     from specverify.errors import InvalidArgument
 
+    names = list(args.engine_config or [])
+    args.engine_config = []  # each configuration is its own run (below)
     try:
         config = RunConfig.from_args(args)
+        if names and (config.shard is not None or args.counts_out):
+            raise InvalidArgument("--engine-config with --shard: shard one configuration's run at a time.")
         if config.shard is not None and not args.counts_out:
             raise InvalidArgument(
                 "--shard needs --counts-out PATH: a shard's evidence is its counts file (merge them)."
@@ -79,6 +83,8 @@ def _certify(args, out, err) -> int:
         pass  # the certificate reports it (verdict error)
     from specverify.certification.pipeline import run_certification
 
+    if names:
+        return _certify_configurations(config, names, args, out, err)
     try:
         cert = run_certification(config, _progress(err))
     except InvalidArgument as exc:
@@ -93,6 +99,41 @@ def _certify(args, out, err) -> int:
             json.dump(cert.shard_info, fh, indent=1)
         cert = replace(cert, command=f"{cert.command} --counts-out {shlex.quote(args.counts_out)}")
     return _emit(cert, args, out, err)
+
+
+def _certify_configurations(config, names, args, out, err) -> int:
+    """``--engine-config NAME`` (repeatable, or ``all``): one certificate per configuration. One configuration
+    that ran writes its certificate as a plain run does, then the configuration's line; several write the set
+    (``--json``: a ``specverify-configurations`` document). The exit code: error when one could not be set up,
+    else 0 only when every configuration meets the requirements with its state reached."""
+    from specverify.certification.configurations import run_configurations
+    from specverify.errors import InvalidArgument
+    from specverify.report.configurations import render_configurations_json, render_configurations_text
+
+    if (len(names) > 1 or "all" in names) and (args.report or args.plots):
+        print("specverify: error: --report/--plots draw one certificate: give one --engine-config NAME", file=err)
+        return ExitCode.USAGE
+    try:
+        cs = run_configurations(config, names, _progress(err))
+    except InvalidArgument as exc:
+        print(f"specverify: error: {exc}", file=err)
+        return ExitCode.USAGE
+    if len(cs.results) == 1 and cs.certificates:
+        code = _emit(cs.certificates[0], args, out, err)
+        (err if args.json == "-" else out).write(render_configurations_text(cs, certificates=False))
+        if code in (ExitCode.MEETS, ExitCode.FALLS_SHORT):
+            code = ExitCode.MEETS if cs.met else ExitCode.FALLS_SHORT
+        return code
+    if args.json == "-":
+        out.write(render_configurations_json(cs))
+    else:
+        out.write(render_configurations_text(cs))
+        if args.json:
+            with open(args.json, "w") as fh:
+                fh.write(render_configurations_json(cs))
+    if cs.verdict == Verdict.ERROR:
+        return ExitCode.ERROR
+    return ExitCode.MEETS if cs.met else ExitCode.FALLS_SHORT
 
 
 def _merge(args, out, err) -> int:

@@ -20,6 +20,8 @@ __all__ = [
     "prefill_tokens_of",
     "engine_of",
     "fixed_gamma_of",
+    "EngineConfig",
+    "engine_configs_of",
     "DRAFT_LAWS",
     "SampleCounts",
     "TIMING_PHASES",
@@ -189,19 +191,23 @@ def fixed_gamma_of(decoder) -> bool:
     return value
 
 
-_ENGINE_KEYS = ("name", "version", "requested", "effective")
+_ENGINE_KEYS = ("name", "version", "requested", "effective", "state")
 
 
 def engine_of(decoder) -> Optional[dict]:
-    """The decoder's optional ``engine_info`` (docs/adapters.md): ``name`` and ``version`` strings and the
-    ``requested`` / ``effective`` configuration (JSON-ready dicts), recorded in the certificate's ``engine``; None
-    without. (Not ``decoder.engine``: adapters keep their engine object there.)"""
+    """The decoder's optional ``engine_info`` (docs/adapters.md): ``name`` and ``version`` strings, the
+    ``requested`` / ``effective`` configuration (JSON-ready dicts) and ``state``, the engine's own counts of the
+    states its calls reached so far (``{name: number}``, e.g. prefix-cache hits or preemptions: an engine
+    configuration's evidence, :class:`EngineConfig`), recorded in the certificate's ``engine``; None without.
+    (Not ``decoder.engine``: adapters keep their engine object there.)"""
     engine = getattr(decoder, "engine_info", None)
     if engine is None:
         return None
     import json
 
     ok = isinstance(engine, dict) and set(engine) <= set(_ENGINE_KEYS) and "name" in engine
+    state = engine.get("state", {}) if ok else {}
+    ok = ok and isinstance(state, dict) and all(_is_count(v) for v in state.values())
     try:
         json.dumps(engine)
     except (TypeError, ValueError):
@@ -209,6 +215,78 @@ def engine_of(decoder) -> Optional[dict]:
     if not ok:
         raise InvalidArgument(
             f"decoder.engine_info={engine!r} must be a JSON-ready dict with 'name' and optionally 'version', "
-            "'requested' and 'effective' (docs/adapters.md)."
+            "'requested', 'effective' and 'state' ({name: number >= 0}) (docs/adapters.md)."
         )
     return dict(engine)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """A named engine configuration a factory declares (``factory.engine_configs = {name: EngineConfig(...)}``;
+    a plain ``{key: value}`` dict is an ``EngineConfig`` of those options). ``options`` are the factory's keyword
+    options; ``reaches`` the evidence that the configuration's state was reached: ``{state key: minimum}`` over
+    ``engine_info["state"]`` after the run (a configuration whose state was not reached is *not covered*, never a
+    pass); ``unreachable``, why it cannot run on this kind of machine (GPU-only: listed, never run); ``doc``, one
+    line on what it exercises. ``specverify certify FACTORY --engine-config NAME`` certifies it as its own decoder
+    (docs/adapters.md, "Engine configurations")."""
+
+    options: Mapping = None
+    doc: str = ""
+    reaches: Mapping = None
+    unreachable: Optional[str] = None
+
+    def __post_init__(self):
+        options = {} if self.options is None else self.options
+        reaches = {} if self.reaches is None else self.reaches
+        if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+            raise InvalidArgument(f"EngineConfig(options={options!r}) must be a mapping of keyword options.")
+        if not isinstance(reaches, Mapping) or not all(isinstance(k, str) and _is_count(v) for k, v in reaches.items()):
+            raise InvalidArgument(
+                f"EngineConfig(reaches={reaches!r}) must map engine_info state keys to minimum counts >= 0, e.g. "
+                "{'cached_tokens': 33}."
+            )
+        if self.unreachable is not None and not (isinstance(self.unreachable, str) and self.unreachable.strip()):
+            raise InvalidArgument(
+                f"EngineConfig(unreachable={self.unreachable!r}) must be None or say why it cannot run here."
+            )
+        if not isinstance(self.doc, str):
+            raise InvalidArgument(f"EngineConfig(doc={self.doc!r}) must be a string.")
+        object.__setattr__(self, "options", dict(options))
+        object.__setattr__(self, "reaches", dict(reaches))
+
+    def shortfall(self, engine: Optional[dict]) -> Optional[str]:
+        """Why the run's ``engine`` record (``engine_of`` after the calls) does not show the state reached; None when
+        it does (or nothing is required)."""
+        if not self.reaches:
+            return None
+        state = (engine or {}).get("state") or {}
+        short = [f"{k} = {state.get(k, 'absent')} (needs >= {v:g})" for k, v in self.reaches.items()
+                 if not _is_count(state.get(k)) or state[k] < v]  # fmt: skip
+        return None if not short else "its state was not reached: engine_info state " + ", ".join(short)
+
+
+def engine_configs_of(factory) -> tuple[dict, Optional[str]]:
+    """The factory's named configurations (``factory.engine_configs``; ``{}`` without) as ``{name: EngineConfig}``,
+    and ``factory.default_engine_config``: the name of the one that equals running with no configuration (None:
+    none declared), checked."""
+    presets = getattr(factory, "engine_configs", None) or {}
+    if not isinstance(presets, Mapping) or not all(isinstance(k, str) and k for k in presets):
+        raise InvalidArgument(
+            f"factory.engine_configs={presets!r} must map configuration names to EngineConfig or option dicts "
+            "(docs/adapters.md)."
+        )
+    out = {}
+    for name, preset in presets.items():
+        if name == "all":
+            raise InvalidArgument("factory.engine_configs may not name a configuration 'all' (--engine-config all).")
+        out[name] = preset if isinstance(preset, EngineConfig) else EngineConfig(options=preset)
+    default = getattr(factory, "default_engine_config", None)
+    if default is not None and default not in out:
+        raise InvalidArgument(
+            f"factory.default_engine_config={default!r} must name one of its engine_configs {sorted(out)}."
+        )
+    return out, default

@@ -25,6 +25,8 @@ PUBLIC = {
     "greedy_outcome",
     "make_decoder",
     "draw_seeds",
+    "certify_configurations",
+    "EngineConfig",
     "ToyGrammar",
     "SpecverifyError",
     "InvalidArgument",

@@ -196,6 +196,13 @@ class RunConfig:
     def from_args(cls, args: argparse.Namespace) -> RunConfig:
         """From the CLI's parsed arguments (:func:`add_run_arguments`): bad values name their flags."""
         values = {o.name: getattr(args, o.name, None) for o in OPTIONS}
+        names = values.get("engine_config") or []
+        if len(names) > 1 or "all" in names:
+            raise InvalidArgument(
+                f"--engine-config {' --engine-config '.join(names)}: several configurations are several runs; "
+                "this command certifies them one by one (specverify.certification.configurations)."
+            )
+        values["engine_config"] = names[0] if names else None
         values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
         kept = {k: v for k, v in values.items() if v is not None and (v is not False or OPTIONS_BY_NAME[k].negate)}
         return cls.create("cli", factory=args.factory, **kept)
@@ -244,7 +251,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
             both.add_argument(option.alias, dest=option.name, action="store_const", const=True, help="the default")
         elif option.metavar is None:
             parser.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
-        elif option.many:
+        elif option.many or option.name == "engine_config":  # several configurations: one run each (cli.py)
             parser.add_argument(
                 option.flag, dest=option.name, action="append", default=[], metavar=option.metavar, help=option.help
             )

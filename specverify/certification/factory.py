@@ -79,14 +79,22 @@ def _is_missing(exc: ImportError, module_name: str) -> bool:
 
 def factory_options(factory: Callable, config) -> dict:
     """The keyword options the factory receives: the preset ``config.engine_config`` names among the factory's
-    ``engine_configs`` (``{name: {key: value}}``), overridden by ``config.engine_options``."""
+    ``engine_configs`` (``{name: EngineConfig | {key: value}}``), overridden by ``config.engine_options``."""
+    from specverify.protocol import engine_configs_of
+
     options = {}
     if config.engine_config is not None:
-        presets = getattr(factory, "engine_configs", None) or {}
+        presets, _ = engine_configs_of(factory)
         if config.engine_config not in presets:
             raise InvalidArgument(
                 f"engine_config={config.engine_config!r} is not a configuration of {config.factory_name}: it names "
                 f"{sorted(presets) or 'none'} (its engine_configs attribute, docs/adapters.md)."
             )
-        options.update(presets[config.engine_config])
+        preset = presets[config.engine_config]
+        if preset.unreachable:
+            raise InvalidArgument(
+                f"engine_config={config.engine_config!r} of {config.factory_name} cannot run here: "
+                f"{preset.unreachable} (docs/adapters.md, 'Engine configurations')."
+            )
+        options.update(preset.options)
     return {**options, **dict(config.engine_options)}

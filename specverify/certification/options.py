@@ -255,7 +255,9 @@ OPTIONS = (
               "KEY=VALUE passed to the factory as a keyword (VALUE is JSON when it parses, else a string; "
               "repeatable)", "KEY=VALUE", many=True, plugin="engine_option"),
     RunOption("engine_config", "--engine-config", _text("must be a configuration name"), None,
-              "a named preset of engine options the factory declares (factory.engine_configs)", "NAME"),
+              "a named engine configuration the factory declares (factory.engine_configs), certified as its own "
+              "decoder; repeatable, or 'all': one certificate per configuration, the exit code the worst's",
+              "NAME"),
     RunOption("require", "--require", _require, Verdict.EXACT, "verdict needed for exit code 0: exact, greedy-only, "
               "approximate (default exact)", "VERDICT"),
     RunOption("require_reproducible", "--require-reproducible", _switch, False,

@@ -34,10 +34,16 @@ __all__ = [
 
 SCHEMA_VERSION = 2  # what this version writes
 SCHEMA_VERSIONS = (1, 2)  # what it reads (version 1 is migrated)
-DOCUMENT_KINDS = {"specverify-certificate": "certificate.schema.json", "specverify-shard": "shard.schema.json"}
+DOCUMENT_KINDS = {
+    "specverify-certificate": "certificate.schema.json",
+    "specverify-shard": "shard.schema.json",
+    "specverify-configurations": "configurations.schema.json",  # version 2 only: one certificate per configuration
+}
 _HOW = {
     "specverify-certificate": "write it with `specverify certify ... --json PATH` (or `specverify merge ... --json`)",
     "specverify-shard": "write it with `specverify certify ... --shard I/N --counts-out PATH`",
+    "specverify-configurations": "write it with `specverify certify ... --engine-config NAME --engine-config "
+    "OTHER --json PATH`",
 }
 _IGNORED = {"$schema", "$id", "$defs", "title", "description"}
 _TYPES = {
@@ -61,8 +67,11 @@ def load_schema(kind: str = "specverify-certificate", version: int = SCHEMA_VERS
     """The JSON Schema (a fresh dict) of documents of ``kind`` (one of :data:`DOCUMENT_KINDS`) at ``version``."""
     if kind not in DOCUMENT_KINDS:
         raise InvalidArgument(f"kind={kind!r} is not a specverify document kind; use one of {sorted(DOCUMENT_KINDS)}.")
-    if version not in SCHEMA_VERSIONS:
-        raise InvalidArgument(f"version={version!r} is not a schema version this specverify reads: {SCHEMA_VERSIONS}.")
+    if version not in SCHEMA_VERSIONS or (kind == "specverify-configurations" and version != SCHEMA_VERSION):
+        raise InvalidArgument(
+            f"version={version!r} is not a schema version this specverify reads for {kind}: "
+            f"{SCHEMA_VERSIONS if kind != 'specverify-configurations' else (SCHEMA_VERSION,)}."
+        )
     return json.loads(_schema_text(kind, version))
 
 
@@ -87,10 +96,19 @@ def validate_document(doc: object) -> str:
             f"$.schema_version={version!r} is not one of {list(SCHEMA_VERSIONS)}, the versions this specverify "
             f"reads: {_HOW[kind]} with this version."
         )
+    if kind == "specverify-configurations" and version != SCHEMA_VERSION:
+        raise InvalidArgument(f"$.schema_version={version!r}: {kind} documents exist from version 2; {_HOW[kind]}.")
     schema = load_schema(kind, version)
     problem = _check(doc, schema, "$", schema)
     if problem is not None:
         raise InvalidArgument(f"{problem}: not a valid {kind} (schema version {version}); {_HOW[kind]}.")
+    for i, entry in enumerate(doc.get("configurations", ()) if kind == "specverify-configurations" else ()):
+        if entry["certificate"] is not None:  # each one against the certificate's own schema
+            try:
+                if validate_document(entry["certificate"]) != "specverify-certificate":
+                    raise InvalidArgument("$.kind is not 'specverify-certificate'")
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"$.configurations[{i}].certificate: {exc}") from None
     return kind
 
 

@@ -1,0 +1,97 @@
+"""Engine configurations (``--engine-config NAME``, repeatable or ``all``): each certified as its own decoder, a
+configuration whose state was not reached is not covered (never a pass), the set's exit code is the worst's, and
+its JSON document holds one certificate per configuration (docs/adapters.md, "Engine configurations")."""
+
+import json
+
+import pytest
+
+import specverify as sv
+from specverify.certification import CORE
+from specverify.certification.configurations import certify_configurations
+from specverify.cli import ExitCode
+from specverify.errors import InvalidArgument
+from specverify.protocol import EngineConfig, engine_of
+from specverify.report import validate_document
+from tests.helpers import cli
+
+F = "tests.certification.config_decoders"
+QUICK = dict(level="quick", isolation="none", scenarios=list(CORE))
+
+
+@pytest.fixture(scope="module")
+def warm_and_cold():
+    return certify_configurations(f"{F}:configured", ["warm-cache", "cold-cache"], **QUICK)
+
+
+def test_each_configuration_is_its_own_run_and_an_unreached_state_is_not_covered(warm_and_cold):
+    warm, cold = warm_and_cold.results
+    assert [warm.name, cold.name] == ["warm-cache", "cold-cache"]
+    for r in (warm, cold):
+        assert r.certificate.verdict == "exact" and r.certificate.config.engine_config == r.name
+        assert f"--engine-config {r.name}" in r.certificate.command
+        assert r.certificate.engine["requested"]["label"] == r.preset.options["label"]  # its options reached it
+    assert warm.covered is True and warm.met and "cached_tokens = 40" in warm.note
+    assert cold.covered is False and not cold.met and "cached_tokens = 0 (needs >= 33)" in cold.note
+    assert warm_and_cold.verdict == "exact" and not warm_and_cold.met  # exact law, yet not a pass
+
+
+def test_all_lists_an_unreachable_configuration_and_never_runs_it():
+    cs = certify_configurations(f"{F}:configured", ["all"], **QUICK)
+    assert [r.name for r in cs.results] == ["default", "warm-cache", "cold-cache", "async"]
+    unreachable = cs.results[-1]
+    assert unreachable.certificate is None and unreachable.covered is None and "GPU-only" in unreachable.note
+    assert cs.default == "default" and not cs.met  # cold-cache is not covered
+    named = certify_configurations(f"{F}:configured", ["default", "async"], **QUICK)
+    assert named.results[1].covered is False and not named.met  # named on its own: not covered
+    assert certify_configurations(f"{F}:configured", ["default", "warm-cache"], **QUICK).met
+
+
+def test_bad_names_and_declarations_are_usage_errors():
+    with pytest.raises(InvalidArgument, match="is not a configuration of .* it names"):
+        certify_configurations(f"{F}:configured", ["warm"], **QUICK)
+    with pytest.raises(InvalidArgument, match="named twice"):
+        certify_configurations(f"{F}:configured", ["default", "default"], **QUICK)
+    with pytest.raises(InvalidArgument, match="declares no engine configurations"):
+        certify_configurations(f"{F}:no_configs", ["all"], **QUICK)
+    with pytest.raises(InvalidArgument, match="default_engine_config='b' must name one of"):
+        certify_configurations(f"{F}:bad_default", ["a"], **QUICK)
+    with pytest.raises(InvalidArgument, match="non-empty list"):
+        certify_configurations(f"{F}:configured", "default", **QUICK)
+    with pytest.raises(InvalidArgument, match="cannot run here: async scheduling is GPU-only"):
+        sv.certify(f"{F}:configured", engine_config="async", **QUICK)
+    with pytest.raises(InvalidArgument, match="reaches="):
+        EngineConfig(reaches={"cached_tokens": -1})
+    with pytest.raises(InvalidArgument, match="unreachable="):
+        EngineConfig(unreachable="  ")
+
+
+def test_engine_info_state_must_hold_counts():
+    class D:
+        engine_info = {"name": "x", "state": {"preemptions": "many"}}
+
+    with pytest.raises(InvalidArgument, match="'state'"):
+        engine_of(D())
+    D.engine_info = {"name": "x", "state": {"preemptions": 3}}
+    assert engine_of(D())["state"] == {"preemptions": 3}
+
+
+def test_the_cli_writes_one_document_per_set_and_exits_with_the_worst(tmp_path):
+    path = tmp_path / "set.json"
+    flags = ["--level", "quick", "--isolation", "none", *(f for s in CORE for f in ("--scenario", s))]
+    code, out, _ = cli("certify", f"{F}:configured", *flags, "--engine-config", "default", "--engine-config",
+                       "warm-cache", "--json", str(path))  # fmt: skip
+    assert code == ExitCode.MEETS, out
+    assert "default (default)" in out and "state reached: cached_tokens = 40" in out
+    doc = json.loads(path.read_text())
+    assert validate_document(doc) == "specverify-configurations"
+    assert [c["name"] for c in doc["configurations"]] == ["default", "warm-cache"]
+    assert all(c["certificate"]["kind"] == "specverify-certificate" for c in doc["configurations"])
+    doc["configurations"][0]["certificate"]["verdict"] = "perfect"  # a bad inner certificate is caught
+    with pytest.raises(InvalidArgument, match=r"\$\.configurations\[0\]\.certificate: \$\.verdict"):
+        validate_document(doc)
+    code, out, _ = cli("certify", f"{F}:configured", *flags, "--engine-config", "cold-cache")
+    assert code == ExitCode.FALLS_SHORT and "not covered: its state was not reached" in out
+    assert "EXACT" in out.upper()  # the certificate itself is printed as for a plain run
+    code, _, err = cli("certify", f"{F}:configured", *flags, "--engine-config", "nope")
+    assert code == ExitCode.USAGE and "--engine-config 'nope' is not a configuration" in err
