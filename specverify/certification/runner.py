@@ -313,7 +313,7 @@ class ProcessRunner:
 
     def _receive(self, timeout, what, *, setup=False):
         if not self._conn.poll(timeout):
-            self.close()
+            self.kill()  # hung: asking it to quit would wait out close()'s grace period for nothing
             raise DecoderFailure(
                 f"hang: no answer within {timeout:g} s while {what} (a slow decoder needs a longer --timeout; "
                 "a hung one is invalid)"
@@ -355,9 +355,13 @@ class ProcessRunner:
             except (BrokenPipeError, OSError):
                 pass
             self._proc.join(30)  # the worker closes its decoders first (an engine may take seconds)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(2)
+            self.kill()
+
+    def kill(self) -> None:
+        """Kill the worker now (SIGKILL): a hung call's worker, which would never answer ``quit``."""
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(2)
 
 
 def make_runner(spec: object, config) -> InProcessRunner | ProcessRunner:
