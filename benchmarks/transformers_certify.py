@@ -2,14 +2,18 @@
 
     OMP_NUM_THREADS=1 python benchmarks/transformers_certify.py [--factory assisted prompt_lookup plain]
         [--models toy checkpoint] [--level quick] [--scenario NAME ...] [--isolation process|none]
-        [--sequential] [--json-dir DIR]
+        [--fixed | --sequential] [--workers K] [--json-dir DIR] [--before REF [--after REF] [--ab-out DIR]]
 
 For each factory of ``specverify.adapters.transformers`` and each model family, runs
 ``specverify.certify("specverify.adapters.transformers:FACTORY", level=..., models=FAMILY, scenarios=...)`` and
 prints the verdict, each scenario's N (planned N) and p-value, the calls per second (draws over the run's wall
-time) and the wall time. ``--sequential`` stops each scenario at its first decisive look (DESIGN rule 4);
-``--json-dir`` writes each certificate as ``FACTORY-FAMILY.json`` (``specverify report`` renders it).
-Findings: docs/findings/transformers.md.
+time) and the wall time. The look rule is the certifier's default (sequential looks); ``--fixed`` runs the fixed
+plan, ``--sequential`` asks for sequential looks by name (a tree older than the default needs it).
+``--workers K`` passes the adapter's ``workers`` option (processes for ``sample()``; unset: the adapter's default,
+2 on two cores). ``--json-dir`` writes each certificate as ``FACTORY-FAMILY.json`` (``specverify report`` renders
+it). ``--before REF`` prints engine × (before, after): each factory and family once on the code of the git ref
+``REF`` (a worktree) and once on this checkout's (or ``--after``'s ref), one after the other
+(``benchmarks/_engine_ab.py``), with sequential looks on both sides. Findings: docs/findings/transformers.md.
 """
 
 from __future__ import annotations
@@ -26,10 +30,14 @@ FACTORIES = ("assisted", "prompt_lookup", "plain")
 FAMILIES = ("toy", "checkpoint")
 
 
-def run_one(factory: str, family: str, level: str, scenarios, isolation: str, sequential: bool, json_dir) -> None:
+def run_one(factory: str, family: str, level: str, scenarios, isolation: str, args, json_dir) -> None:
     import specverify as sv
 
-    kwargs = {"level": level, "scenarios": scenarios or None, "isolation": isolation, "sequential": sequential}
+    kwargs = {"level": level, "scenarios": scenarios or None, "isolation": isolation}
+    if args.fixed or args.sequential:  # else the certifier's default look rule
+        kwargs["sequential"] = not args.fixed
+    if args.workers is not None:
+        kwargs["engine_options"] = {"workers": args.workers}
     kwargs["progress"] = lambda message: print(f"   {factory}/{family} {message}", flush=True)
     kwargs["models"] = family
     name = f"specverify.adapters.transformers:{factory}"
@@ -47,12 +55,30 @@ def main() -> None:
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--isolation", default="process", choices=("process", "none"))
-    ap.add_argument("--sequential", action="store_true")
+    rule = ap.add_mutually_exclusive_group()
+    rule.add_argument("--fixed", action="store_true", help="the fixed plan (default: sequential looks)")
+    rule.add_argument("--sequential", action="store_true", help="sequential looks, by name")
+    ap.add_argument("--workers", type=int, default=None, help="the adapter's workers option (default: its own)")
     ap.add_argument("--json-dir", default=None)
+    ap.add_argument("--before", default=None, help="git ref: print engine × (before, after)")
+    ap.add_argument("--after", default=None, help="with --before: the after side's git ref (default: this checkout)")
+    ap.add_argument("--ab-out", default=None, help="with --before: each run's output into this folder")
     args = ap.parse_args()
+    if args.before:
+        from _engine_ab import ab
+
+        runs = []
+        for family in args.models:
+            for factory in args.factory:
+                argv = ["--factory", factory, "--models", family, "--level", args.level, "--isolation", args.isolation]
+                argv += ["--fixed" if args.fixed else "--sequential"]
+                argv += ["--scenario", *args.scenario] if args.scenario else []
+                runs.append((f"{factory} / {family}", argv))
+        ab(os.path.abspath(__file__), runs, args.before, args.ab_out, args.after)
+        return
     for family in args.models:
         for factory in args.factory:
-            run_one(factory, family, args.level, args.scenario, args.isolation, args.sequential, args.json_dir)
+            run_one(factory, family, args.level, args.scenario, args.isolation, args, args.json_dir)
 
 
 if __name__ == "__main__":

@@ -58,14 +58,23 @@ round fetches candidates from the prompt (``get_candidates``, generation/utils.p
 forward (:4091, ``is_first_iteration``), which verifies them: every token comes from a verification round.
 
 Unseeded requests draw a fresh 63-bit seed from the decoder's own numpy generator. Engine exceptions propagate.
+
+**The fast path** (docs/adapters.md): ``sample(request, n, start)`` runs draw i of a seeded request as the request
+with seed ``draw_seeds(seed, n, start)[i]`` (an unseeded one: a fresh seed each), one ``generate`` per draw, so a
+draw depends on (seed, i) only and every draw really is seeded on its own: ``torch.manual_seed`` before each
+``generate``, whose sampling (the assistant's drafts included) draws from that generator only. The draws of a call
+are split between ``workers`` worker processes (``specverify.adapters._draw_pool``; default 2 where two cores are
+available, 0 = in this process), each holding its own copy of the models; a draw's law does not depend on which
+worker ran it, since each runs alone under its own seed. ``__call__`` (greedy scenarios, a user's batch) stays in
+this process. ``close()`` ends the workers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from specverify.errors import InvalidArgument
-from specverify.protocol import Completion, Request
+from specverify.errors import InvalidArgument, check
+from specverify.protocol import Completion, Request, SampleCounts
 
 __all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES"]
 
@@ -115,13 +124,19 @@ def _load(model, role: str) -> object:
 class TransformersDecoder:
     """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
 
-    def __init__(self, target, draft, mode: str):
+    def __init__(self, target, draft, mode: str, *, workers: int | None = None):
+        from specverify.adapters import _draw_pool
         from specverify.adapters import _transformers_hooks as hooks
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
+        workers = _draw_pool.default_workers() if workers is None else workers
+        check(
+            isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0,
+            f"workers={workers!r} must be an int >= 0 (worker processes for sample(); 0 draws in this process).",
+        )
         hooks.check_transformers_version()
-        self.mode = mode
+        self.mode, self.workers = mode, workers
         self.model = _load(target, "target")
         self.assistant = _load(draft, "draft") if mode == "assisted" else None
         self.vocab = target.vocab
@@ -144,12 +159,41 @@ class TransformersDecoder:
         self.draft_law = "unmodelled"
         if mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
+        self._worker_args = (target, draft, mode)  # what a sample() worker builds its copy from
+        self._key = object()  # this decoder's key in the shared pool of workers
 
     def __repr__(self) -> str:
-        return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size})"
+        return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size}, workers={self.workers})"
 
     def __call__(self, requests) -> list:
         return [self.generate(request) for request in requests]
+
+    def sample(self, request: Request, n: int, start: int = 0) -> SampleCounts:
+        """Counts of the outcomes of draws ``start`` .. ``start + n - 1`` of ``request`` (one ``generate`` per draw,
+        each under its own seed: module docstring, the fast path), with the first round's and every round's
+        accepted drafts (not for ``plain``)."""
+        from specverify.adapters import _draw_pool
+        from specverify.keyed import draw_seeds
+
+        check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
+        check(isinstance(n, int) and not isinstance(n, bool) and n >= 1, f"n={n!r} must be an int >= 1.")
+        if request.seed is None:
+            seeds = self.rng.integers(0, 2**63 - 1, size=n).tolist()  # fresh: unseeded draws are independent
+        else:
+            seeds = draw_seeds(request.seed, n, start).tolist()
+        if self.workers:
+            pool = _draw_pool.shared_pool(self.workers)
+            outcomes, first, rounds, _ = pool.counts(self._key, _worker_decoder, self._worker_args, request, seeds)
+        else:
+            outcomes, first, rounds, _ = _draw_pool.count_draws(self.generate, request, seeds)
+        return SampleCounts(outcomes=outcomes, accepted=first, rounds=rounds)
+
+    def close(self) -> None:
+        """Drop this decoder's copies in the sample() workers (the workers stay up for the next decoder)."""
+        from specverify.adapters import _draw_pool
+
+        if self.workers:
+            _draw_pool.shared_pool(self.workers).forget(self._key)
 
     def generation_kwargs(self, request: Request) -> dict:
         """The ``generate()`` keyword arguments for ``request`` (besides ``input_ids``)."""
@@ -239,16 +283,24 @@ def _processor_list(processors: tuple) -> object:
     return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
-def assisted(target, draft) -> TransformersDecoder:
-    """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0)."""
-    return TransformersDecoder(target, draft, "assisted")
+def _worker_decoder(target, draft, mode: str) -> TransformersDecoder:
+    """The decoder a ``sample()`` worker process holds (``_draw_pool``): the same models, drawing in-process."""
+    return TransformersDecoder(target, draft, mode, workers=0)
 
 
-def prompt_lookup(target, draft) -> TransformersDecoder:
-    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored."""
-    return TransformersDecoder(target, draft, "prompt_lookup")
+def assisted(target, draft, *, workers: int | None = None) -> TransformersDecoder:
+    """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0).
+    ``workers``: processes for ``sample()`` (None: 2 on two cores or more; 0: in this process)."""
+    return TransformersDecoder(target, draft, "assisted", workers=workers)
 
 
-def plain(target, draft) -> TransformersDecoder:
-    """Plain ``generate()`` sampling, speculation off: the control for the two others."""
-    return TransformersDecoder(target, draft, "plain")
+def prompt_lookup(target, draft, *, workers: int | None = None) -> TransformersDecoder:
+    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored. ``workers`` as for
+    ``assisted``."""
+    return TransformersDecoder(target, draft, "prompt_lookup", workers=workers)
+
+
+def plain(target, draft, *, workers: int | None = None) -> TransformersDecoder:
+    """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` as for
+    ``assisted``."""
+    return TransformersDecoder(target, draft, "plain", workers=workers)
