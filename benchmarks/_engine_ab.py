@@ -28,7 +28,7 @@ def run_side(script: str, argv: list, label: str, tree: str) -> dict:
     """One run of ``script argv`` on the code of ``tree``: verdict, draws, wall, load before and after."""
     env = dict(os.environ, PYTHONPATH=tree)
     before = os.getloadavg()[0]
-    done = subprocess.run([sys.executable, script, *argv], env=env, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run([sys.executable, script, *argv], env=env, capture_output=True, text=True, cwd=tree)
     after = os.getloadavg()[0]
     text = done.stdout
     verdict = re.search(rf"== {re.escape(label)}: verdict (\S+)", text)
