@@ -1,13 +1,18 @@
 """Certify llama.cpp's speculative paths (and their controls) on the checkpoint family with the llama.cpp adapter.
 
-    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python benchmarks/llamacpp_certify.py \
-        [--factory plain python_draft_model ...] [--level quick] [--scenario NAME ...] [--budget 1800] [--sequential]
+    LLAMA_CPP_LIB_PATH=<build>/bin SPECVERIFY_LLAMACPP_BIN=<build>/bin OMP_NUM_THREADS=1 \
+    .venv-llama/bin/python benchmarks/llamacpp_certify.py [--factory plain python_draft_model ...] [--level quick] \
+        [--scenario NAME ...] [--budget 1800] [--fixed | --sequential] [--before REF [--after REF] [--ab-out DIR]]
 
 Run from the llama.cpp venv (docs/findings/llamacpp.md). For each factory of ``specverify.adapters.llamacpp``: the
 set-up of one decoder (GGUF export on first use, server start), measured apart, then
 ``specverify.certify("specverify.adapters.llamacpp:FACTORY", level=..., models="checkpoint", ...)``, printing the
 verdict, each scenario's N (planned N), p-value, TV estimate and seconds, samples per second and the wall time.
-Factories run one after another, in this process (``--isolation none``) unless ``--isolation process``.
+Factories run one after another, in this process (``--isolation none``) unless ``--isolation process``. The look
+rule is the certifier's default (sequential looks); ``--fixed`` runs the fixed plan, ``--sequential`` names
+sequential looks (a tree older than the default needs it). ``--before REF`` prints engine × (before, after): each
+factory once on the code of the git ref ``REF`` (a worktree) and once on this checkout's (or ``--after``'s ref),
+one after the other, with sequential looks on both sides (``benchmarks/_engine_ab.py``).
 """
 
 from __future__ import annotations
@@ -54,9 +59,9 @@ def run_one(factory: str, args) -> None:
     if args.budget:
         kwargs["budget_s"] = args.budget
     started = time.perf_counter()
-    cert = sv.certify(
-        f"specverify.adapters.llamacpp:{factory}", timeout_s=args.timeout, sequential=args.sequential, **kwargs
-    )
+    if args.fixed or args.sequential:  # else the certifier's default look rule
+        kwargs["sequential"] = not args.fixed
+    cert = sv.certify(f"specverify.adapters.llamacpp:{factory}", timeout_s=args.timeout, **kwargs)
     wall = time.perf_counter() - started
     print_certificate(factory, cert, wall, setup=f"set-up {start_s:.1f} s")
 
@@ -69,8 +74,25 @@ def main() -> None:
     ap.add_argument("--isolation", default="none", choices=("process", "none"))
     ap.add_argument("--timeout", type=float, default=600.0, help="per-call limit with --isolation process")
     ap.add_argument("--budget", type=float, default=0.0, help="wall-clock budget per factory in seconds (0: none)")
-    ap.add_argument("--sequential", action="store_true", help="sequential decisions (stop a scenario early)")
+    rule = ap.add_mutually_exclusive_group()
+    rule.add_argument("--fixed", action="store_true", help="the fixed plan (default: sequential looks)")
+    rule.add_argument("--sequential", action="store_true", help="sequential looks, by name")
+    ap.add_argument("--before", default=None, help="git ref: print engine × (before, after)")
+    ap.add_argument("--after", default=None, help="with --before: the after side's git ref (default: this checkout)")
+    ap.add_argument("--ab-out", default=None, help="with --before: each run's output into this folder")
     args = ap.parse_args()
+    if args.before:
+        from _engine_ab import ab
+
+        runs = []
+        for factory in args.factory:
+            argv = ["--factory", factory, "--level", args.level, "--isolation", args.isolation]
+            argv += ["--timeout", str(args.timeout), "--budget", str(args.budget)]
+            argv += ["--fixed" if args.fixed else "--sequential"]
+            argv += ["--scenario", *args.scenario] if args.scenario else []
+            runs.append((factory, argv))
+        ab(os.path.abspath(__file__), runs, args.before, args.ab_out, args.after)
+        return
     for factory in args.factory:
         run_one(factory, args)
 
