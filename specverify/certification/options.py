@@ -149,10 +149,16 @@ def _shard(value: object, text: bool) -> Optional[tuple]:
         return None
     if isinstance(value, (tuple, list)) and len(value) == 2:
         value = f"{value[0]}/{value[1]}"
+    from specverify.certification.job_array import is_auto, shard_from_environment
+
+    if is_auto(value):  # resolved here, so the certificate's command spells --shard I/N and reproduces anywhere
+        import os
+
+        return shard_from_environment(str(value), os.environ)
     try:
         index, total = (int(x) for x in str(value).split("/"))  # the shard spec I/N
     except ValueError:
-        raise ValueError("must read I/N (1 <= I <= N), e.g. 1/4") from None
+        raise ValueError("must read I/N (1 <= I <= N), e.g. 1/4, or auto, auto/N (a CI job array)") from None
     if not 1 <= index <= total:
         raise ValueError("needs 1 <= I <= N, e.g. 1/4")
     return index, total
@@ -245,7 +251,8 @@ OPTIONS = (
               "two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
               "FACTORY, speculation off) instead of the exact law", "plain|MODULE:ATTR"),
     RunOption("shard", "--shard", _shard, None, "run only shard I of N (scenarios split by position; write "
-              "--counts-out and merge the parts)", "I/N", marker=False),
+              "--counts-out and merge the parts); auto or auto/N reads a Buildkite, Kubernetes or Slurm job "
+              "array's index (docs/ci.md)", "I/N", marker=False),
     RunOption("target_dir", "--target", _text("must be a checkpoint directory"), None,
               "your own target checkpoint directory (with --draft DIR and --against): two-sample scenarios only, no "
               "exact law, so never `exact`", "DIR", marker=False),
