@@ -46,6 +46,16 @@ def _report(args, out, err) -> int:
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
+    from specverify.report.text import contradictions
+
+    wrong = contradictions(cert)
+    if wrong:  # never print a verdict its own rows deny (and exit 0 on it)
+        print(
+            f"specverify: error: {args.certificate} contradicts itself: its verdict is {str(cert.verdict).upper()} "
+            f"but {'; '.join(wrong)}. Was it edited by hand? Certify again: {cert.command}",
+            file=err,
+        )
+        return ExitCode.USAGE
     out.write(render_text(cert))
     failed = _write_visuals(cert, args.html, args.plots, err)
     return ExitCode.MEETS if failed is None else failed

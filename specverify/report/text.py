@@ -6,7 +6,7 @@ import math
 
 from specverify.enums import NotRun
 
-__all__ = ["render_text", "format_pvalue", "speculation_phrase"]
+__all__ = ["render_text", "format_pvalue", "speculation_phrase", "contradictions"]
 
 LEGEND = (
     "legend:",
@@ -88,6 +88,22 @@ def render_text(cert, *, legend: bool = True) -> str:
     if legend and cert.scenarios:
         lines += [""] + list(LEGEND)
     return "\n".join(lines) + "\n"
+
+
+def contradictions(cert) -> list:
+    """Where ``cert``'s verdict contradicts its own rows (a certificate edited by hand, or written by a bug): a
+    protocol violation under any verdict but invalid / error, a failing sampling row under exact, a failing greedy row
+    under exact or greedy-only. One line each; ``specverify report`` refuses to render such a certificate."""
+    verdict = str(cert.verdict)
+    if verdict in ("invalid", "error", "inconclusive"):
+        return []
+    out = []
+    for s in cert.scenarios:
+        if s.violation:
+            out.append(f"{s.name} holds a protocol violation ({s.violation.splitlines()[0]}) under {verdict.upper()}")
+        elif s.passed is False and (verdict == "exact" or (str(s.kind) == "greedy" and verdict == "greedy-only")):
+            out.append(f"{s.name} ({s.kind}) FAILED under {verdict.upper()}")
+    return out
 
 
 def _requirements_lines(cert) -> list:
