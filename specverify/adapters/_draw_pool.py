@@ -230,11 +230,9 @@ def _handle(message, held: list):
     if kind == "load":
         _, make, args, threads = message
         held[0] = None
-        if threads is not None:
-            import torch
-
-            torch.set_num_threads(threads)
         held[0] = make(*args)
+        if threads is not None and "torch" in sys.modules:  # the parent's torch threads, where make loaded torch
+            sys.modules["torch"].set_num_threads(threads)
         return None
     if kind == "draw":
         _, request, seeds = message

@@ -1,0 +1,90 @@
+"""The transformers adapter's fast path: ``sample(request, n, start)`` with per-draw seeds, in-process and split
+between worker processes (``specverify.adapters._draw_pool``).
+
+What must hold (docs/adapters.md, the draw offset): draw i of a seeded request depends on (seed, i) only, so any
+split into calls, and any split between workers, gives the same counts; unseeded draws are independent and follow
+the exact law; a worker's failure reaches the certifier as an engine error.
+"""
+
+import collections
+
+import pytest
+
+pytest.importorskip("transformers", reason="the hf extra is not installed: pip install -e '.[hf]'")
+
+from specverify.adapters import _draw_pool  # noqa: E402
+from specverify.adapters import transformers as tfa  # noqa: E402
+from specverify.errors import InvalidArgument  # noqa: E402
+from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
+from specverify.oracles.law import exact_law  # noqa: E402
+from specverify.params import SamplingParams  # noqa: E402
+from specverify.protocol import Request  # noqa: E402
+from specverify.stats import battery  # noqa: E402
+
+PARAMS = SamplingParams(temperature=1.0, max_tokens=3)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_pair():
+    return CheckpointPairSpec(CheckpointSpec(), draft_sigma=0.005).build()
+
+
+@pytest.fixture(scope="module")
+def pooled(checkpoint_pair):
+    decoder = tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=2)
+    yield decoder
+    decoder.close()
+
+
+def _add(*counts) -> dict:
+    return dict(sum((collections.Counter(c) for c in counts), collections.Counter()))
+
+
+def test_seeded_draws_do_not_depend_on_the_split_or_the_worker(checkpoint_pair, pooled):
+    """40 draws of one seeded request: one call through two workers, two calls of 20 (start 0 and 20), and the
+    same 40 in this process give the same outcome, first-round and all-round counts."""
+    request = Request((0, 1), PARAMS, num_draft_tokens=3, seed=11)
+    whole = pooled.sample(request, 40)
+    head, tail = pooled.sample(request, 20), pooled.sample(request, 20, start=20)
+    alone = tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=0).sample(request, 40)
+    assert whole.outcomes == _add(head.outcomes, tail.outcomes) == alone.outcomes
+    assert whole.accepted == _add(head.accepted, tail.accepted) == alone.accepted
+    assert whole.rounds == _add(head.rounds, tail.rounds) == alone.rounds
+    assert sum(whole.outcomes.values()) == sum(whole.accepted.values()) == 40
+    assert len(whole.outcomes) > 5  # 40 different seeds, not one seed 40 times
+    assert set(whole.accepted) <= {0, 1, 2, 3} and sum(whole.rounds.values()) >= 40
+
+
+@pytest.mark.slow
+def test_unseeded_draws_through_the_workers_follow_the_exact_law(checkpoint_pair, pooled):
+    """200 unseeded draws split between the workers: every outcome possible, and the battery (α = 1e-6) passes."""
+    law = exact_law(checkpoint_pair.target, (0, 1), PARAMS)
+    got = pooled.sample(Request((0, 1), PARAMS, num_draft_tokens=3), 200)
+    counts, impossible = law.align(collections.Counter(got.outcomes))
+    assert not impossible
+    assert battery(counts, law.probs, alpha=1e-6, seed=0).passed
+    plain = tfa.plain(checkpoint_pair.target, checkpoint_pair.draft, workers=0).sample(Request((0, 1), PARAMS), 5)
+    assert plain.accepted is None and plain.rounds is None and sum(plain.outcomes.values()) == 5
+
+
+@pytest.mark.parametrize("workers", [-1, True, 1.5])
+def test_workers_must_be_a_count(checkpoint_pair, workers):
+    with pytest.raises(InvalidArgument, match="workers="):
+        tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=workers)
+
+
+def test_a_worker_failure_is_an_engine_error():
+    """A worker whose decoder cannot be built, or that dies, raises RuntimeError with its message; the pool is
+    closed (its processes ended) and starts afresh on the next call."""
+    import os
+
+    pool = _draw_pool.DrawPool(1)
+    request = Request((0, 1), PARAMS)
+    with pytest.raises(RuntimeError, match="invalid literal for int"):
+        pool.counts("a", int, ("not a number",), request, [1, 2])
+    assert pool._procs == []
+    with pytest.raises(RuntimeError, match="died during set-up"):
+        pool.counts("b", os._exit, (3,), request, [1])
+    assert pool._procs == []
+    with pytest.raises(InvalidArgument, match="workers="):
+        _draw_pool.DrawPool(0)
