@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import gc
+import operator
 import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Optional
 
-from specverify.errors import ProtocolViolation
+from specverify.errors import ProtocolViolation, check
 from specverify.metrics.acceptance import PREFILL_TOKENS, consistency_violation
 from specverify.metrics.acceptance import completion_violation as accepted_violation
 from specverify.oracles.pairs import ModelPair
 from specverify.protocol import Completion, Request
 
-__all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "CHUNK"]
+__all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "reseeded", "CHUNK"]
 
 CHUNK = 8192  # requests per call on the slow path at most (per-call overhead amortised; ~10 MB of objects)
 FIRST_CALL = 256  # requests in the first call of a loop; later calls grow with the decoder's measured speed
@@ -24,6 +26,10 @@ FIXED_SAMPLE = 4096  # draws per decoder.sample call of a decoder without the ``
 #                      counts depend on where the calls split, so the split never depends on timing)
 SAMPLE_SHARE = 8  # a decoder.sample call is sized to take about 1/8 of the per-call time limit
 
+
+_OUTCOME = operator.attrgetter("tokens", "finish_reason")
+_TOKENS = operator.attrgetter("tokens")
+_ACCEPTED = operator.attrgetter("accepted")
 
 _now = time.perf_counter  # the clock that sizes decoder.sample calls (a module attribute, so tests can replace it)
 
@@ -58,6 +64,45 @@ def _validate():
 def scenario_seed(seed: int, name: str, salt: int = 0) -> int:
     """A 63-bit request seed for (certification seed, scenario), stable across runs and selections."""
     return (seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + salt) % (2**63)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold the cyclic garbage collector while the certifier builds or checks many small acyclic objects (requests,
+    the keys of a call's completions): each collection the allocations trigger walks every object of the process
+    (torch's included), which cost more than the work itself. Restores the previous state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def reseeded(templates: Iterable[Request], seeds: Iterable[Optional[int]]) -> list:
+    """``Request(t.prompt, t.params, t.num_draft_tokens, seed=s, tree=t.tree)`` for each template and seed, built
+    without re-running the constructor's checks: the templates already passed them, and the seeds are checked here
+    in bulk (a check builds a few hundred thousand requests; the constructor costs ~4 µs each, this ~0.5 µs)."""
+    templates, seeds = list(templates), list(seeds)
+    check(len(templates) == len(seeds), f"len(seeds)={len(seeds)!r} must equal len(templates)={len(templates)!r}.")
+    odd = set(map(type, templates)) - {Request}
+    check(not odd, f"templates hold {sorted(t.__name__ for t in odd)!r}: expected specverify Requests.")
+    given = [s for s in seeds if s is not None]
+    check(
+        not set(map(type, given)) - {int} and (not given or (min(given) >= 0 and max(given) < 2**63)),
+        f"seeds must be None or ints in [0, 2**63); got types {sorted({type(s).__name__ for s in seeds})!r}.",
+    )
+    new, assign = object.__new__, object.__setattr__
+    out = []
+    with gc_paused():
+        for template, seed in zip(templates, seeds):
+            fields = template.__dict__.copy()
+            fields["seed"] = seed
+            request = new(Request)
+            assign(request, "__dict__", fields)
+            out.append(request)
+    return out
 
 
 @dataclass(frozen=True)
@@ -118,18 +163,33 @@ class Tally:
 
     def add(self, comp: Completion) -> None:
         self.outcomes[(comp.tokens, comp.finish_reason)] += 1
-        if comp.accepted is None:
-            self.unreported += 1
-        elif comp.accepted:
-            shape = (len(comp.tokens), comp.accepted)
-            if shape not in self.shapes:
-                emitted, accepted = shape
-                self.slack = max(self.slack, emitted - sum(accepted) - len(accepted) + 1)
-                if self.violation is None:
-                    slack = self.slack_allowed()
-                    problem = accepted_violation(emitted, accepted, self.gamma, prefill=slack)
-                    self.violation = f"{problem} (tokens {list(comp.tokens)})" if problem else None
-            self.shapes[shape] += 1
+        self._count_shape((len(comp.tokens), comp.accepted), 1, lambda: comp.tokens)
+
+    def add_all(self, completions: Iterable[Completion]) -> None:
+        """:meth:`add` for each completion, in order, counted in bulk: the same counts, slack and violation (new
+        shapes are met in the order of their first completion, as :meth:`add` meets them)."""
+        completions = list(completions)
+        with gc_paused():
+            self.outcomes.update(map(_OUTCOME, completions))
+            shapes = list(zip(map(len, map(_TOKENS, completions)), map(_ACCEPTED, completions)))
+        for shape, count in Counter(shapes).items():  # a Counter keeps first-appearance order
+            self._count_shape(shape, count, lambda: completions[shapes.index(shape)].tokens)  # noqa: B023
+
+    def _count_shape(self, shape: tuple, count: int, tokens_of) -> None:
+        """Count ``count`` completions of ``shape`` (tokens emitted, accepted); a new shape is checked against the
+        consistency rule, and ``tokens_of()`` (its first completion's tokens) names a breach."""
+        emitted, accepted = shape
+        if accepted is None:
+            self.unreported += count
+            return
+        if not accepted:
+            return
+        if shape not in self.shapes:
+            self.slack = max(self.slack, emitted - sum(accepted) - len(accepted) + 1)
+            if self.violation is None:
+                problem = accepted_violation(emitted, accepted, self.gamma, prefill=self.slack_allowed())
+                self.violation = f"{problem} (tokens {list(tokens_of())})" if problem else None
+        self.shapes[shape] += count
 
     def slack_allowed(self) -> Optional[int]:
         return _slack(self.prefill, self.draft_law)
@@ -243,37 +303,42 @@ class Session:
     def call(self, handle: DecoderHandle, requests: list) -> list:
         """One decoder call, validated: completions in order, each obeying the protocol."""
         scope = self._counted(handle)
-        completions = self.runner.request("call", handle.pair.spec, list(requests))
+        requests = list(requests)
+        completions = self.runner.request("call", handle.pair.spec, requests)
         if len(completions) != len(requests):
             raise ProtocolViolation(f"wrong count: {len(completions)} completions for {len(requests)} requests")
-        vocab = handle.pair.vocab
-        for req, comp in zip(requests, completions):
-            problem = _validate().completion_violation(comp, req, vocab, known_ok=self._valid)
-            if problem:
-                raise ProtocolViolation(problem)
+        with gc_paused():
+            problem = _validate().completions_violation(completions, requests, handle.pair.vocab, known_ok=self._valid)
+        if problem:
+            raise ProtocolViolation(problem)
         if scope is not None:
             scope.add_completions(handle, requests, completions)
         return completions
 
-    def call_in_chunks(
-        self, handle: DecoderHandle, requests: Iterable[Request], chunk: int
-    ) -> Iterator[tuple[Request, Completion]]:
-        """Every request through :meth:`call`, yielded with its completion in order: calls start at
-        ``FIRST_CALL`` requests and double while a call takes under a twentieth of the per-call time limit, up to
-        ``chunk`` (a slow decoder is never handed 8,192 requests under a 120 s limit). Sizes stay even, so the
-        collision scenario's pairs never straddle two calls."""
+    def calls(self, handle: DecoderHandle, requests: Iterable[Request], chunk: int) -> Iterator[tuple[list, list]]:
+        """Every request through :meth:`call`, a call at a time: yields ``(requests, completions)`` per call. Calls
+        start at ``FIRST_CALL`` requests and double while a call takes under a twentieth of the per-call time
+        limit, up to ``chunk`` (a slow decoder is never handed 8,192 requests under a 120 s limit). Sizes stay
+        even, so the collision scenario's pairs never straddle two calls."""
         limit = getattr(self.runner, "timeout_s", None) or 120.0
         size, batch = min(chunk, FIRST_CALL), []
         for request in requests:
             batch.append(request)
             if len(batch) == size:
                 started = time.perf_counter()
-                yield from zip(batch, self.call(handle, batch))
+                yield batch, self.call(handle, batch)
                 if time.perf_counter() - started < limit / 20:
                     size = min(chunk, 2 * size)
                 batch = []
         if batch:
-            yield from zip(batch, self.call(handle, batch))
+            yield batch, self.call(handle, batch)
+
+    def call_in_chunks(
+        self, handle: DecoderHandle, requests: Iterable[Request], chunk: int
+    ) -> Iterator[tuple[Request, Completion]]:
+        """:meth:`calls`, yielded request by request with its completion, in order."""
+        for batch, completions in self.calls(handle, requests, chunk):
+            yield from zip(batch, completions)
 
     def draw(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:
         """Draws ``start`` .. ``start + n - 1`` of ``request``'s stream of independent outcomes. Seeded requests:
@@ -292,8 +357,8 @@ class Session:
             for i in range(n)
         )
         tally = Tally(request.num_draft_tokens, handle.prefill_tokens, handle.draft_law)
-        for _, comp in self.call_in_chunks(handle, requests, handle.requests_per_call()):
-            tally.add(comp)
+        for _, completions in self.calls(handle, requests, handle.requests_per_call()):
+            tally.add_all(completions)
         return tally.draws(n)
 
     def _draw_fast(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:

@@ -10,11 +10,13 @@ import importlib.util
 import inspect
 import itertools
 import multiprocessing
+import operator
 import os
 import pickle
 import sys
 import traceback
 
+from specverify.certification.collect import gc_paused
 from specverify.certification.config import factory_name
 from specverify.certification.factory import SetupFailure, factory_options, resolve_factory, user_traceback
 from specverify.enums import Isolation
@@ -56,6 +58,9 @@ def takes_start(sample) -> bool:
     return any(p.name == "start" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
+_TOKENS, _STREAM, _ACCEPTED = (operator.attrgetter(name) for name in ("tokens", "stream", "accepted"))
+
+
 def _summary(exc: BaseException) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     tail = "".join(lines[-4:]).strip()
@@ -77,12 +82,17 @@ def _ints(seq) -> tuple:
 
 
 def _already_clean(items: list) -> bool:
-    """Every item a ``Completion`` without a stream whose tokens and ``accepted`` are tuples of Python ints: the
+    """Every item a ``Completion`` whose tokens, ``accepted`` and stream chunks are tuples of Python ints: the
     common case, checked in bulk (a call returns up to thousands of them) instead of field by field."""
-    if not all(type(c) is Completion and c.stream is None for c in items):
+    if set(map(type, items)) - {Completion}:
         return False
-    fields = [c.tokens for c in items] + [c.accepted for c in items if c.accepted is not None]
-    return all(type(f) is tuple for f in fields) and set(map(type, itertools.chain.from_iterable(fields))) <= {int}
+    accepted = [a for a in map(_ACCEPTED, items) if a is not None]
+    streams = [s for s in map(_STREAM, items) if s is not None]
+    chunks = list(itertools.chain.from_iterable(streams))
+    ints = list(map(_TOKENS, items)) + accepted + chunks
+    if set(map(type, ints)) - {tuple} or set(map(type, streams)) - {tuple}:
+        return False
+    return not set(map(type, itertools.chain.from_iterable(ints))) - {int}
 
 
 def _as_completions(result, count: int) -> list:
@@ -169,7 +179,9 @@ class _Host:
         return declared
 
     def call(self, key, requests):
-        return _as_completions(self.decoders[key](list(requests)), len(requests))
+        result = self.decoders[key](list(requests))
+        with gc_paused():
+            return _as_completions(result, len(requests))
 
     def release(self, key):
         """``decoder.close()`` where the decoder has one (the certifier is done with its pair)."""

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
+from specverify.errors import check
 from specverify.oracles.law import first_finish
 from specverify.protocol import FINISH_REASONS
 
-__all__ = ["outcome_violation", "completion_violation"]
+__all__ = ["outcome_violation", "completion_violation", "completions_violation"]
+
+_FIELDS = attrgetter("tokens", "finish_reason", "stream", "accepted")
+_PARAMS = attrgetter("params")
+_GAMMA = attrgetter("num_draft_tokens")
 
 
 def outcome_violation(tokens, reason, vocab, params) -> str | None:
@@ -62,4 +69,26 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
             return f"accepted={accepted!r} sums past the {len(completion.tokens)} tokens emitted"
         if known_ok is not None and shape is not None:
             known_ok.add(shape)
+    return None
+
+
+def completions_violation(completions, requests, vocab, *, known_ok=None) -> str | None:
+    """The first protocol violation among ``completions`` (one per request, in order), or None.
+
+    Every completion is checked: completions with equal fields for requests with the same ``params`` object and γ
+    (all :func:`completion_violation` reads of a request) get the same answer, so each distinct one is checked
+    once, in order of first appearance — the first one with a problem is the first completion with it."""
+    check(
+        len(completions) == len(requests),
+        f"len(completions)={len(completions)!r} must equal len(requests)={len(requests)!r} (one per request).",
+    )
+    try:
+        keys = zip(map(_FIELDS, completions), map(id, map(_PARAMS, requests)), map(_GAMMA, requests))
+        pairs = dict(zip(keys, zip(completions, requests))).values()  # one per key, in first-appearance order
+    except TypeError:  # an unhashable field: check completion by completion (the checks name it)
+        pairs = zip(completions, requests)
+    for completion, request in pairs:
+        problem = completion_violation(completion, request, vocab, known_ok=known_ok)
+        if problem:
+            return problem
     return None

@@ -56,7 +56,9 @@ class RoundContext:
         return self._target[generated]
 
     def draft_row(self, committed: tuple, drafted: tuple) -> np.ndarray:  # -> [V]
-        key = (committed, drafted)
+        # an AR model's row is a function of the history alone, wherever the round split it into committed tokens
+        # and drafts (a draft family's proposal may not be)
+        key = (committed, drafted) if hasattr(self.draft, "proposal_logits") else committed + drafted
         if key not in self._draft:
             history = self.prompt + committed
             if hasattr(self.draft, "proposal_logits"):

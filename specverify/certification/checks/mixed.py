@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from specverify.certification.checks.judge import budget_spent, judge
-from specverify.certification.collect import CHUNK, Tally, scenario_seed
+from specverify.certification.collect import CHUNK, Tally, reseeded, scenario_seed
 from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
@@ -47,15 +47,18 @@ class MixedCheck:
         if min(sizes) == 0:
             return [budget_spent(scenario, n, member=m.name) for m, n in zip(members, planned)]
         base = scenario_seed(run.seed, scenario.name)
-        order = [i for i in range(len(members)) for _ in range(sizes[i])]
+        order = np.repeat(np.arange(len(members)), sizes)  # member of each request, shuffled
         np.random.default_rng(base % 2**32).shuffle(order)
-        requests = [
-            Request(m.prompt, m.params, m.num_draft_tokens, seed=(base + j) % 2**63 if handle.seeded else None)
-            for j, m in ((j, members[i]) for j, i in enumerate(order))
-        ]
+        templates = [Request(m.prompt, m.params, m.num_draft_tokens) for m in members]
+        seeds = [(base + j) % 2**63 for j in range(order.size)] if handle.seeded else [None] * order.size
+        requests = reseeded(map(templates.__getitem__, order.tolist()), seeds)
         tallies = [Tally(m.num_draft_tokens, handle.prefill_tokens, handle.draft_law) for m in members]
-        for i, (_, comp) in zip(order, run.session.call_in_chunks(handle, requests, CHUNK)):
-            tallies[i].add(comp)
+        done = 0
+        for batch, completions in run.session.calls(handle, requests, CHUNK):
+            owner = order[done : done + len(batch)]
+            done += len(batch)
+            for i, tally in enumerate(tallies):
+                tally.add_all(map(completions.__getitem__, np.flatnonzero(owner == i).tolist()))
         out = []
         for i, member in enumerate(members):
             draws = tallies[i].draws(sizes[i])
