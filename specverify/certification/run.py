@@ -1,7 +1,8 @@
 """What every check reads while a certification runs: the α plan, the matrix, the decoders' sessions, the budget.
 
 ``Run`` is built once per certification (``pipeline.py``) and never gains attributes: the two-sample decoder
-(``other``), the budget's allocation and the deadline are fields from the start.
+(``other``), the budget's allocation, the deadline and the greedy scenarios' shared answers are fields from the start,
+so no state outlives the run.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ class Deadline:
 class Run:
     """One certification in progress. ``other`` is the ``--against`` decoder's session; ``allocation`` the
     budget's shares (None without ``--budget`` / ``--max-samples``); ``pilots`` planned sizes a check measured
-    once (a user pair's pilot of the plain path), by scenario name."""
+    once (a user pair's pilot of the plain path), by scenario name; ``greedy_answers`` the completions that the
+    greedy scenarios' shared calls made for scenarios not run yet (``checks/greedy.py``: ``{scenario name:
+    answers}``, each popped by its scenario), so they are made once per run and dropped with it."""
 
     config: RunConfig
     matrix: Matrix
@@ -84,6 +87,7 @@ class Run:
     allocation: Optional[Allocation] = None
     started: float = 0.0
     pilots: dict = field(default_factory=dict)
+    greedy_answers: dict = field(default_factory=dict)
 
     @property
     def seed(self) -> int:

@@ -110,3 +110,32 @@ def test_fixed_gamma_is_an_optional_bool():
     assert fixed_gamma_of(Plain()) is False and fixed_gamma_of(Fixed()) is True
     with pytest.raises(InvalidArgument, match="fixed_gamma='yes'"):
         fixed_gamma_of(Wrong())
+
+
+def test_shared_greedy_answers_live_in_their_run_and_die_with_it():
+    from specverify.certification import checks
+    from specverify.certification.collect import Session
+    from specverify.certification.config import RunConfig
+    from specverify.certification.run import AlphaPlan, Run
+    from specverify.certification.runner import make_runner
+
+    made = []
+
+    def factory(target, draft):
+        made.append(Recording(target, draft))
+        return made[-1]
+
+    config = RunConfig.create(
+        factory=factory, scenarios=SAME_PAIR, level="quick", isolation="none", models="checkpoint"
+    )
+    session = Session(make_runner(config.factory, config))
+    plan = AlphaPlan(config.alpha, config.level.epsilon, config.power, checks.num_tests(CKPT))
+    first, second = (Run(config, CKPT, plan, session) for _ in range(2))  # two runs on one session
+    greedy = checks.CHECKS[CKPT[SAME_PAIR[0]].kind]
+    assert greedy.run(first, CKPT[SAME_PAIR[0]])[0].passed
+    assert set(first.greedy_answers) == {SAME_PAIR[1]} and second.greedy_answers == {}  # the other's, kept by its run
+    calls = len(made[0].calls)
+    assert greedy.run(second, CKPT[SAME_PAIR[1]])[0].passed and len(made[0].calls) > calls  # a new run calls anew
+    calls = len(made[0].calls)
+    assert greedy.run(first, CKPT[SAME_PAIR[1]])[0].passed and len(made[0].calls) == calls  # answered by its run
+    assert first.greedy_answers == {} and set(second.greedy_answers) == {SAME_PAIR[0]}  # its own prediction

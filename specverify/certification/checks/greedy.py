@@ -9,12 +9,12 @@ then that γ's prompts sent alone. A decoder that declares ``fixed_gamma`` (vLLM
 engine per (pair, γ) for all its greedy scenarios, where it restarted at every change of γ (four per call, and one
 per prompt sent alone). For other decoders each scenario's requests keep their interleaved γ in one call and only
 the calls of one request are ordered by γ. A protocol violation in a shared call is reported on the scenario that
-made it, naming the others; a scenario the prediction missed makes its own calls."""
+made it, naming the others; a scenario the prediction missed makes its own calls. The answers wait in the run
+(``Run.greedy_answers``), so nothing outlives it."""
 
 from __future__ import annotations
 
 import time
-import weakref
 
 import numpy as np
 
@@ -31,7 +31,6 @@ __all__ = ["GreedyCheck", "GREEDY_PROMPTS", "GREEDY_GAMMAS", "MIN_DISAGREEMENT"]
 GREEDY_PROMPTS = 120
 GREEDY_GAMMAS = (1, 2, 3, 4)  # docs/design.md: the greedy scenarios send γ 1 to 4 whatever the scenario's γ
 MIN_DISAGREEMENT = 0.3  # docs/design.md: the greedy draft's argmax must often disagree with the target's
-_SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # session -> {scenario name: answers}
 
 
 class GreedyCheck:
@@ -93,7 +92,7 @@ def _requests(run, scenario, target) -> list:
 def _answers(run, scenario, handle) -> list:
     """``[(how, (request, completion))]``: the scenario's requests ("") and its prompts sent alone (" (alone)"),
     from the pair's shared calls (module docstring), made now if no earlier greedy scenario made them."""
-    shared = _SHARED.setdefault(run.session, {})
+    shared = run.greedy_answers  # the run's: {scenario name: answers} of run.session (certification/run.py)
     if scenario.name not in shared:
         group = [s for s in _pair_group(run, scenario, handle) if s.name not in shared] or [scenario]
         if scenario not in group:
