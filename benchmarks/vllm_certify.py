@@ -2,7 +2,7 @@
 
     .venv-vllm/bin/python benchmarks/vllm_certify.py [--method draft_model ngram draft_model_greedy plain]
         [--engine-option KEY=VALUE ...] [--engine-config patched] [--level quick] [--scenario NAME ...]
-        [--isolation none|process] [--timeout 600] [--sequential] [--json-dir DIR]
+        [--isolation none|process] [--timeout 600] [--fixed | --sequential] [--json-dir DIR]
 
 Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specverify.adapters.vllm.METHODS``
 (``--factory`` is the old name of ``--method``): the engine start of one decoder (measured apart, then closed), then
@@ -12,10 +12,12 @@ samples per second (draws over the run's wall time) and the elapsed wall time. M
 with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``) and
 ``--engine-config`` (a preset of the factory's ``engine_configs``: ``patched``, every workaround). Each method runs
 on its factory's checkpoint pair set (``checkpoint_pairs``: the MiMo pair for ``mtp``, the Llama pairs otherwise).
-``--sequential`` stops each scenario at its first decisive look; ``--json-dir`` writes each certificate as
-``METHOD.json`` (``METHOD+OPTIONS.json`` with options). ``--without NAME`` leaves scenarios out of the full matrix
-(e.g. ``--without batch-composition``). Each run also prints the engine starts it made (``vllm.LLM`` constructions,
-counted here) and their seconds: ``engine starts N (S s)``; ``benchmarks/vllm_plan_ab.py`` reads that line.
+The look rule is the certifier's default (sequential looks); ``--fixed`` runs the fixed plan, ``--sequential``
+names sequential looks (a tree older than that default needs it: ``vllm_plan_ab.py`` passes it). ``--json-dir``
+writes each certificate as ``METHOD.json`` (``METHOD+OPTIONS.json`` with options). ``--without NAME`` leaves
+scenarios out of the full matrix (e.g. ``--without batch-composition``). Each run also prints the engine starts it
+made (``vllm.LLM`` constructions, counted here) and their seconds: ``engine starts N (S s)``;
+``benchmarks/vllm_plan_ab.py`` reads that line.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def run_one(
     scenarios,
     isolation: str,
     timeout_s: float,
-    sequential=False,
+    sequential=None,
     json_dir=None,
     options=(),
     engine_config=None,
@@ -92,7 +94,8 @@ def run_one(
     start_s = engine_start(factory, parsed)
     stamp = time.perf_counter()
     kwargs = dict(level=level, scenarios=scenarios or None, isolation=isolation, models="checkpoint")
-    kwargs["sequential"] = sequential
+    if sequential is not None:  # else the certifier's default look rule
+        kwargs["sequential"] = sequential
     kwargs["engine_options"] = list(options)
     kwargs["engine_config"] = engine_config
     kwargs["progress"] = lambda m: print(f"   {factory} {m} (+{time.perf_counter() - stamp:.0f} s)", flush=True)
@@ -125,7 +128,9 @@ def main() -> None:
     ap.add_argument("--without", nargs="*", default=[], help="scenarios left out of the full matrix")
     ap.add_argument("--isolation", default="none", choices=("process", "none"))
     ap.add_argument("--timeout", type=float, default=600.0, help="per-call limit with --isolation process")
-    ap.add_argument("--sequential", action="store_true")
+    rule = ap.add_mutually_exclusive_group()
+    rule.add_argument("--fixed", action="store_true", help="the fixed plan (default: sequential looks)")
+    rule.add_argument("--sequential", action="store_true", help="sequential looks, by name")
     ap.add_argument("--json-dir", default=None)
     args = ap.parse_args()
     scenarios = args.scenario
@@ -140,7 +145,7 @@ def main() -> None:
             scenarios,
             args.isolation,
             args.timeout,
-            args.sequential,
+            False if args.fixed else (True if args.sequential else None),
             args.json_dir,
             args.engine_option,
             args.engine_config,

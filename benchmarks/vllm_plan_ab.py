@@ -1,10 +1,11 @@
 """Engine × (before, after): a quick vLLM certification with the plan of a git ref against the working tree's.
 
-    .venv-vllm/bin/python benchmarks/vllm_plan_ab.py --before REF [--method plain ngram draft_model]
+    .venv-vllm/bin/python benchmarks/vllm_plan_ab.py --before REF [--after REF] [--method plain ngram draft_model]
         [--level quick] [--before-without batch-composition] [--after-without NAME ...] [--out DIR]
 
 For each method, one run with the code of ``REF`` (checked out in a temporary git worktree and put first on
-``PYTHONPATH``) and one with this checkout's, one after the other, never two vLLM runs at once: each is
+``PYTHONPATH``) and one with this checkout's (``--after REF``: that ref's, in a worktree too, so other uncommitted
+work in the checkout is left out), one after the other, never two vLLM runs at once: each is
 ``benchmarks/vllm_certify.py --method M --level L --sequential`` from this checkout (the same script on both sides),
 default engine options. Printed per run: the load (``uptime``'s 1-minute average) before and after, the elapsed
 seconds, the verdict, the outcomes drawn and the engine starts; then the table and the after/before ratio of the
@@ -64,6 +65,7 @@ def row(method: str, side: str, r: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="git ref of the plan to compare with (e.g. HEAD~5)")
+    ap.add_argument("--after", default=None, help="git ref of the after side (default: this checkout as it is)")
     ap.add_argument("--method", nargs="+", default=["plain", "ngram", "draft_model"])
     ap.add_argument("--level", default="quick")
     ap.add_argument("--before-without", nargs="*", default=[])
@@ -73,16 +75,24 @@ def main() -> None:
     out = args.out or tempfile.mkdtemp(prefix="vllm-plan-ab-")
     tree = tempfile.mkdtemp(prefix="vllm-plan-before-")
     subprocess.run(["git", "worktree", "add", "--detach", tree, args.before], cwd=ROOT, check=True, capture_output=True)
+    after = ROOT
+    if args.after:
+        after = tempfile.mkdtemp(prefix="vllm-plan-after-")
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", after, args.after], cwd=ROOT, check=True, capture_output=True
+        )
     results = {}
     try:
         for method in args.method:
-            for side, code, without in (("before", tree, args.before_without), ("after", ROOT, args.after_without)):
+            for side, code, without in (("before", tree, args.before_without), ("after", after, args.after_without)):
                 r = certify_run(code, method, args.level, without, os.path.join(out, side))
                 results[(method, side)] = r
                 print(row(method, side, r), flush=True)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=ROOT, capture_output=True)
-    print(f"\nquick vLLM certifications, --sequential, default options; before = {args.before}; certificates in {out}")
+        for made in {tree, after} - {ROOT}:
+            subprocess.run(["git", "worktree", "remove", "--force", made], cwd=ROOT, capture_output=True)
+    names = f"before = {args.before}, after = {args.after or 'this checkout'}"
+    print(f"\nquick vLLM certifications, --sequential, default options; {names}; certificates in {out}")
     for method in args.method:
         b, a = results[(method, "before")], results[(method, "after")]
         print(row(method, "before", b))
