@@ -36,6 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("specverify", "speculative decoding certification (docs/pytest_plugin.md)")
     for o in OPTIONS:
         text = f"{o.help} [ini {o.ini}" + (f", env ${o.env}]" if o.env else "]")
+        text = text.replace("%", "%%")  # argparse formats help with %
         if o.metavar is None:
             group.addoption(o.flag, action="store_true", default=False, help=text)
         elif o.ini_type == "linelist":
@@ -126,6 +127,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         pytest.fail(result.failure, pytrace=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the verdict's report must be in it
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if _LEDGER not in config.stash:
@@ -142,6 +144,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[_DECISIONS] = decisions
     if any(d.meets is False for d in decisions) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _report_verdicts(config, decisions)
+
+
+def _report_verdicts(config: pytest.Config, decisions: list) -> None:
+    """A decoder that fails its requirement with no failed item gets a failing report of its own (terminal counts,
+    JUnit); every verdict is a JUnit testsuite property."""
+    from specverify.testing.junit import suite_properties, verdict_reports
+
+    reports = verdict_reports(decisions, config.stash[_OPTIONS])
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if reports and terminal is not None:  # their own line, and progress counted over them (not "[200%]")
+        terminal.ensure_newline()
+        session = getattr(terminal, "_session", None)
+        if session is not None:
+            session.testscollected += sum(r.when == "call" for r in reports)
+    for report in reports:
+        if terminal is not None and report.when == "call" and terminal.verbosity <= 0:
+            terminal.write(f"{report.nodeid} ")
+        config.hook.pytest_runtest_logreport(report=report)
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the reports above still reach the JUnit file
+        return
+    xml = config.stash.get(xml_key, None)
+    for name, value in suite_properties(decisions) if xml is not None else ():
+        xml.add_global_property(name, value)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -233,7 +233,7 @@ OPTIONS = (
               "cannot be interrupted, so --timeout does not apply and --budget is checked between calls)", "MODE",
               plugin="isolation"),
     RunOption("timeout_s", "--timeout", _ranged(_real, 0.0, float("inf"), "must be seconds > 0, e.g. 120"), 120.0,
-              "per-call time limit in seconds (default 120)", "SECONDS", marker_name="timeout"),
+              "per-call time limit in seconds (default 120)", "SECONDS", plugin="timeout", marker_name="timeout"),
     RunOption("threads", "--threads", _ranged(_int, 0, 1 << 16, "must be an int >= 1, e.g. 1", none=True), None,
               "threads of the decoder's worker process (torch, OMP_NUM_THREADS; default 1)", "N"),
     RunOption("budget_s", "--budget", _ranged(_real, 0.0, float("inf"), "must be seconds > 0, e.g. 300", none=True),
@@ -266,13 +266,16 @@ OPTIONS = (
               "decoder; repeatable, or 'all': one certificate per configuration, the exit code the worst's",
               "NAME"),
     RunOption("require", "--require", _require, Verdict.EXACT, "verdict needed for exit code 0: exact, greedy-only, "
-              "approximate (default exact)", "VERDICT"),
+              "approximate (default exact)", "VERDICT", plugin="require"),
     RunOption("require_reproducible", "--require-reproducible", _switch, False,
-              "also require same seed -> same output (alone, batched, repeated)", None),
+              "also require same seed -> same output (alone, batched, repeated)", None,
+              plugin="require_reproducible"),
     RunOption("require_metrics", "--require-metrics", _switch, False, "also require the metrics check: reported "
-              "acceptance consistent and inside its exact interval", None),
+              "acceptance consistent and inside its exact interval", None,
+              plugin="require_metrics"),
     RunOption("require_speculation", "--require-speculation", _switch, False,
-              "also require that speculation was observed (some draft accepted)", None),
+              "also require that speculation was observed (some draft accepted)", None,
+              plugin="require_speculation"),
 )  # fmt: skip
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 _MARKER_NAMES = {(o.marker_name or o.name): o.name for o in OPTIONS if o.marker}

@@ -34,6 +34,7 @@ __all__ = [
     "baseline_path",
     "load_baseline",
     "write_baseline",
+    "baseline_text",
     "verdict_regression",
     "scenario_regressions",
     "acceptance_drop",
@@ -62,13 +63,39 @@ def load_baseline(directory: str, factory: str, models: str = "toy") -> Optional
     return load_certificate(str(path)) if path.exists() else None
 
 
+STORED_DIGITS = 6  # significant digits of a stored real: BLAS and summation order move the last bits only
+_TIMES = ("elapsed_s", "timings")  # wall-clock times differ on every run: never stored
+
+
+def _stored(x, key: str = ""):
+    """``x`` as a baseline stores it: times dropped, reals to :data:`STORED_DIGITS` significant digits."""
+    if key in _TIMES:
+        return 0.0 if key == "elapsed_s" else None
+    if isinstance(x, dict):
+        return {k: _stored(v, k) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_stored(v) for v in x]
+    if isinstance(x, float) and math.isfinite(x):
+        return float(f"{x:.{STORED_DIGITS}g}")
+    return x
+
+
+def baseline_text(cert) -> str:
+    """The baseline file of ``cert``: its JSON document without wall-clock times, reals rounded to
+    :data:`STORED_DIGITS` digits, keys sorted, so that an update with the same seed and an unchanged decoder
+    rewrites the file byte for byte (a diff shows only what changed)."""
+    import json
+
+    from specverify.report import json_document
+
+    return json.dumps(_stored(json_document(cert)), indent=2, sort_keys=True) + "\n"
+
+
 def write_baseline(directory: str, cert, models: str = "toy") -> Path:
     """Store ``cert`` as ``factory``'s baseline (creating ``directory``); the path written."""
-    from specverify.report import render_json
-
     os.makedirs(directory, exist_ok=True)
     path = baseline_path(directory, cert.factory, models)
-    path.write_text(render_json(cert), encoding="utf-8")
+    path.write_text(baseline_text(cert), encoding="utf-8")
     return path
 
 
@@ -94,9 +121,11 @@ def mean_accepted(counts: dict) -> tuple:
     return mean, sum((m - mean) ** 2 * c for m, c in counts.items()) / n, n
 
 
-def acceptance_drop(now, base, alpha: float) -> Optional[str]:
+def acceptance_drop(now, base, alpha: float, tolerance: float = 0.0) -> Optional[str]:
     """Why the first-round mean accepted length of result ``now`` fell below the baseline result ``base``'s
-    interval at ``alpha`` (one-sided z-test), or None. A baseline with acceptance and a run without is a drop."""
+    interval at ``alpha`` (one-sided z-test), or None. A baseline with acceptance and a run without is a drop.
+    ``tolerance`` (a fraction of the baseline's mean, as pytest-benchmark's ``--benchmark-compare-fail``): the drop
+    must also exceed it, so a significant but small change (a new draft with slightly lower acceptance) passes."""
     if not base.accepted_observed:
         return None
     if not now.accepted_observed:
@@ -104,20 +133,21 @@ def acceptance_drop(now, base, alpha: float) -> Optional[str]:
     mean_b, var_b, n_b = mean_accepted(base.accepted_observed)
     mean_n, var_n, n_n = mean_accepted(now.accepted_observed)
     se = math.sqrt(var_b / n_b + var_n / n_n)
-    if mean_n >= mean_b:
+    if mean_n >= mean_b or mean_b - mean_n <= tolerance * mean_b:
         return None
     z = (mean_b - mean_n) / se if se > 0 else math.inf
     pvalue = 0.5 * math.erfc(z / math.sqrt(2))
     if pvalue >= alpha:
         return None
     lower = mean_b - NormalDist().inv_cdf(1 - alpha) * se
+    allowed = f", beyond the tolerance {tolerance:.0%}" if tolerance else ""
     return (
         f"{now.name}: mean accepted drafts {mean_n:.3f} (N = {n_n}) < baseline {mean_b:.3f} (N = {n_b}); its "
-        f"interval at α = {alpha:.2g} ends at {lower:.3f} (p = {pvalue:.2g}; {FIRST_ROUND_NOTE})"
+        f"interval at α = {alpha:.2g} ends at {lower:.3f} (p = {pvalue:.2g}; {FIRST_ROUND_NOTE}){allowed}"
     )
 
 
-def scenario_regressions(results, base, alpha: float) -> list:
+def scenario_regressions(results, base, alpha: float, tolerance: float = 0.0) -> list:
     """What ``results`` (this run's ``ScenarioResult``\\ s) lost against the baseline certificate ``base``:
     coverage and acceptance length, one line each (a rejection fails on its own; the verdict is compared once)."""
     stored = {s.name: s for s in base.scenarios}
@@ -129,7 +159,7 @@ def scenario_regressions(results, base, alpha: float) -> list:
         if was.covered and not now.covered and not now.violation:
             out.append(f"{now.name}: covered in the baseline, not covered now ({now.note})")
         elif now.covered:
-            drop = acceptance_drop(now, was, alpha)
+            drop = acceptance_drop(now, was, alpha, tolerance)
             if drop:
                 out.append(drop)
     return out

@@ -150,9 +150,34 @@ def _decide(group: Group) -> Decision:
     passed_items = {r.scenario for r in records if not r.failure}
     holm_only = tuple(s.name for s in cert.failures if s.scenario in passed_items)
     not_run = tuple(n for n in group.planned if n not in {r.scenario for r in records})
-    verdict = Verdict(cert.verdict)
-    meets = cert.meets(group.require)
-    why = f"{verdict} meets require={group.require}" if meets else f"{verdict} does not meet require={group.require}"
-    if not meets and verdict == Verdict.INCONCLUSIVE and group.allow_inconclusive and not cert.failures:
-        meets, why = True, f"inconclusive, allowed (allow_inconclusive=True; require={group.require})"
+    meets, why = _meets(cert, group)
+    failed = tuple(r.scenario for r in records if r.failure)
+    if meets and failed:  # the summary never says "meets" beside failed items (a baseline regression, a core gap)
+        statuses = ", ".join(f"{r.scenario} ({r.status})" for r in records if r.failure)
+        meets, why = False, f"{why}, but {len(failed)} item(s) failed: {statuses}"
     return Decision(group, cert, meets, why, alpha_test, m, not_run=not_run, holm_only=holm_only)
+
+
+def _meets(cert, group: Group) -> tuple:
+    """Whether ``cert`` meets the group's requirements (``require`` and each ``require_*`` of its run
+    configuration, as the CLI's exit code does) and why, in words."""
+    verdict = Verdict(cert.verdict)
+    record = cert.requirements()
+    unmet = [name for name in ("reproducible", "metrics", "speculation") if record[name]["required"]]
+    unmet = [f"require_{name}: {_held(record[name]['ok'])}" for name in unmet if record[name]["ok"] is not True]
+    if record["verdict_meets"] and record["met"]:
+        return True, f"{verdict} meets require={group.require}" + _also(record)
+    if verdict == Verdict.INCONCLUSIVE and group.allow_inconclusive and not cert.failures and not unmet:
+        return True, f"inconclusive, allowed (allow_inconclusive=True; require={group.require})"
+    if record["verdict_meets"]:
+        return False, f"{verdict} meets require={group.require}, but " + "; ".join(unmet or ["counters NOT held"])
+    return False, f"{verdict} does not meet require={group.require}" + "".join(f"; {u}" for u in unmet)
+
+
+def _held(ok) -> str:
+    return {True: "held", False: "NOT held", None: "NOT checked"}[ok]
+
+
+def _also(record: dict) -> str:
+    named = [name for name in ("reproducible", "metrics", "speculation") if record[name]["required"]]
+    return f" ({', '.join(f'require_{n} held' for n in named)})" if named else ""

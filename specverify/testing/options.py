@@ -78,6 +78,10 @@ OPTIONS = tuple(_run_option(row) for row in _ROWS) + tuple(_alias(row) for row i
            "DIR/<decoder>.json: a worse verdict, lost coverage or a drop in acceptance length fails"),
     Option("update_baseline", None, None, "bool", None,
            "rewrite the certificates in --specverify-baseline DIR instead of comparing"),
+    Option("baseline_tolerance", None, "FRACTION", "string", None, "a drop in mean accepted length fails only "
+           "beyond this fraction of the baseline's mean, e.g. 0.05 or 5% (and only when significant; default 0)"),
+    Option("progress", None, "SECONDS", "string", None, "an item certifying for longer prints a progress line "
+           "every SECONDS (default 30; 0: never; not shown under xdist)"),
 )  # fmt: skip
 _BY_NAME = {o.name: o for o in OPTIONS}
 _RUN_DEFAULTS = {row.name: row.default for row in RUN_OPTIONS}
@@ -93,6 +97,8 @@ class Options:
     html: Optional[str] = None
     baseline: Optional[str] = None
     update_baseline: bool = False
+    baseline_tolerance: float = 0.0
+    progress: float = 30.0
 
     def value(self, field: str) -> object:
         given = dict(self.run)
@@ -146,6 +152,7 @@ class Options:
         out = {o.name: self.value(o.field) for o in OPTIONS if o.field is not None}
         out["scenario"] = tuple(out["scenario"])
         out.update(json=self.json, html=self.html, baseline=self.baseline, update_baseline=self.update_baseline)
+        out.update(baseline_tolerance=self.baseline_tolerance, progress=self.progress)
         return {k: (str(v) if hasattr(v, "value") else v) for k, v in out.items()}
 
     def to_dict(self) -> dict:
@@ -153,12 +160,14 @@ class Options:
         run = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.run}
         run = {k: (str(v) if hasattr(v, "value") else v) for k, v in run.items()}
         return {"run": run, "json": self.json, "html": self.html, "baseline": self.baseline,
-                "update_baseline": self.update_baseline}  # fmt: skip
+                "update_baseline": self.update_baseline, "baseline_tolerance": self.baseline_tolerance,
+                "progress": self.progress}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Options:
         run = tuple((k, parse_option(k, v)) for k, v in data["run"].items())
-        return cls(run, data["json"], data["html"], data["baseline"], data["update_baseline"])
+        return cls(run, data["json"], data["html"], data["baseline"], data["update_baseline"],
+                   data.get("baseline_tolerance", 0.0), data.get("progress", 30.0))  # fmt: skip
 
 
 def _alias_of(option: Option) -> str:
@@ -184,9 +193,37 @@ def _parent_exists(text: str, where: str) -> str:
     return text
 
 
+def _fraction(text: str, where: str) -> float:
+    """A tolerance: ``0.05`` or ``5%``, in [0, 1)."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise InvalidArgument(
+            f"{where}={text!r} must be a fraction in [0, 1) of the baseline's mean accepted length, e.g. 0.05 or 5%."
+        )
+    return value
+
+
+def _seconds(text: str, where: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InvalidArgument(f"{where}={text!r} must be seconds >= 0, e.g. 30 (0: no progress lines).")
+    return value
+
+
 def _output(option: Option, value: object, where: str) -> object:
     if option.name in ("json", "html"):
         return _parent_exists(str(value), where)
+    if option.name == "baseline_tolerance":
+        return _fraction(value, where)
+    if option.name == "progress":
+        return _seconds(value, where)
     return bool(value) if option.name == "update_baseline" else str(value)
 
 

@@ -44,7 +44,8 @@ def _against_baseline(ledger, record, decision, spec, options, alpha_test) -> It
     from specverify.testing.baseline import baseline_path, scenario_regressions
 
     base = _baseline(ledger, options, spec.factory_name, spec.models)
-    found = scenario_regressions(record.results, base, alpha_test) if base is not None else []
+    tolerance = options.baseline_tolerance
+    found = scenario_regressions(record.results, base, alpha_test, tolerance) if base is not None else []
     if not found:
         return decision
     where = baseline_path(options.baseline, spec.factory_name, spec.models)
@@ -102,7 +103,8 @@ def certify_call(node, options, ledger, factory: object, kwargs: dict, *, index:
 
         base = _baseline(ledger, options, cert.factory, models)
         if base is not None:
-            found = scenario_regressions(cert.scenarios, base, per_test_alpha(cert.alpha, models))
+            alpha = per_test_alpha(cert.alpha, models)
+            found = scenario_regressions(cert.scenarios, base, alpha, options.baseline_tolerance)
             if found:
                 where = baseline_path(options.baseline, cert.factory, models)
                 raise AssertionError(
@@ -133,6 +135,11 @@ def _decoder_baseline(ledger, decisions: list, options) -> list:
     if base is None:
         return [_note(d, f"no baseline {where} yet: store one with --specverify-update-baseline") for d in decisions]
     worse = verdict_regression(cert, base)
+    regressed = [r.scenario for d in decisions for r in d.group.records if r.status == "regressed"]
+    if worse is None and regressed:  # the items already failed (and the decision with them): say why here too
+        text = f"baseline {where}: verdict {cert.verdict}{merged}, not worse than {base.verdict}, but "
+        text += f"{len(regressed)} scenario(s) regressed against it: {', '.join(regressed)}"
+        return [_note(d, text) for d in decisions]
     if worse is None:
         return [_note(d, f"baseline {where}: {cert.verdict}{merged}, not worse than {base.verdict}") for d in decisions]
     why = f"regressed against the baseline {where}{merged}: {worse}"

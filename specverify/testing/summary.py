@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from specverify.testing.messages import fmt_p
 
-__all__ = ["header_line", "summary_lines", "item_properties", "call_properties", "pytest_command"]
+__all__ = ["header_line", "summary_lines", "decision_lines", "item_properties", "call_properties", "pytest_command"]
 
 
 def header_line(options) -> str:
@@ -25,23 +25,34 @@ def header_line(options) -> str:
     )
 
 
+_OWN_FLAGS = ("--specverify-seed", "--specverify-level", "--specverify-alpha", "--specverify-models",
+              "--specverify-fixed", "--specverify-sequential")  # fmt: skip
+
+
 def pytest_command(nodeid: str, options, spec=None) -> str:
-    """``pytest 'NODEID' --specverify-seed=S --specverify-level=L`` and the look rule (``--specverify-sequential``
-    or ``--specverify-fixed``; the marker's own values where it sets them)."""
-    flags = options.reproduce_flags()
+    """``pytest 'NODEID' --specverify-seed=S --specverify-level=L``, the look rule (``--specverify-sequential`` or
+    ``--specverify-fixed``; the marker's own values where it sets them), the session's other run options
+    (``--specverify-timeout``, ``--specverify-require-*``, …) and its ``--specverify-scenario`` flags, without which
+    the marked test would expand into another set of items."""
+    session = options.reproduce_flags().split(" ")
+    flags = session
     if spec is not None:
-        flags = f"--specverify-seed={spec.seed} --specverify-level={spec.level}"
-        flags += f" --specverify-alpha={spec.alpha:g}" if spec.alpha != 1e-6 else ""
-        flags += f" --specverify-models={spec.models}" if spec.models != "toy" else ""
-        flags += " --specverify-sequential" if spec.sequential else " --specverify-fixed"
-    return f"pytest '{nodeid}' {flags}"
+        flags = [f"--specverify-seed={spec.seed}", f"--specverify-level={spec.level}"]
+        flags += [f"--specverify-alpha={spec.alpha:g}"] if spec.alpha != 1e-6 else []
+        flags += [f"--specverify-models={spec.models}"] if spec.models != "toy" else []
+        flags += ["--specverify-sequential" if spec.sequential else "--specverify-fixed"]
+        flags += [f for f in session if f.split("=")[0] not in _OWN_FLAGS]
+    flags += [f"--specverify-scenario={name}" for name in options.scenario]
+    return f"pytest '{nodeid}' {' '.join(flags)}"
 
 
 def _num(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _status(s) -> str:
+def _status(s, regressed=()) -> str:
+    if s.scenario in regressed and s.covered and not s.violation:
+        return "regressed"
     if s.violation:
         return "INVALID"
     if not s.covered:
@@ -49,12 +60,13 @@ def _status(s) -> str:
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 
-def _table(cert) -> list:
+def _table(cert, regressed=()) -> list:
     head = f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'TV est':>7s} {'TV null':>7s}"
     rows = [head]
     for s in cert.scenarios:
+        status = _status(s, regressed)
         rows.append(
-            f"  {s.name:34s} {str(s.kind):11s} {_status(s):11s} {s.n if s.covered else '':>7} {fmt_p(s.pvalue):>8s} "
+            f"  {s.name:34s} {str(s.kind):11s} {status:11s} {s.n if s.covered else '':>7} {fmt_p(s.pvalue):>8s} "
             f"{_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
         )
         if not s.covered and s.note:
@@ -62,13 +74,13 @@ def _table(cert) -> list:
     return rows
 
 
-def _decision_lines(d, options) -> list:
+def decision_lines(d, options) -> list:
     cert, group = d.certificate, d.group
     lines = [
         f"{cert.factory} — {group.nodeid} · level {cert.level} · seed {cert.seed} · family α {cert.alpha:g} "
         f"(per-test α/m = {d.alpha_test:.2g}, m = {d.num_tests})"
     ]
-    lines += _table(cert)
+    lines += _table(cert, {r.scenario for r in group.records if r.status == "regressed"})
     if d.not_run:
         lines.append(f"  not run in this session (deselected or interrupted): {', '.join(d.not_run)}")
     if d.holm_only:
@@ -95,7 +107,7 @@ def summary_lines(decisions: list, options) -> list:
     """The terminal summary: each decoder's table, verdict and reproduce commands, then one closing line."""
     lines = []
     for d in decisions:
-        lines += _decision_lines(d, options) + [""]
+        lines += decision_lines(d, options) + [""]
     judged = [d for d in decisions if d.meets is not None]
     failing = [d for d in judged if not d.meets]
     if judged:

@@ -81,11 +81,12 @@ class _Controller:
         config.hook.pytest_configure_node(node=node)
         self.workerinput = node.workerinput
 
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(wrapper=True)  # before every plugin's sessionfinish, as xdist's nodes go down during the loop
     def pytest_sessionfinish(self, session):
         for output in self.outputs:
             node = SimpleNamespace(config=session.config, workeroutput=output)
             session.config.hook.pytest_testnodedown(node=node, error=None)
+        return (yield)
 
 
 class _Worker:
