@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Mapping
 
 from specverify.adapters import vllm_patches
@@ -49,6 +50,27 @@ def _add(total: dict, delta: dict) -> None:
             total[key] = total.get(key, 0) + value
 
 
+def _threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def set_threads(threads: int) -> None:
+    """torch's intra-op threads, which vLLM's CPU kernels and matmuls use (OpenMP), for the engines of this process,
+    called before and after each engine start. vLLM's CPU worker replaces ``torch.set_num_threads`` with a no-op at its
+    first start (v1/worker/cpu_worker.py:139-145, for a thread binding the adapter turns off:
+    ``VLLM_CPU_OMP_THREADS_BIND=nobind``), so the builtin is called; the n-gram proposer sets numba's threads to 1 and
+    back to numba's count around each proposal (v1/spec_decode/ngram_proposer.py:100-126), which resets OpenMP's, so
+    numba's count is set too once vLLM imported it. Threads change no law: the kernels compute the same rows."""
+    import torch
+
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    torch._C.set_num_threads(threads)
+
+
 def _effective_config(llm, options: Mapping) -> dict:
     """What one engine runs, read back from its ``vllm_config`` and vLLM's kernel registry (engine_info)."""
     config = llm.llm_engine.vllm_config
@@ -64,6 +86,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
         "expand_kernel": vllm_patches.bound_expand_kernel(),
         "min_tokens_bonus": vllm_patches.bound_min_tokens_bonus(),
+        "threads": _threads(),
     }
     if spec is not None:
         out.update(

@@ -17,23 +17,22 @@ the toy draft families (``--drafts`` other than ``ar``) cannot be loaded (``Inva
 ones): ``workaround`` (every method; None, a name or a list of names of :mod:`specverify.adapters.vllm_patches`,
 gated to vLLM 0.32.0: ``"expand-kernel"``, finding 1 worked around in-process — a process cannot hold live decoders
 with and without it — and ``"stop-metrics"``, the per-request acceptance counts of requests a stop string ends, which
-vLLM drops; without it such a completion reports ``accepted=None``), ``draft_sample_method`` (every method that
-loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's own default is greedy, ``draft_model``'s is
-probabilistic, ``draft_model_greedy``'s greedy; ``draft_law`` follows it: ``model-temperature`` — vLLM's sampled
-draft sees the temperature and no other processor — or ``model-argmax``), ``prompt_lookup_min`` /
-``prompt_lookup_max`` (``ngram``: 1 and 2). ``decoder.engine_info`` records vLLM's version, the requested method,
-options and speculative configs, and what each engine ran (read back from its ``vllm_config`` and kernel registry).
+vLLM drops; without it such a completion reports ``accepted=None``), ``threads`` (every method: torch's intra-op
+threads, set at each engine start, process-wide; default 1, docs/findings/vllm.md "Times"), ``draft_sample_method``
+(every method that loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's default is greedy, ``draft_model``'s
+probabilistic, ``draft_model_greedy``'s greedy; ``draft_law`` follows it: ``model-temperature`` — vLLM's sampled draft
+sees the temperature and no other processor — or ``model-argmax``), ``prompt_lookup_min`` / ``prompt_lookup_max``
+(``ngram``: 1 and 2). ``decoder.engine_info`` records vLLM's version, the requested method, options and speculative
+configs, and what each engine ran (read back from its ``vllm_config`` and kernel registry).
 
 vLLM fixes γ per engine (``num_speculative_tokens``), so a decoder makes one engine per γ it is asked for; ``plain``
 makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a process: before another starts, the
 least recently used is shut down. Several live engines in one process interfere (greedy outputs go wrong:
 docs/findings/vllm.md, finding 5), so the default restarts an engine (2-3 s) whenever γ or the pair changes. A call
 groups its requests by γ and sends each group as one ``generate()``, the live engine's γ first. The speculative
-decoders declare ``fixed_gamma = True`` (docs/adapters.md), so the certifier gives batch composition's request
-same-γ neighbours and sends the greedy scenarios' requests γ by γ: a quick run starts an engine about once per
-(pair, γ) instead of at nearly every call (benchmarks/vllm_plan_ab.py). Each engine gets a fresh random
-``seed``: vLLM reseeds torch's global generator from it (a fixed seed would replay the unseeded draws of every
-later engine). Engines are shut down by ``close()``, on eviction, or at exit (``atexit``).
+decoders declare ``fixed_gamma = True`` (docs/adapters.md: same-γ neighbours in batch composition, greedy calls γ by
+γ). Each engine gets a fresh random ``seed``: vLLM reseeds torch's global generator from it (a fixed seed would
+replay the unseeded draws of every later engine). Engines are shut down by ``close()``, on eviction, or at exit.
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
 through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p
@@ -58,30 +57,25 @@ with the penalties (-inf stays -inf), so this is the canonical order:
   (``_finish.clip_accepted``): vLLM counts drafts accepted past the finishing token before it cuts its output
   (v1/core/sched/scheduler.py:2118).
 
-**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). vLLM is asked to honour
-EOS, ``stop`` and ``max_tokens``; the adapter cuts nothing: the tokens are returned as vLLM emits them, with the finish
+**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). vLLM is asked to honour EOS,
+``stop`` and ``max_tokens``; the adapter cuts nothing: the tokens are returned as vLLM emits them, with the finish
 reason the rule gives, so tokens past an end reach the certifier, which reports them. Tokens that end before any end
-raise ``EngineStoppedEarly`` (naming vLLM's own ``finish_reason``), as on every engine.
+raise ``EngineStoppedEarly`` (naming vLLM's ``finish_reason``).
 
 **Prefill** (``decoder.prefill_tokens``, docs/adapters.md). ``draft_model`` / ``draft_model_greedy``: 1. The prefill
-step samples the first token and the drafter proposes from it in the same step (v1/worker/gpu_model_runner.py:4380-4410,
-``propose_draft_token_ids`` after sampling); the scheduler keeps those drafts for the next step unless the prefill was a
-partial chunk (v1/core/sched/scheduler.py:2559-2568), which the adapter never makes, so the first decode step verifies γ
-drafts. Measured (3000 requests, γ 3): every request's counts fit 1 before the first round (finding 7), though a decode
-step without drafts is rare, not impossible (11 of 3000 with the greedy draft). ``ngram``: not
-declared, because it is not a constant: vLLM records a step only when it carried drafts (scheduler.py:2113-2149), and
-the n-gram proposer drafts nothing while the context holds no match, so besides the prefill's token every decode step
-without a match commits a token outside the reported rounds (1 to 4 such tokens per request measured); its rounds are
-clipped from 1.
+step samples the first token and the drafter proposes from it in the same step (v1/worker/gpu_model_runner.py:4380): the
+scheduler keeps those drafts for the next step unless the prefill was a partial chunk
+(v1/core/sched/scheduler.py:2559-2568), which the adapter never makes, so the first decode step verifies γ drafts
+(finding 7: every count of 3000 requests fits 1; a decode step without drafts is rare, not impossible). ``ngram``: not
+declared, not a constant: vLLM records a step only when it carried drafts (scheduler.py:2113-2149), and the n-gram
+proposer drafts nothing while the context holds no match, so such steps commit tokens outside the reported rounds.
 
-``max_num_batched_tokens`` covers every running request's whole prompt, so no prefill is ever split: a split prefill
-of a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_runner.py:3502, finding 3).
-``top_k`` is declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2).
-
-Not declared: ``grammar`` (vLLM's structured outputs take a JSON schema / regex / EBNF, not a token automaton),
-``ignore_eos`` (no scenario sends it), ``stop_after_min_tokens``, ``stream``. Counters: ``reported_metrics()``.
-
-Layout: ``vllm_methods`` (the table, re-exported), ``_vllm_mapping``, ``vllm_patches``, ``vllm_heads``, ``vllm_suffix``.
+``max_num_batched_tokens`` covers every running request's whole prompt, so no prefill is ever split: a split prefill of
+a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_runner.py:3502, finding 3). ``top_k`` is
+declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2). Not declared: ``grammar`` (vLLM's
+structured outputs take a JSON schema / regex / EBNF, not a token automaton), ``ignore_eos``, ``stop_after_min_tokens``,
+``stream``. Counters: ``reported_metrics()``. Layout: ``vllm_methods`` (the table, re-exported), ``_vllm_mapping``,
+``vllm_patches``, ``vllm_heads``, ``vllm_suffix``.
 """
 
 from __future__ import annotations
@@ -106,6 +100,7 @@ from specverify.adapters._vllm_mapping import (  # noqa: F401 -- _check_request,
     _spec_counters,
     _vllm_params,
     completion,
+    set_threads,
 )
 from specverify.adapters.vllm_methods import (  # noqa: F401 -- re-exported: the table is part of this module's API
     COMMON_OPTIONS,
@@ -237,6 +232,7 @@ class VllmDecoder:
         self.last_counters: dict = {}  # ... of the last call
         self.engine_start_s: list = []  # seconds each engine took to start
         self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
+        self._marks: dict = {}  # engine key -> its counters after its last call (one read of vLLM's per call)
         self._closed = False
         _check_one_workaround_setting(self)
         _DECODERS.add(self)
@@ -287,6 +283,7 @@ class VllmDecoder:
         spec = self.speculative_config(key[1])
         extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
         vllm_patches.bind(self.options["workaround"])  # the override is bound when the engine starts
+        set_threads(self.options["threads"])
         with _HideLlvmliteLib():
             llm = LLM(
                 model=self.target_path,
@@ -301,10 +298,12 @@ class VllmDecoder:
                 seed=random.SystemRandom().randrange(2**31),
                 **extra,
             )
+        set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
         if spec is not None and "stop-metrics" in vllm_patches.workarounds_of(self.options["workaround"]):
             vllm_patches.attach_running_metrics(llm)
         self.engine_start_s.append(time.perf_counter() - started)
         self._effective[str(key[1])] = _effective_config(llm, self.options)
+        self._marks[key] = _spec_counters(llm) if spec is not None else {}
         _LIVE[key] = llm
         return llm
 
@@ -331,10 +330,11 @@ class VllmDecoder:
             self.spec.before_generate(llm, self.options)
         prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
         params = [_vllm_params(r, self.vocab_size) for r in requests]
-        before = _spec_counters(llm) if self._speculative else {}
         outputs = llm.generate(prompts, params, use_tqdm=False)
         if self._speculative:
-            delta = _diff(before, _spec_counters(llm))
+            key = (id(self), gamma)
+            before, self._marks[key] = self._marks[key], _spec_counters(llm)
+            delta = _diff(before, self._marks[key])
             _add(self.engine_counters, delta)
             _add(self.last_counters, delta)
         if len(outputs) != len(requests):

@@ -41,7 +41,7 @@ SPECULATIVE_CAPABILITIES = frozenset(
     }
 )
 PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
-COMMON_OPTIONS: dict = {"workaround": None}  # accepted by every method (module docstring, "Engine options")
+COMMON_OPTIONS: dict = {"workaround": None, "threads": 1}  # accepted by every method (vllm.py's "Engine options")
 
 
 def _one_of(key: str, allowed: tuple) -> Callable:
@@ -63,6 +63,7 @@ def _positive_int(key: str) -> Callable:
 #: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
 OPTION_CHECKS: dict = {
     "workaround": vllm_patches.check_workaround,
+    "threads": _positive_int("threads"),
     "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
     "prompt_lookup_min": _positive_int("prompt_lookup_min"),
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),

@@ -100,3 +100,26 @@ def test_batch_composition_large_calls_take_same_gamma_neighbours_on_a_fixed_gam
     assert large and all(set(g) == {3} for g, _ in large), [sorted(set(g)) for g, _ in large]
     assert large[-1][1] - large[0][1] == 0  # the γ 3 engine started in the first large call serves them all
     assert decoder.fixed_gamma is True
+
+
+def test_threads_is_a_checked_option_and_holds_through_ngram_calls():
+    """``threads`` (default 1) is torch's intra-op thread count for the engines; the n-gram proposer resets OpenMP's
+    count through numba around each proposal, so the adapter sets numba's too (``_vllm_mapping.set_threads``)."""
+    import torch
+
+    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.errors import InvalidArgument
+    from specverify.params import SamplingParams
+    from specverify.protocol import Request
+
+    pair = CHECKPOINT_PAIRS["main"].build()
+    with pytest.raises(InvalidArgument, match="threads=0 must be an int >= 1"):
+        va.ngram(pair.target, pair.draft, threads=0)
+    decoder = va.ngram(pair.target, pair.draft)
+    try:
+        assert decoder.options["threads"] == 1 and decoder.engine_info["effective"]["3"]["threads"] == 1
+        done = decoder([Request((0, 1, 0, 1), SamplingParams(max_tokens=6), 3, seed=s) for s in range(64)])
+        assert len(done) == 64 and torch.get_num_threads() == 1
+        assert decoder.last_counters.get("num_drafts", 0) > 0  # it proposed (numba ran), and counters still diff
+    finally:
+        decoder.close()
