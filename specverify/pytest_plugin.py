@@ -127,6 +127,22 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         pytest.fail(result.failure, pytrace=False)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """A failure specverify raised (a helper's AssertionError, an InvalidArgument) shows the test's line and its
+    message, not specverify's frames (``specverify.testing.tracebacks``)."""
+    if call.excinfo is None:
+        return (yield)
+    from specverify.testing.tracebacks import trim, untrim
+
+    trimming = trim(item, call.excinfo)
+    try:
+        return (yield)
+    finally:
+        if trimming:
+            untrim(item)
+
+
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: the verdict's report must be in it
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config

@@ -14,6 +14,10 @@ from specverify.errors import check
 __all__ = ["assert_exact", "assert_greedy_equal", "certify_with", "model_pair"]
 
 
+def _hide_assertion(excinfo) -> bool:  # pytest's __tracebackhide__: a failure's message says it all
+    return excinfo.errisinstance(AssertionError)
+
+
 def certify_with(options, factory: object, **kwargs) -> object:
     """``certify(factory, ...)`` with the session's ``options`` (its run options: level, seed, alpha, models,
     scenarios, isolation, budget, …); ``kwargs`` (any ``certify`` argument) win over them."""
@@ -43,6 +47,7 @@ def assert_exact(
     ``allow_inconclusive`` accepts an inconclusive certificate that rejected nothing (a scenario subset, a budget);
     ``require_reproducible`` also needs the reproducibility check to pass. Returns the certificate.
     """
+    __tracebackhide__ = _hide_assertion
     cert = _certificate(factory_or_cert, kwargs)
     if cert.meets(Verdict.EXACT, require_reproducible=require_reproducible):
         return cert
@@ -61,6 +66,7 @@ def assert_greedy_equal(factory_or_cert: object, **kwargs) -> object:
     covered, and the protocol held). Without ``scenarios=`` a factory is certified on the greedy scenarios only."""
     from specverify.certification.scenarios import matrix
 
+    __tracebackhide__ = _hide_assertion
     if "scenarios" not in kwargs and not hasattr(factory_or_cert, "verdict"):
         family = matrix(kwargs.get("models", "toy"))
         kwargs["scenarios"] = [n for n, s in family.items() if s.kind == ScenarioKind.GREEDY]

@@ -142,15 +142,18 @@ class ItemResult:
         return cls(**data)
 
 
-def certify_item(spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float]) -> ItemResult:
-    """Certify ``scenario`` alone with ``spec`` (``budget_s``: this item's share of the decoder's budget)."""
+def certify_item(
+    spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float], progress=None
+) -> ItemResult:
+    """Certify ``scenario`` alone with ``spec`` (``budget_s``: this item's share of the decoder's budget;
+    ``progress``: the certifier's progress callback, or None)."""
     from dataclasses import replace as with_
 
     from specverify.certification.pipeline import run_certification
 
     started = time.perf_counter()
     try:
-        cert = run_certification(with_(spec.config, scenarios=(scenario,), budget_s=budget_s))
+        cert = run_certification(with_(spec.config, scenarios=(scenario,), budget_s=budget_s), progress)
     except InvalidArgument as exc:
         return ItemResult(group, scenario, error=str(exc), elapsed_s=time.perf_counter() - started)
     error = cert.reason if cert.verdict == Verdict.ERROR else None

@@ -52,6 +52,22 @@ def _against_baseline(ledger, record, decision, spec, options, alpha_test) -> It
     return ItemDecision("regressed", f"regressed against the baseline {where}: " + "; ".join(found))
 
 
+def _certify_with_progress(item, options, spec, scenario, **kwargs) -> object:
+    """``certify_item``, with a progress line every ``--specverify-progress`` seconds on the terminal (none under
+    xdist workers, whose terminal is not shown, nor with 0)."""
+    terminal = item.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None or not options.progress or hasattr(item.config, "workerinput"):
+        return certify_item(spec, scenario, **kwargs)
+    from specverify.testing.progress import Heartbeat
+
+    def write(line: str) -> None:
+        terminal.ensure_newline()
+        terminal.write_line(line)
+
+    with Heartbeat(write, item.nodeid, options.progress) as beat:
+        return certify_item(spec, scenario, progress=beat.progress, **kwargs)
+
+
 def setup_item(item, options, ledger) -> object:
     """Certify the item's scenario, record it (ledger, JUnit properties) and return its ``ItemResult``."""
     from specverify.certification.ledger import planned_tests
@@ -63,7 +79,7 @@ def setup_item(item, options, ledger) -> object:
     nodeid = group_nodeid(item)
     key = f"{nodeid}::{spec.factory_name}"
     budget = None if spec.budget is None else spec.budget / len(spec.scenarios)
-    record = certify_item(spec, scenario, group=key, budget_s=budget)
+    record = _certify_with_progress(item, options, spec, scenario, group=key, budget_s=budget)
     m = planned_tests(spec.config.models, spec.config.draft_family)
     alpha_test = spec.alpha / m
     decision = judge_item(record, spec, num_tests=m, alpha_test=alpha_test)
