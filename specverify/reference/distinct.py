@@ -21,7 +21,6 @@ import torch
 from specverify.reference.finish import NO_TOKEN
 from specverify.sampling import (
     Purpose,
-    _count_at_most,
     _running_sum,
     process_logits,
     residual_probs,
@@ -51,14 +50,25 @@ def applies(dec, st) -> bool:
     )
 
 
+_BYTES = np.uint64(0x0101010101010101)  # x * _BYTES >> 56 sums the 8 bytes of x (each 0 or 1 here)
+
+
 def sample_rows(probs: torch.Tensor, index: np.ndarray, uniforms: torch.Tensor) -> torch.Tensor:
     """``sample_from_uniforms(probs[index], uniforms)``, with the running sums taken once per distinct row.
-    [m, V], int [n], [n] -> int64 [n]."""
-    idx = torch.from_numpy(index)
-    cdf = _running_sum(probs).index_select(0, idx)  # a row's running sum is the same wherever it is computed
-    out = _count_at_most(cdf, uniforms.to(cdf.dtype) * cdf[:, -1])
+    [m, V], int [n], [n] -> int64 [n].
+
+    The same comparisons as the sampler's: a row's draw is how many entries of its running sum are ``<=``
+    uniform × total, counted here as bytes of the [n, V] comparison (8 per uint64) instead of column by column."""
+    cdf = _running_sum(probs).numpy()  # a row's running sum is the same wherever it is computed
+    rows = cdf.take(index, axis=0)  # [n, V]
+    below = rows <= (uniforms.numpy().astype(np.float64, copy=False) * rows[:, -1])[:, None]
+    if below.shape[1] % 8:
+        below = np.concatenate([below, np.zeros((below.shape[0], 8 - below.shape[1] % 8), dtype=bool)], axis=1)
+    counts = (below.view(np.uint64) * _BYTES) >> np.uint64(56)  # [n, ceil(V / 8)]
+    out = torch.from_numpy(counts.sum(axis=1, dtype=np.int64) if counts.shape[1] > 1 else counts[:, 0].astype(np.int64))
     over = out >= probs.shape[-1]  # rounding ran past the last positive entry: the sampler's own rare path
     if bool(over.any()):
+        idx = torch.from_numpy(index)
         out[over] = sample_from_uniforms(probs.index_select(0, idx[over]), uniforms[over])
     return out
 

@@ -151,13 +151,14 @@ def test_fill_stores_what_forward_stores():
         b.fill(rows, np.array([1]))
 
 
-def test_sample_rows_equals_sample_from_uniforms():
+@pytest.mark.parametrize("vocab", [3, 8, 13, 16])  # the counts go 8 comparisons to a word: short and long rows
+def test_sample_rows_equals_sample_from_uniforms(vocab):
     from specverify.reference.distinct import sample_rows
     from specverify.sampling import sample_from_uniforms
 
-    gen = torch.Generator().manual_seed(0)
-    probs = torch.rand((6, 8), generator=gen, dtype=torch.float64)
-    probs[1, 5:] = 0.0  # trailing zeros: a uniform near 1 must not land on them
+    gen = torch.Generator().manual_seed(vocab)
+    probs = torch.rand((6, vocab), generator=gen, dtype=torch.float64)
+    probs[1, vocab // 2 + 1 :] = 0.0  # trailing zeros: a uniform near 1 must not land on them
     probs[2] = 0.0  # no mass: -1
     probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-300)
     index = np.random.default_rng(1).integers(0, 6, 4000)
