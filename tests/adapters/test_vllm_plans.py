@@ -81,8 +81,15 @@ def _composition_calls(decoder):
     return calls
 
 
-def test_batch_composition_small_calls_run_on_a_live_engine():
-    cert, (decoder,) = _certify(["batch-composition"], max_samples=600)
+@pytest.fixture(scope="module")
+def composition():
+    """One quick batch-composition certification of ``draft_model`` (its plan cut to 1500 draws), recorded."""
+    cert, (decoder,) = _certify(["batch-composition"], max_samples=1500)
+    return cert, decoder
+
+
+def test_batch_composition_small_calls_run_on_a_live_engine(composition):
+    cert, decoder = composition
     calls = _composition_calls(decoder)
     small = [(g, s) for g, s in calls if len(g) <= 2]
     assert len(small) >= 100, len(calls)
@@ -93,8 +100,8 @@ def test_batch_composition_small_calls_run_on_a_live_engine():
 
 
 @needs_plumbing
-def test_batch_composition_large_calls_take_same_gamma_neighbours_on_a_fixed_gamma_engine():
-    cert, (decoder,) = _certify(["batch-composition"], max_samples=1500)
+def test_batch_composition_large_calls_take_same_gamma_neighbours_on_a_fixed_gamma_engine(composition):
+    cert, decoder = composition
     calls = _composition_calls(decoder)
     large = [(g, s) for g, s in calls if len(g) > 2]
     assert large and all(set(g) == {3} for g, _ in large), [sorted(set(g)) for g, _ in large]
