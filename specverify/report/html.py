@@ -1,6 +1,9 @@
 """The certificate as one self-contained HTML page: inline CSS, plots embedded as base64 PNG, no scripts, nothing
-fetched. A banner with the verdict and the run's identity, every scenario in one table (what was not covered says
-why), the p-values against the family threshold, and per failing scenario its evidence, plots and reproduction."""
+fetched. First a banner with the verdict and the run's identity, a summary (scenarios failed, not covered, passed,
+counted as the CLI counts them: by scenario, a scenario's member results together) and an index of the failing
+scenarios; then per failing scenario its evidence, one plot (the first few) and reproduction; then every scenario in
+one table, the passing ones folded (``<details>``: no script), the p-values against the family threshold, and what
+was not covered with why."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import html
 import pathlib
 
 from specverify.report.json_doc import split_outcome
-from specverify.report.plots import bonferroni_threshold, certificate_plots
+from specverify.report.plots import MAX_FAILURE_PLOTS, bonferroni_threshold, certificate_plots
 from specverify.report.text import _fmt, _status
 
 __all__ = ["render_html", "write_html"]
@@ -36,6 +39,8 @@ pre{background:#fff;border:1px solid #d9dde2;padding:8px;white-space:pre-wrap;ma
 section.failure{background:#fff;border-left:5px solid #b23b2e;padding:4px 16px 12px;margin:16px 0}
 figure{margin:12px 0}figure img{max-width:100%;border:1px solid #d9dde2;background:#fff}
 figcaption{font-size:13px;color:#4a5058}
+nav.summary{background:#fff;border:1px solid #d9dde2;padding:8px 16px;margin:0 0 12px}
+nav.summary ul{margin:4px 0;padding-left:22px}details{margin:8px 0}summary{cursor:pointer;font-weight:600}
 footer{margin-top:32px;font-size:12px;color:#6b6f76}
 """
 
@@ -52,12 +57,19 @@ def _img(plot) -> str:
     )
 
 
+def _scenario_names(results) -> list:
+    """The scenarios of ``results`` in order, each once: a scenario with member results (mixed-batch,
+    batch-composition) counts once, as the CLI's verdict line counts it."""
+    return list(dict.fromkeys(s.scenario for s in results))
+
+
 def _draws(cert) -> str:
     counted = [s for s in cert.scenarios if s.covered and s.violation is None]
     draws = sum(s.n for s in counted if str(s.kind) != "greedy")
     prompts = sum(s.n for s in counted if str(s.kind) == "greedy")
     greedy = f" + {prompts} greedy prompts" if prompts else ""
-    return f"{draws} sampled outcomes{greedy} over {len(counted)} of {len(cert.scenarios)} scenarios covered"
+    covered, total = len(_scenario_names(counted)), len(_scenario_names(cert.scenarios))
+    return f"{draws} sampled outcomes{greedy} over {covered} of {total} scenarios covered"
 
 
 def _banner(cert) -> str:
@@ -96,26 +108,65 @@ def _why(s) -> str:
     return s.note
 
 
-def _scenario_table(cert) -> str:
-    head = (
-        "<tr><th>scenario</th><th>kind</th><th>result</th><th>N / planned</th><th>p-value</th>"
-        "<th>TV estimate [95 %]</th><th>TV null 95 %</th><th>detectable TV</th><th>note / why not covered</th></tr>"
+_HEAD = (
+    "<tr><th>scenario</th><th>kind</th><th>result</th><th>N / planned</th><th>p-value</th>"
+    "<th>TV estimate [95 %]</th><th>TV null 95 %</th><th>detectable TV</th><th>note / why not covered</th></tr>"
+)
+
+
+def _row(s) -> str:
+    status = _status(s)
+    tv = _fmt(s.tv_estimate, ".4f")
+    if s.tv_interval is not None:
+        tv += f" [{_fmt(s.tv_interval[0], '.4f')}, {_fmt(s.tv_interval[1], '.4f')}]"
+    n = f"{s.n} / {s.planned_n}" if s.covered and not s.violation else "-"
+    return (
+        f'<tr id="s-{_e(s.name)}"><td class="mono">{_e(s.name)}</td><td>{_e(s.kind)}</td>'
+        f'<td class="st-{_e(status.replace(" ", "-"))}">{_e(status)}</td><td class="num">{n}</td>'
+        f'<td class="num">{_e(_fmt(s.pvalue))}</td><td class="num">{_e(tv)}</td>'
+        f'<td class="num">{_e(_fmt(s.tv_null_quantile, ".4f"))}</td>'
+        f'<td class="num">{_e(_fmt(s.detectable_tv, ".4f"))}</td><td>{_e(_why(s))}</td></tr>'
     )
-    rows = []
-    for s in cert.scenarios:
-        status = _status(s)
-        tv = _fmt(s.tv_estimate, ".4f")
-        if s.tv_interval is not None:
-            tv += f" [{_fmt(s.tv_interval[0], '.4f')}, {_fmt(s.tv_interval[1], '.4f')}]"
-        n = f"{s.n} / {s.planned_n}" if s.covered and not s.violation else "-"
-        rows.append(
-            f'<tr id="s-{_e(s.name)}"><td class="mono">{_e(s.name)}</td><td>{_e(s.kind)}</td>'
-            f'<td class="st-{_e(status.replace(" ", "-"))}">{_e(status)}</td><td class="num">{n}</td>'
-            f'<td class="num">{_e(_fmt(s.pvalue))}</td><td class="num">{_e(tv)}</td>'
-            f'<td class="num">{_e(_fmt(s.tv_null_quantile, ".4f"))}</td>'
-            f'<td class="num">{_e(_fmt(s.detectable_tv, ".4f"))}</td><td>{_e(_why(s))}</td></tr>'
+
+
+def _passing(s) -> bool:
+    return s.covered and not s.violation and s.passed is not False
+
+
+def _scenario_table(cert) -> str:
+    """The rows that need a look (failed, invalid, not covered) open; the passing ones folded below them."""
+    shown = [s for s in cert.scenarios if not _passing(s)]
+    folded = [s for s in cert.scenarios if _passing(s)]
+    out = f"<table>{_HEAD}{''.join(_row(s) for s in shown)}</table>" if shown else ""
+    if folded:
+        count = len(_scenario_names(folded))
+        out += (
+            f"<details><summary>{count} passing scenario{'' if count == 1 else 's'} ({len(folded)} results)"
+            f"</summary><table>{_HEAD}{''.join(_row(s) for s in folded)}</table></details>"
         )
-    return f"<table>{head}{''.join(rows)}</table>"
+    return out
+
+
+def _summary(cert) -> str:
+    """Counts by scenario (as the CLI counts), then an index: each failing scenario and the page's sections."""
+    names = _scenario_names(cert.scenarios)
+    failed = _scenario_names(cert.failures)
+    missing = [n for n in _scenario_names([s for s in cert.scenarios if not s.covered]) if n not in failed]
+    passed = len(names) - len(failed) - len(missing)
+    counts = (
+        f"{len(names)} scenarios ({len(cert.scenarios)} results): {len(failed)} failed, {len(missing)} not "
+        f"covered, {passed} passed"
+    )
+    links = "".join(
+        f'<li><a href="#f-{_e(s.name)}">✗ <span class="mono">{_e(s.name)}</span></a> — {_e(s.exercises)}</li>'
+        for s in cert.failures
+    )
+    sections = " · ".join(
+        f'<a href="#{k}">{v}</a>'
+        for k, v in (("scenarios", "all scenarios"), ("pvalues", "p-values"), ("not-covered", "not covered"))
+    )
+    index = f"<p>Failing scenarios:</p><ul>{links}</ul>" if links else "<p>No scenario failed.</p>"
+    return f'<nav class="summary"><h2>Summary</h2><p>{counts}</p>{index}<p>{sections}</p></nav>'
 
 
 def _outcome_cells(label: str) -> str:
@@ -141,7 +192,10 @@ def _worst_table(s) -> str:
 
 
 def _failure(s, plots) -> str:
-    out = [f'<section class="failure"><h3>✗ <span class="mono">{_e(s.name)}</span> — {_e(s.exercises)}</h3>']
+    out = [
+        f'<section class="failure" id="f-{_e(s.name)}"><h3>✗ <span class="mono">{_e(s.name)}</span> — '
+        f"{_e(s.exercises)}</h3>"
+    ]
     if s.violation:
         out.append(f"<p><b>Protocol violation</b> (no evidence gathered):</p><pre>{_e(s.violation)}</pre>")
     if s.impossible:
@@ -186,19 +240,26 @@ def render_html(cert, *, plots: list | None = None) -> str:
     failures = "".join(_failure(s, by_scenario.pop(s.name, [])) for s in cert.failures) or "<p>No scenario failed.</p>"
     general = by_scenario.pop(None, [])
     other = [p for rest in by_scenario.values() for p in rest]
+    drawn = "" if len(cert.failures) <= MAX_FAILURE_PLOTS else (
+        f"<p>Plots are drawn for the first {MAX_FAILURE_PLOTS} failing scenarios; the others have their tables "
+        "(<code>specverify report CERT.json --plots DIR</code> draws every one).</p>"
+    )  # fmt: skip
     body = [
         _banner(cert),
-        "<main><h2>Scenarios</h2>",
+        "<main>",
+        _summary(cert),
+        '<h2 id="failures">Failures</h2>',
+        drawn,
+        failures,
+        '<h2 id="scenarios">Scenarios</h2>',
         _scenario_table(cert),
-        "<h2>p-values against the family threshold</h2>",
+        '<h2 id="pvalues">p-values against the family threshold</h2>',
         f"<p>Scenarios pass or fail by Holm's step-down at family α = {cert.alpha:g}. The dashed line is the "
         f"Bonferroni threshold α/m = {threshold:.3g} (m = {m} sampling-type test{'' if m == 1 else 's'}), "
         "Holm's first and strictest step: a p-value beyond it is rejected under Holm as well.</p>",
         *(_img(p) for p in general),
-        "<h2>Failures</h2>",
-        failures,
         *(["<h2>Acceptance evidence</h2>"] + [_img(p) for p in other] if other else []),
-        "<h2>Not covered</h2>",
+        '<h2 id="not-covered">Not covered</h2>',
         _not_covered(cert),
         f"<footer>specverify {_e(cert.version)} · self-contained page: no scripts, styles or images are fetched."
         "</footer></main>",

@@ -6,6 +6,9 @@
 - per failing scenario: ``outcomes`` (observed frequency with a 95 % Wilson interval beside the exact
   probability of each of its worst outcomes), ``residuals`` (standardized residuals) and ``accepted``
   (first-round accepted drafts against their exact law), each when the scenario holds that evidence.
+
+The HTML page embeds :func:`certificate_plots` (the p-value plot and one plot for each of the first few failing
+scenarios); ``--plots DIR`` writes :func:`all_plots`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from dataclasses import dataclass
 
 __all__ = [
     "MATPLOTLIB_HINT",
+    "MAX_FAILURE_PLOTS",
     "Plot",
+    "all_plots",
     "bonferroni_threshold",
     "certificate_plots",
     "require_matplotlib",
@@ -245,13 +250,28 @@ def scenario_plots(s) -> list:
     return [p for p in (outcome_plot(s), residual_plot(s), accepted_plot(s)) if p is not None]
 
 
+MAX_FAILURE_PLOTS = 6  # failing scenarios drawn on the page; the rest have their tables (--plots DIR draws all)
+
+
+def _headline_plot(s) -> Plot | None:
+    """A failing scenario's one plot on the page: its worst outcomes against the exact law (else its accepted
+    length); the residuals are the worst-outcome table's z column, so the page does not draw them again."""
+    return outcome_plot(s) or accepted_plot(s)
+
+
 def certificate_plots(cert) -> list:
-    """The p-value plot, then each failing scenario's plots; a certificate without failures shows the acceptance
-    evidence of its first scenario that has some. Raises ``ImportError`` naming the extra without matplotlib."""
+    """The plots the HTML page embeds: the p-value plot, then one plot per failing scenario for the first
+    :data:`MAX_FAILURE_PLOTS` of them; a certificate without failures shows the acceptance evidence of its first
+    scenario that has some. (A failing run of the whole matrix drew 73 PNGs, 3.5 MB.) Raises ``ImportError`` naming
+    the extra without matplotlib."""
     require_matplotlib()  # fail early, with the hint, before any work
     plots = [p for p in (pvalue_plot(cert),) if p is not None]
+    drawn = 0
     for s in cert.failures:
-        plots += scenario_plots(s)
+        plot = _headline_plot(s) if drawn < MAX_FAILURE_PLOTS else None
+        if plot is not None:
+            plots.append(plot)
+            drawn += 1
     if not cert.failures:
         first = next((s for s in cert.scenarios if s.accepted_observed and s.accepted_expected), None)
         if first is not None:
@@ -259,12 +279,24 @@ def certificate_plots(cert) -> list:
     return plots
 
 
+def all_plots(cert) -> list:
+    """Every plot: the p-value plot and each failing scenario's :func:`scenario_plots` (what ``--plots DIR``
+    writes), or the page's acceptance plot when nothing failed."""
+    require_matplotlib()
+    plots = [p for p in (pvalue_plot(cert),) if p is not None]
+    for s in cert.failures:
+        plots += scenario_plots(s)
+    if not cert.failures:
+        plots += certificate_plots(cert)[1:]
+    return plots
+
+
 def write_plots(cert, directory) -> list:
-    """Write :func:`certificate_plots` as PNG files into ``directory`` (created if missing); their paths."""
+    """Write :func:`all_plots` as PNG files into ``directory`` (created if missing); their paths."""
     out = pathlib.Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for plot in certificate_plots(cert):
+    for plot in all_plots(cert):
         path = out / plot.name
         path.write_bytes(plot.png)
         paths.append(path)

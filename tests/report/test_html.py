@@ -32,7 +32,7 @@ def test_the_failing_page_shows_the_worst_outcome_and_embedded_plots(zoo_cert, z
     assert len(images) >= 2 and all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in images)
     for key in ("seed", "α", "detects TV", "Versions", "numpy", zoo_cert.factory, "Reproduce:", "Acceptance metrics"):
         assert key in page, key
-    assert not re.search(r"<script|<link|\b(?:src|href)=\"(?!data:)|url\(", page)
+    assert not re.search(r"<script|<link|\b(?:src|href)=\"(?!data:|#)|url\(", page)
 
 
 def test_every_scenario_is_named_and_what_was_not_covered_says_why(odd_cert, odd_page):
@@ -44,10 +44,13 @@ def test_every_scenario_is_named_and_what_was_not_covered_says_why(odd_cert, odd
 
 
 def test_plots_cover_pvalues_outcomes_residuals_and_acceptance(odd_plots, tmp_path, zoo_cert, zoo_plots, monkeypatch):
+    from specverify.report.plots import all_plots
+
     names = [p.name for p in odd_plots]
-    assert names[0] == "pvalues.png"
+    assert names[0] == "pvalues.png" and "temperature-1.outcomes.png" in names  # the page: one plot per failure
+    every = [p.name for p in all_plots(zoo_cert)]  # --plots DIR: all of them
     for part in ("outcomes", "residuals", "accepted"):
-        assert f"temperature-1.{part}.png" in names
+        assert f"temperature-1.{part}.png" in every
     assert "max-tokens-not-multiple.outcomes.png" not in names  # a violation has no evidence to draw
     assert "Bonferroni" in odd_plots[0].caption and "Holm" in odd_plots[0].caption
     monkeypatch.setattr(plots_module, "certificate_plots", lambda cert: zoo_plots)  # drawn once per session
