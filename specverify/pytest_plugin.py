@@ -2,8 +2,10 @@
 
 Options (group ``specverify``, each with an ini key ``specverify_*``): the run options of the certifier's table
 (``--specverify-level``, ``-seed``, ``-alpha``, ``-models``, ``-drafts``, ``-scenario``, ``-budget``,
-``-isolation``, ``-sequential``, ``-engine-option``), and ``-json``, ``-html``, ``-baseline DIR`` and
-``--specverify-update-baseline``. Fixtures: ``specverify_certify`` (certify with the session's options),
+``-isolation``, ``-timeout``, ``-fixed`` / ``-sequential``, ``-engine-option``, ``-require``, ``-require-*``), and
+``-json``, ``-html``, ``-baseline DIR``, ``--specverify-update-baseline``, ``-baseline-tolerance`` and
+``-progress``. A decoder that misses its requirement with no failed item gets a failing report of its own
+(``NODEID::specverify-verdict``: terminal counts, JUnit). Fixtures: ``specverify_certify`` (certify with the session's options),
 ``specverify_result`` (a marker item's scenario result), ``specverify_pair`` (toy or checkpoint model pair),
 ``specverify_scenarios`` (the matrix), ``specverify_options``. The marker
 ``@pytest.mark.specverify(factory=..., require=..., level=..., scenarios=...)`` expands a test into one item per
