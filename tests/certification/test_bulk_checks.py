@@ -143,3 +143,37 @@ def test_clean_completions_with_streams_pass_through_as_they_are():
     assert _as_completions(odd, 1)[0].stream == ((1,), (2,))
     inner = [Completion((1, 2), "length", stream=((1,), (np.int64(2),)))]
     assert type(_as_completions(inner, 1)[0].stream[1][0]) is int
+
+
+def test_set_up_is_frozen_until_release_and_a_foreign_freeze_is_left_alone():
+    from specverify.certification.runner import _GcFreeze
+
+    assert gc.get_freeze_count() == 0
+    freeze, a, b = _GcFreeze(), object(), object()
+    try:
+        freeze.hold(a)
+        kept = gc.get_freeze_count()
+        assert kept > 0  # what set-up left is out of every collection
+        freeze.hold(b)
+        freeze.release(a)
+        assert gc.get_freeze_count() >= kept  # b still holds it
+        freeze.thaw()  # a decoder is released: what it held must be collectable
+        assert gc.get_freeze_count() == 0
+        freeze.hold(b)
+        freeze.release(b)
+        assert gc.get_freeze_count() == 0
+        gc.freeze()  # the user's own freeze
+        theirs = gc.get_freeze_count()
+        freeze.hold(a)
+        freeze.release(a)
+        assert gc.get_freeze_count() == theirs  # neither extended nor undone
+    finally:
+        gc.unfreeze()
+
+
+def test_a_certification_leaves_nothing_frozen():
+    import specverify as sv
+
+    cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["greedy"], isolation="none")
+    assert [r.name for r in cert.scenarios if r.covered] == ["greedy"]  # a decoder was made, used and released
+    assert gc.get_freeze_count() == 0
