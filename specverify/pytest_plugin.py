@@ -5,9 +5,9 @@ Options (group ``specverify``, each with an ini key ``specverify_*``): the run o
 ``-isolation``, ``-timeout``, ``-fixed`` / ``-sequential``, ``-engine-option``, ``-require``, ``-require-*``), and
 ``-json``, ``-html``, ``-baseline DIR``, ``--specverify-update-baseline``, ``-baseline-tolerance`` and
 ``-progress``. A decoder that misses its requirement with no failed item gets a failing report of its own
-(``NODEID::specverify-verdict``: terminal counts, JUnit). Fixtures: ``specverify_certify`` (certify with the session's options),
-``specverify_result`` (a marker item's scenario result), ``specverify_pair`` (toy or checkpoint model pair),
-``specverify_scenarios`` (the matrix), ``specverify_options``. The marker
+(``NODEID::specverify-verdict``: terminal counts, JUnit). Fixtures: ``specverify_certify`` (certify with the
+session's options), ``specverify_result`` (a marker item's scenario result), ``specverify_pair`` (toy or checkpoint
+model pair), ``specverify_scenarios`` (the matrix), ``specverify_options``. The marker
 ``@pytest.mark.specverify(factory=..., require=..., level=..., scenarios=...)`` expands a test into one item per
 scenario; under pytest-xdist workers send their results through ``workeroutput`` and the controller decides each
 decoder's verdict once. The helpers live in ``specverify.testing``; loading this module imports neither torch,
