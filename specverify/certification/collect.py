@@ -117,6 +117,7 @@ class DecoderHandle:
     prefill_tokens: Optional[int] = None  # decoder.prefill_tokens (None: inferred from the counts)
     engine: Optional[dict] = None  # decoder.engine_info (specverify.protocol.engine_of)
     reports_metrics: bool = False  # has decoder.reported_metrics() (the counters check, counters_check.py)
+    fixed_gamma: bool = False  # decoder.fixed_gamma (protocol.fixed_gamma_of): same-γ neighbours, greedy γ by γ
 
     def requests_per_call(self, chunk: int = CHUNK) -> int:
         """``chunk`` when the decoder declares ``batch``, else 1."""
@@ -235,7 +236,10 @@ class Session:
     def __init__(self, runner):
         self.runner = runner
         self._made: dict = {}
-        self._valid: set = set()  # outcomes already validated, per params
+        # what was already found valid, per model pair (the checks read its vocabulary and EOS): completions'
+        # (tokens, reason, params) and accepted shapes, and the fast path's outcomes per params
+        self._valid: dict = {}  # pair spec -> set
+        self._valid_outcomes: dict = {}  # (pair spec, params) -> set of (tokens, reason)
         self.counters = None  # the open CounterScope of the scenario being run (counters_check.py), if any
 
     def decoder(self, scenario) -> DecoderHandle:
@@ -308,7 +312,8 @@ class Session:
         if len(completions) != len(requests):
             raise ProtocolViolation(f"wrong count: {len(completions)} completions for {len(requests)} requests")
         with gc_paused():
-            problem = _validate().completions_violation(completions, requests, handle.pair.vocab, known_ok=self._valid)
+            known = self._valid.setdefault(handle.pair.spec, set())
+            problem = _validate().completions_violation(completions, requests, handle.pair.vocab, known_ok=known)
         if problem:
             raise ProtocolViolation(problem)
         if scope is not None:
@@ -383,6 +388,15 @@ class Session:
                 size = max(32, int(rate * limit / SAMPLE_SHARE))
         return draws
 
+    def _known_outcomes(self, handle: DecoderHandle, params) -> Optional[set]:
+        """The outcomes already found valid on ``handle``'s pair under ``params`` on the fast path (each call of a
+        scenario's looks returns mostly the same ones), or None where ``params`` cannot be a key (a grammar holds
+        dicts)."""
+        try:
+            return self._valid_outcomes.setdefault((handle.pair.spec, params), set())
+        except TypeError:
+            return None
+
     def _sample_once(self, handle: DecoderHandle, request: Request, n: int, start: int) -> Draws:
         scope = self._counted(handle)
         result = self.runner.request("sample", handle.pair.spec, request, n, start)
@@ -391,10 +405,16 @@ class Session:
             raise ProtocolViolation(f"wrong count: decoder.sample returned {total} outcomes for n={n}")
         if any(c < 0 for c in result.outcomes.values()):
             raise ProtocolViolation("decoder.sample returned a negative count")
-        for tokens, reason in result.outcomes:
-            problem = _validate().outcome_violation(tokens, reason, handle.pair.vocab, request.params)
-            if problem:
-                raise ProtocolViolation(problem)
+        known = self._known_outcomes(handle, request.params)
+        fresh = result.outcomes.keys() - known if known is not None else result.outcomes.keys()
+        if fresh:
+            outcome_violation = _validate().outcome_violation
+            for tokens, reason in (o for o in result.outcomes if o in fresh):  # in the decoder's order
+                problem = outcome_violation(tokens, reason, handle.pair.vocab, request.params)
+                if problem:
+                    raise ProtocolViolation(problem)
+            if known is not None:
+                known |= fresh
         accepted = None
         if result.accepted is not None:
             accepted = Counter(result.accepted)

@@ -29,6 +29,7 @@ from specverify.protocol import (
     capabilities_of,
     draft_law_of,
     engine_of,
+    fixed_gamma_of,
     prefill_tokens_of,
 )
 
@@ -125,12 +126,26 @@ def _as_completions(result, count: int) -> list:
     return out
 
 
+def _clean_outcomes(outcomes) -> bool:
+    """Every key a (tuple of Python ints, str) pair and every count an int: the common case, checked in bulk."""
+    keys = list(outcomes.keys())
+    if set(map(type, keys)) - {tuple} or set(map(len, keys)) - {2}:
+        return False
+    tokens = list(map(operator.itemgetter(0), keys))
+    if set(map(type, tokens)) - {tuple} or set(map(type, map(operator.itemgetter(1), keys))) - {str}:
+        return False
+    ints = itertools.chain(itertools.chain.from_iterable(tokens), outcomes.values())
+    return not set(map(type, ints)) - {int}
+
+
 def _as_counts(result) -> SampleCounts:
     outcomes = getattr(result, "outcomes", None)
     if not hasattr(outcomes, "items"):
         raise DecoderFailure(f"decoder.sample returned {type(result).__name__}, expected SampleCounts(outcomes=...)")
     try:
-        clean = {(_ints(tokens), reason): _as_int(n) for (tokens, reason), n in outcomes.items()}
+        clean = dict(outcomes) if _clean_outcomes(outcomes) else None
+        if clean is None:
+            clean = {(_ints(tokens), reason): _as_int(n) for (tokens, reason), n in outcomes.items()}
         if not all(type(n) is int for n in clean.values()):
             raise TypeError(f"counts {sorted(set(map(repr, clean.values())))[:3]} must be integers")
         accepted = getattr(result, "accepted", None)
@@ -206,6 +221,7 @@ class _Host:
                 prefill_tokens=prefill_tokens_of(decoder),
                 engine=engine_of(decoder),
                 reports_metrics=callable(getattr(decoder, "reported_metrics", None)),
+                fixed_gamma=fixed_gamma_of(decoder),
             )
         except InvalidArgument as exc:
             raise SetupFailure(str(exc)) from None

@@ -177,3 +177,52 @@ def test_a_certification_leaves_nothing_frozen():
     cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["greedy"], isolation="none")
     assert [r.name for r in cert.scenarios if r.covered] == ["greedy"]  # a decoder was made, used and released
     assert gc.get_freeze_count() == 0
+
+
+class _Answers:
+    """A runner double answering every ``call`` and ``sample`` with the same outcome: ((4,), "length")."""
+
+    def request(self, op, spec, *args):
+        from specverify.protocol import SampleCounts
+
+        if op == "call":
+            return [Completion((4,), "length") for _ in args[0]]
+        return SampleCounts(outcomes={((4,), "length"): args[1]})
+
+
+@pytest.mark.parametrize("path", ["call", "sample"])
+def test_what_was_valid_on_one_pair_is_checked_again_on_another(path):
+    """Token 4 is valid in a vocabulary of 6 and outside one of 4: the cache of valid outcomes is per pair."""
+    from types import SimpleNamespace
+
+    from specverify.certification.collect import DecoderHandle, Session
+    from specverify.errors import ProtocolViolation
+
+    session, params = Session(_Answers()), SamplingParams(max_tokens=1)
+    wide, narrow = (
+        DecoderHandle(SimpleNamespace(spec=name, vocab=make_vocab(size)), frozenset({"batch"}), path == "sample")
+        for name, size in (("wide", 6), ("narrow", 4))
+    )
+    request = Request((0,), params, 1, seed=1)
+    assert session.draw(wide, request, 4).outcomes == {((4,), "length"): 4}
+    with pytest.raises(ProtocolViolation, match="outside the vocabulary"):
+        session.draw(narrow, request, 4)
+
+
+@pytest.mark.parametrize(
+    "outcomes, same",
+    [
+        ({((1, 2), "length"): 3, ((), "no_token"): 1}, True),
+        ({((1, np.int64(2)), "length"): 3}, False),  # a numpy token: converted
+        ({((1, 2), "length"): np.int64(3)}, False),  # a numpy count: converted
+        ({((True,), "length"): 3}, False),  # a bool is no token id: left for the protocol check to name
+    ],
+)
+def test_clean_sample_counts_pass_through_and_others_are_converted(outcomes, same):
+    from specverify.certification.runner import _as_counts, _clean_outcomes
+    from specverify.protocol import SampleCounts
+
+    assert _clean_outcomes(outcomes) == same
+    got = _as_counts(SampleCounts(outcomes=outcomes)).outcomes
+    assert got == outcomes and all(type(n) is int for n in got.values())
+    assert all(type(t) in (int, bool) for tokens, _ in got for t in tokens)
