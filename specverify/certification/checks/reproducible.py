@@ -22,9 +22,12 @@ def check_reproducible(run, scenario) -> tuple:
     if not handle.seeded:
         return None, "not checked: the decoder does not declare the 'seed' capability"
     batched = "batch" in handle.capabilities
+    # a decoder that fixes γ per engine (decoder.fixed_gamma) gets same-γ neighbours: others would run on another
+    # engine, never in the same batch as the seeded request
+    gammas = (scenario.num_draft_tokens,) * 2 if handle.fixed_gamma else (1, 2)
     others = [
-        Request(scenario.prompt, replace(scenario.params, temperature=0.7), 1),
-        Request(scenario.prompt[:1], scenario.params, 2),
+        Request(scenario.prompt, replace(scenario.params, temperature=0.7), gammas[0]),
+        Request(scenario.prompt[:1], scenario.params, gammas[1]),
     ]
     for i in range(4):
         req = Request(
