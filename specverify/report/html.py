@@ -13,7 +13,7 @@ import pathlib
 
 from specverify.report.json_doc import split_outcome
 from specverify.report.plots import MAX_FAILURE_PLOTS, bonferroni_threshold, certificate_plots
-from specverify.report.text import _fmt, _status
+from specverify.report.text import _fmt, _status, collision_reading
 
 __all__ = ["render_html", "write_html"]
 
@@ -102,10 +102,11 @@ def _banner(cert) -> str:
     )
 
 
-def _why(s) -> str:
+def _why(s, cert=None) -> str:
     if s.violation:
         return f"protocol violation: {s.violation}"
-    return s.note
+    reading = collision_reading(cert, s) if cert is not None else ""
+    return f"{s.note}; {reading}" if reading else s.note
 
 
 _HEAD = (
@@ -114,7 +115,7 @@ _HEAD = (
 )
 
 
-def _row(s) -> str:
+def _row(s, cert=None) -> str:
     status = _status(s)
     tv = _fmt(s.tv_estimate, ".4f")
     if s.tv_interval is not None:
@@ -125,7 +126,7 @@ def _row(s) -> str:
         f'<td class="st-{_e(status.replace(" ", "-"))}">{_e(status)}</td><td class="num">{n}</td>'
         f'<td class="num">{_e(_fmt(s.pvalue))}</td><td class="num">{_e(tv)}</td>'
         f'<td class="num">{_e(_fmt(s.tv_null_quantile, ".4f"))}</td>'
-        f'<td class="num">{_e(_fmt(s.detectable_tv, ".4f"))}</td><td>{_e(_why(s))}</td></tr>'
+        f'<td class="num">{_e(_fmt(s.detectable_tv, ".4f"))}</td><td>{_e(_why(s, cert))}</td></tr>'
     )
 
 
@@ -137,7 +138,7 @@ def _scenario_table(cert) -> str:
     """The rows that need a look (failed, invalid, not covered) open; the passing ones folded below them."""
     shown = [s for s in cert.scenarios if not _passing(s)]
     folded = [s for s in cert.scenarios if _passing(s)]
-    out = f"<table>{_HEAD}{''.join(_row(s) for s in shown)}</table>" if shown else ""
+    out = f"<table>{_HEAD}{''.join(_row(s, cert) for s in shown)}</table>" if shown else ""
     if folded:
         count = len(_scenario_names(folded))
         out += (

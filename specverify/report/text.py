@@ -48,6 +48,23 @@ def _status(s) -> str:
     return {True: "pass", False: "FAIL", None: "-"}[s.passed]
 
 
+LAW_OFF = "the law of these requests is itself off the exact law"  # the collision check's note (checks/collision)
+
+
+def collision_reading(cert, s) -> str:
+    """What the certificate's other rows say of a collision row whose own law was off (:data:`LAW_OFF`): a wrong
+    law when a sampling scenario failed, one RNG stream per call when they all passed; '' otherwise."""
+    if str(s.kind) != "collision" or LAW_OFF not in (s.note or ""):
+        return ""
+    laws = [r for r in cert.scenarios if str(r.kind) == "sampling" and r.covered and not r.violation]
+    if not laws or any(r.passed is None for r in laws):
+        return ""
+    failed = [r.name for r in laws if r.passed is False]
+    if failed:
+        return f"the sampling scenarios fail too ({', '.join(failed[:3])}): the law is wrong"
+    return "every sampling scenario passes: the requests of a call share one RNG stream"
+
+
 def _rows(cert) -> list:
     lines, broke = [], [s for s in cert.scenarios if s.not_run == NotRun.BROKE]
     for s in cert.scenarios:
@@ -60,6 +77,9 @@ def _rows(cert) -> list:
         )
         if s.note:
             lines.append(f"{'':36s}{s.note}")
+        reading = collision_reading(cert, s)
+        if reading:
+            lines.append(f"{'':36s}{reading}")
     if broke:
         lines.append(f"… the other {len(broke)} scenarios were not run: the decoder already broke the protocol")
     return lines

@@ -43,3 +43,18 @@ def test_pairs_that_replay_randomness_are_blamed_when_their_law_passes():
 def test_an_exact_decoder_collides_at_the_exact_rate():
     row = _collision("specverify.reference:make_decoder")
     assert row.passed is True and "too" not in row.note, row.note
+
+
+def test_the_report_reads_the_collision_row_with_the_sampling_scenarios():
+    from specverify.certification.checks.collision import blame
+    from specverify.report import render_text
+    from specverify.report.text import LAW_OFF
+
+    assert LAW_OFF in blame(True, 0.0, 1e-8)  # the report recognises the check's note
+    subset = ["temperature-1", "unseeded-collision"]
+    wrong = sv.certify("specverify.zoo:argmax_verify", level="quick", scenarios=subset, isolation="none")
+    assert "the sampling scenarios fail too (temperature-1): the law is wrong" in render_text(wrong)
+    shared = sv.certify("specverify.zoo:unseeded_shared_stream", level="quick", scenarios=subset, isolation="none")
+    (row,) = [s for s in shared.scenarios if s.kind == "collision"]
+    assert row.passed is False and LAW_OFF in row.note  # one stream for the whole call: no pair is independent
+    assert "every sampling scenario passes: the requests of a call share one RNG stream" in render_text(shared)
