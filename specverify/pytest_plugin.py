@@ -129,19 +129,21 @@ def pytest_runtest_call(item: pytest.Item) -> None:
         pytest.fail(result.failure, pytrace=False)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)  # old-style: pytest 7.4 has no wrapper=True
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     """A failure specverify raised (a helper's AssertionError, an InvalidArgument) shows the test's line and its
     message, not specverify's frames (``specverify.testing.tracebacks``)."""
-    if call.excinfo is None:
-        return (yield)
-    from specverify.testing.tracebacks import trim, untrim
+    trimming = False
+    if call.excinfo is not None:
+        from specverify.testing.tracebacks import trim
 
-    trimming = trim(item, call.excinfo)
+        trimming = trim(item, call.excinfo)
     try:
-        return (yield)
+        yield
     finally:
         if trimming:
+            from specverify.testing.tracebacks import untrim
+
             untrim(item)
 
 
