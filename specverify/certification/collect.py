@@ -66,17 +66,20 @@ def scenario_seed(seed: int, name: str, salt: int = 0) -> int:
     return (seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + salt) % (2**63)
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
+class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's lower-case ones
     """Hold the cyclic garbage collector while the certifier builds or checks many small acyclic objects (requests,
     the keys of a call's completions): each collection the allocations trigger walks every object of the process
-    (torch's included), which cost more than the work itself. Restores the previous state."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
+    (torch's included), which cost more than the work itself. Restores the previous state. A class, not a
+    generator: it wraps every decoder call, some of which return one completion."""
+
+    __slots__ = ("enabled",)
+
+    def __enter__(self) -> None:
+        self.enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
             gc.enable()
 
 
