@@ -2,13 +2,14 @@
 
 An item of a slow engine certifies for minutes (engine start, a thorough level's N, sequential looks) and pytest
 shows nothing until it ends. :class:`Heartbeat` prints, every ``interval`` seconds from the item's start, one line:
-the item, how long it has run and the certifier's last progress message (``[1/1] temperature-1 (elapsed 3 s)``).
+the item, how long it has run and the certifier's last progress message (``[1/1] temperature-1``).
 Quick items print nothing. The lines come from a thread, while the test's own thread waits on the certification
 (which writes nothing to the terminal itself); under xdist a worker's terminal is not shown, so there is none.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable, Optional
@@ -29,7 +30,8 @@ class Heartbeat:
 
     def progress(self, message: str) -> None:
         """The certifier's progress callback: remembered for the next line."""
-        self.last = message.removeprefix("specverify: ")
+        # the message's own "(elapsed …)" is the time at the step's start: the line says the time now instead
+        self.last = re.sub(r" \(elapsed [^)]*\)$", "", message.removeprefix("specverify: "))
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):

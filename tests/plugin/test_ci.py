@@ -243,7 +243,7 @@ def test_a_long_item_prints_progress_lines(run_suite, pytester):
     result = run_suite(slow, "--specverify-progress", "0.1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["specverify: test_engine.py::test_subset[[]greedy[]] still certifying after 0 s — [[]1/1[]] greedy *"]
+        ["specverify: test_engine.py::test_subset[[]greedy[]] still certifying after 0 s — [[]1/1[]] greedy"]
     )
 
 
@@ -257,4 +257,4 @@ def test_the_heartbeat_stops_with_its_block():
     count = len(lines)
     time.sleep(0.05)
     assert count >= 2 and len(lines) == count  # stopped with the block
-    assert lines[-1].startswith("specverify: x::y still certifying after 0 s — [1/2] greedy (elapsed 0 s)")
+    assert lines[-1] == "specverify: x::y still certifying after 0 s — [1/2] greedy"
