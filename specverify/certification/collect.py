@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import operator
 import time
 import zlib
@@ -11,13 +10,14 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Optional
 
-from specverify.errors import ProtocolViolation, check
+from specverify.certification.bulk import gc_paused
+from specverify.errors import ProtocolViolation
 from specverify.metrics.acceptance import PREFILL_TOKENS, consistency_violation
 from specverify.metrics.acceptance import completion_violation as accepted_violation
 from specverify.oracles.pairs import ModelPair
 from specverify.protocol import Completion, Request
 
-__all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "reseeded", "CHUNK"]
+__all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "CHUNK"]
 
 CHUNK = 8192  # requests per call on the slow path at most (per-call overhead amortised; ~10 MB of objects)
 FIRST_CALL = 256  # requests in the first call of a loop; later calls grow with the decoder's measured speed
@@ -25,11 +25,8 @@ FIRST_SAMPLE = 256  # draws in the first decoder.sample call of a draw; later on
 FIXED_SAMPLE = 4096  # draws per decoder.sample call of a decoder without the ``start`` offset (fixed: its seeded
 #                      counts depend on where the calls split, so the split never depends on timing)
 SAMPLE_SHARE = 8  # a decoder.sample call is sized to take about 1/8 of the per-call time limit
-
-
 _OUTCOME = operator.attrgetter("tokens", "finish_reason")
-_TOKENS = operator.attrgetter("tokens")
-_ACCEPTED = operator.attrgetter("accepted")
+_TOKENS, _ACCEPTED = operator.attrgetter("tokens"), operator.attrgetter("accepted")
 
 _now = time.perf_counter  # the clock that sizes decoder.sample calls (a module attribute, so tests can replace it)
 
@@ -64,48 +61,6 @@ def _validate():
 def scenario_seed(seed: int, name: str, salt: int = 0) -> int:
     """A 63-bit request seed for (certification seed, scenario), stable across runs and selections."""
     return (seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + salt) % (2**63)
-
-
-class gc_paused:  # noqa: N801 - used as a context manager, like contextlib's lower-case ones
-    """Hold the cyclic garbage collector while the certifier builds or checks many small acyclic objects (requests,
-    the keys of a call's completions): each collection the allocations trigger walks every object of the process
-    (torch's included), which cost more than the work itself. Restores the previous state. A class, not a
-    generator: it wraps every decoder call, some of which return one completion."""
-
-    __slots__ = ("enabled",)
-
-    def __enter__(self) -> None:
-        self.enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            gc.enable()
-
-
-def reseeded(templates: Iterable[Request], seeds: Iterable[Optional[int]]) -> list:
-    """``Request(t.prompt, t.params, t.num_draft_tokens, seed=s, tree=t.tree)`` for each template and seed, built
-    without re-running the constructor's checks: the templates already passed them, and the seeds are checked here
-    in bulk (a check builds a few hundred thousand requests; the constructor costs ~4 µs each, this ~0.5 µs)."""
-    templates, seeds = list(templates), list(seeds)
-    check(len(templates) == len(seeds), f"len(seeds)={len(seeds)!r} must equal len(templates)={len(templates)!r}.")
-    odd = set(map(type, templates)) - {Request}
-    check(not odd, f"templates hold {sorted(t.__name__ for t in odd)!r}: expected specverify Requests.")
-    given = [s for s in seeds if s is not None]
-    check(
-        not set(map(type, given)) - {int} and (not given or (min(given) >= 0 and max(given) < 2**63)),
-        f"seeds must be None or ints in [0, 2**63); got types {sorted({type(s).__name__ for s in seeds})!r}.",
-    )
-    new, assign = object.__new__, object.__setattr__
-    out = []
-    with gc_paused():
-        for template, seed in zip(templates, seeds):
-            fields = template.__dict__.copy()
-            fields["seed"] = seed
-            request = new(Request)
-            assign(request, "__dict__", fields)
-            out.append(request)
-    return out
 
 
 @dataclass(frozen=True)

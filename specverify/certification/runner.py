@@ -6,18 +6,16 @@ the certifier turns it into an ``invalid`` verdict and never crashes or passes b
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import inspect
-import itertools
 import multiprocessing
-import operator
 import os
 import pickle
 import sys
 import traceback
 
-from specverify.certification.collect import gc_paused
+from specverify.certification.bulk import FREEZE as _FREEZE
+from specverify.certification.bulk import clean_completions, clean_outcomes, gc_paused
 from specverify.certification.config import factory_name
 from specverify.certification.factory import SetupFailure, factory_options, resolve_factory, user_traceback
 from specverify.enums import Isolation
@@ -60,9 +58,6 @@ def takes_start(sample) -> bool:
     return any(p.name == "start" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-_TOKENS, _STREAM, _ACCEPTED = (operator.attrgetter(name) for name in ("tokens", "stream", "accepted"))
-
-
 def _summary(exc: BaseException) -> str:
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     tail = "".join(lines[-4:]).strip()
@@ -83,20 +78,6 @@ def _ints(seq) -> tuple:
     return tuple(_as_int(t) for t in seq)
 
 
-def _already_clean(items: list) -> bool:
-    """Every item a ``Completion`` whose tokens, ``accepted`` and stream chunks are tuples of Python ints: the
-    common case, checked in bulk (a call returns up to thousands of them) instead of field by field."""
-    if set(map(type, items)) - {Completion}:
-        return False
-    accepted = [a for a in map(_ACCEPTED, items) if a is not None]
-    streams = [s for s in map(_STREAM, items) if s is not None]
-    chunks = list(itertools.chain.from_iterable(streams))
-    ints = list(map(_TOKENS, items)) + accepted + chunks
-    if set(map(type, ints)) - {tuple} or set(map(type, streams)) - {tuple}:
-        return False
-    return not set(map(type, itertools.chain.from_iterable(ints))) - {int}
-
-
 def _as_completions(result, count: int) -> list:
     if result is None or isinstance(result, (str, bytes)):
         raise DecoderFailure(f"decoder returned {type(result).__name__}, expected a sequence of {count} Completions")
@@ -104,7 +85,7 @@ def _as_completions(result, count: int) -> list:
         items = list(result)
     except TypeError:
         raise DecoderFailure(f"decoder returned {type(result).__name__}, expected a sequence of Completions") from None
-    if _already_clean(items):
+    if clean_completions(items):
         return items
     out = []
     for i, c in enumerate(items):
@@ -126,24 +107,12 @@ def _as_completions(result, count: int) -> list:
     return out
 
 
-def _clean_outcomes(outcomes) -> bool:
-    """Every key a (tuple of Python ints, str) pair and every count an int: the common case, checked in bulk."""
-    keys = list(outcomes.keys())
-    if set(map(type, keys)) - {tuple} or set(map(len, keys)) - {2}:
-        return False
-    tokens = list(map(operator.itemgetter(0), keys))
-    if set(map(type, tokens)) - {tuple} or set(map(type, map(operator.itemgetter(1), keys))) - {str}:
-        return False
-    ints = itertools.chain(itertools.chain.from_iterable(tokens), outcomes.values())
-    return not set(map(type, ints)) - {int}
-
-
 def _as_counts(result) -> SampleCounts:
     outcomes = getattr(result, "outcomes", None)
     if not hasattr(outcomes, "items"):
         raise DecoderFailure(f"decoder.sample returned {type(result).__name__}, expected SampleCounts(outcomes=...)")
     try:
-        clean = dict(outcomes) if _clean_outcomes(outcomes) else None
+        clean = dict(outcomes) if clean_outcomes(outcomes) else None
         if clean is None:
             clean = {(_ints(tokens), reason): _as_int(n) for (tokens, reason), n in outcomes.items()}
         if not all(type(n) is int for n in clean.values()):
@@ -157,39 +126,6 @@ def _as_counts(result) -> SampleCounts:
     except (TypeError, ValueError) as exc:
         raise DecoderFailure(f"decoder.sample returned malformed counts: {exc}") from None
     return SampleCounts(outcomes=clean, accepted=accepted, rounds=rounds, positions=positions)
-
-
-class _GcFreeze:
-    """``gc.freeze()`` once a decoder is set up, ``gc.unfreeze()`` when the last holder closes.
-
-    What set-up leaves behind (torch, the models, the decoder, the certifier's modules) lives to the end of the run,
-    yet every full collection that the run's millions of small objects trigger walks all of it (~0.3 s a time in a
-    certifier process, several times per standard run). Frozen, the collector skips it. Before a decoder is released
-    everything is thawed (``thaw``), so what it held — an engine's objects — can be collected; the next set-up freezes
-    again. A freeze this process already had (the user's) is left as it is and never undone."""
-
-    def __init__(self):
-        self.holders, self.ours = set(), False
-
-    def hold(self, holder: object) -> None:
-        if not self.ours and gc.get_freeze_count():
-            return  # frozen by someone else: not ours to manage
-        gc.freeze()  # again after each set-up: the new decoder joins what is frozen
-        self.ours = True
-        self.holders.add(id(holder))
-
-    def thaw(self) -> None:
-        if self.ours:
-            gc.unfreeze()
-            self.ours = False
-
-    def release(self, holder: object) -> None:
-        self.holders.discard(id(holder))
-        if not self.holders:
-            self.thaw()
-
-
-_FREEZE = _GcFreeze()
 
 
 class _Host:

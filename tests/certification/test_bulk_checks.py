@@ -7,7 +7,8 @@ import gc
 import numpy as np
 import pytest
 
-from specverify.certification.collect import Tally, gc_paused, reseeded
+from specverify.certification.bulk import gc_paused, reseeded
+from specverify.certification.collect import Tally
 from specverify.certification.runner import _as_completions
 from specverify.certification.validate import completion_violation, completions_violation
 from specverify.errors import InvalidArgument
@@ -146,10 +147,10 @@ def test_clean_completions_with_streams_pass_through_as_they_are():
 
 
 def test_set_up_is_frozen_until_release_and_a_foreign_freeze_is_left_alone():
-    from specverify.certification.runner import _GcFreeze
+    from specverify.certification.bulk import GcFreeze
 
     assert gc.get_freeze_count() == 0
-    freeze, a, b = _GcFreeze(), object(), object()
+    freeze, a, b = GcFreeze(), object(), object()
     try:
         freeze.hold(a)
         kept = gc.get_freeze_count()
@@ -219,10 +220,11 @@ def test_what_was_valid_on_one_pair_is_checked_again_on_another(path):
     ],
 )
 def test_clean_sample_counts_pass_through_and_others_are_converted(outcomes, same):
-    from specverify.certification.runner import _as_counts, _clean_outcomes
+    from specverify.certification.bulk import clean_outcomes
+    from specverify.certification.runner import _as_counts
     from specverify.protocol import SampleCounts
 
-    assert _clean_outcomes(outcomes) == same
+    assert clean_outcomes(outcomes) == same
     got = _as_counts(SampleCounts(outcomes=outcomes)).outcomes
     assert got == outcomes and all(type(n) is int for n in got.values())
     assert all(type(t) in (int, bool) for tokens, _ in got for t in tokens)

@@ -9,8 +9,9 @@ from typing import Iterator
 
 import numpy as np
 
+from specverify.certification.bulk import reseeded
 from specverify.certification.checks.judge import budget_spent, judge
-from specverify.certification.collect import CHUNK, Tally, reseeded, scenario_seed
+from specverify.certification.collect import CHUNK, Tally, scenario_seed
 from specverify.certification.laws import law_of
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
