@@ -66,7 +66,9 @@ draw depends on (seed, i) only and every draw really is seeded on its own: ``tor
 are split between ``workers`` worker processes (``specverify.adapters._draw_pool``; default 2 where two cores are
 available, 0 = in this process), each holding its own copy of the models; a draw's law does not depend on which
 worker ran it, since each runs alone under its own seed. ``__call__`` (greedy scenarios, a user's batch) stays in
-this process. ``close()`` ends the workers.
+this process. ``close()`` drops this decoder's copies in the workers. Two workers pay only where the second core
+is idle: with another job on it they share one core and draw 0.85× as fast as ``workers=0``
+(``benchmarks/transformers_sample_rate.py``, docs/findings/transformers.md "Times").
 """
 
 from __future__ import annotations
