@@ -67,7 +67,7 @@ are split between ``workers`` worker processes (``specverify.adapters._draw_pool
 available, 0 = in this process), each holding its own copy of the models; a draw's law does not depend on which
 worker ran it, since each runs alone under its own seed. ``__call__`` (greedy scenarios, a user's batch) stays in
 this process. ``close()`` drops this decoder's copies in the workers. Two workers pay only where the second core
-is idle: with another job on it they share one core and draw 0.85× as fast as ``workers=0``
+is free: 1.86× the draws/s of ``workers=0`` there, 0.85× with another job on it
 (``benchmarks/transformers_sample_rate.py``, docs/findings/transformers.md "Times").
 """
 
