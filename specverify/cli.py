@@ -134,13 +134,7 @@ def _certify_configurations(config, names, args, out, err) -> int:
         if code in (ExitCode.MEETS, ExitCode.FALLS_SHORT):
             code = ExitCode.MEETS if cs.met else ExitCode.FALLS_SHORT
         return code
-    if args.json == "-":
-        out.write(render_configurations_json(cs))
-    else:
-        out.write(render_configurations_text(cs))
-        if args.json:
-            with open(args.json, "w") as fh:
-                fh.write(render_configurations_json(cs))
+    _write(args, out, render_configurations_text(cs), render_configurations_json(cs))
     if cs.verdict == Verdict.ERROR:
         return ExitCode.ERROR
     return ExitCode.MEETS if cs.met else ExitCode.FALLS_SHORT
@@ -167,17 +161,22 @@ def _merge(args, out, err) -> int:
     return _emit(cert, args, out, err)
 
 
+def _write(args, out, text: str, json_text: str) -> None:
+    """``--json -``: the JSON on stdout; else the text on stdout and, with ``--json PATH``, the JSON there."""
+    if args.json == "-":
+        out.write(json_text)
+        return
+    out.write(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            fh.write(json_text)
+
+
 def _emit(cert, args, out, err) -> int:
     """Write the certificate (text, JSON, report); the exit code from its requirements (``RunConfig.require*``)."""
     from specverify.report import render_json, render_text
 
-    if args.json == "-":
-        out.write(render_json(cert))
-    else:
-        out.write(render_text(cert))
-        if args.json:
-            with open(args.json, "w") as fh:
-                fh.write(render_json(cert))
+    _write(args, out, render_text(cert), render_json(cert))
     failed = _write_visuals(cert, args.report, args.plots, err)
     if failed is not None:
         return failed
