@@ -30,9 +30,9 @@ makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a pr
 recently used is shut down. Several live engines in one process interfere (greedy outputs go wrong:
 docs/findings/vllm.md, finding 5), so the default restarts an engine (2-5 s) at every change of γ or pair. A call groups
 its requests by γ and sends each group as one ``generate()``, the live engine's γ first. The speculative decoders
-declare ``fixed_gamma = True`` (docs/adapters.md: same-γ neighbours in batch composition, greedy calls γ by γ; not read
-by the certifier yet, docs/findings/vllm.md "Times"). Each engine gets a fresh random ``seed``: vLLM reseeds torch's
-global generator from it (a fixed one would replay the unseeded draws). ``close()``, eviction or exit shuts engines.
+declare ``fixed_gamma = True`` (docs/adapters.md: same-γ neighbours in batch composition, greedy calls γ by γ,
+docs/findings/vllm.md "Times"). Each engine gets a fresh random ``seed``: vLLM reseeds torch's global generator from it
+(a fixed one would replay the unseeded draws). ``close()``, eviction or exit shuts engines.
 
 **Mapping, and what is declared** (file:line refer to vLLM 0.32.0, docs/findings/vllm.md). The target's rows go
 through, in order, penalties, ``allowed_token_ids``, min-tokens (EOS masked), temperature, top-k, top-p

@@ -13,15 +13,10 @@ from specverify import certify  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.certification.checks.composition import small_call_shape  # noqa: E402
 from specverify.certification.checks.greedy import GREEDY_GAMMAS  # noqa: E402
-from specverify.certification.collect import DecoderHandle  # noqa: E402
 from specverify.certification.scenarios import matrix  # noqa: E402
 
 CKPT = matrix("checkpoint")
 SAME_PAIR = ["greedy-processors", "greedy-penalties"]  # both on the main pair, no prompts sent alone
-PLUMBED = "fixed_gamma" in DecoderHandle.__dataclass_fields__  # the certifier reads decoder.fixed_gamma
-needs_plumbing = pytest.mark.xfail(
-    not PLUMBED, strict=True, reason="the runner does not pass decoder.fixed_gamma to the checks yet (DecoderHandle)"
-)
 
 
 class Recorded:
@@ -60,7 +55,6 @@ def test_the_scenario_spans_order_greedy_and_composition():
     assert composition.gamma_span(CKPT["batch-composition"]) == (shape.num_draft_tokens, 3)
 
 
-@needs_plumbing
 def test_the_greedy_scenarios_of_one_pair_and_gamma_take_one_call():
     cert, (decoder,) = _certify(SAME_PAIR)
     assert all(r.passed for r in cert.scenarios if r.scenario in SAME_PAIR), cert.scenarios
@@ -99,7 +93,6 @@ def test_batch_composition_small_calls_run_on_a_live_engine(composition):
     assert len(small_members) == 2 and all(r.covered for r in small_members), cert.scenarios
 
 
-@needs_plumbing
 def test_batch_composition_large_calls_take_same_gamma_neighbours_on_a_fixed_gamma_engine(composition):
     cert, decoder = composition
     calls = _composition_calls(decoder)
