@@ -112,20 +112,18 @@ def compare(args) -> None:
 
 
 def main() -> None:
+    from _trees import add_tree_arguments, enter_tree  # benchmarks/, first on sys.path as a script
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", choices=("all", "speculative"), default="all")
-    ap.add_argument("--before", help="another checkout to measure against this one")
-    ap.add_argument("--rounds", type=int, default=3, help="processes per tree with --before")
-    ap.add_argument("--tree", help=argparse.SUPPRESS)  # child process: import specverify from this checkout
-    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    add_tree_arguments(ap, rounds=3)
     args = ap.parse_args()
     if args.before:
         return compare(args)
-    if args.tree:
-        sys.path.insert(0, args.tree)
+    enter_tree(args)
     rates = measure(args)
     if args.json:
         print(json.dumps(rates))

@@ -146,17 +146,15 @@ def compare(args) -> None:
 
 
 def main() -> None:
+    from _trees import add_tree_arguments, enter_tree  # benchmarks/, first on sys.path as a script
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--level", default="quick")
-    ap.add_argument("--before", help="another checkout to measure against this one")
-    ap.add_argument("--rounds", type=int, default=1, help="processes per tree with --before")
-    ap.add_argument("--tree", help=argparse.SUPPRESS)  # child process: import specverify from this checkout
-    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    add_tree_arguments(ap, rounds=1)
     args = ap.parse_args()
     if args.before:
         return compare(args)
-    if args.tree:
-        sys.path.insert(0, args.tree)
+    enter_tree(args)
     figures = measure(args.level)
     if args.json:
         print(json.dumps(figures))
