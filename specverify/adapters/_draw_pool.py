@@ -16,6 +16,11 @@ stdin/stdout (the certifier's worker is a daemonic process, which ``multiprocess
 A worker reads until its stdin closes, so workers end with the process that owns them, also when the certifier
 kills it for a hang. A worker's set-up failure or exception is re-raised in the parent as ``RuntimeError`` with
 the worker's traceback (the engine's message, verdict ``invalid``).
+
+**Engine state.** A worker's decoder may count the engine states its draws reached (an engine configuration's
+evidence, ``engine_info["state"]``): a decoder with ``take_state()`` hands over, after each slice of draws, the
+counts since the last take, and :meth:`DrawPool.counts` adds them into the ``state`` Counter it is given, so the
+parent's decoder reports the states its workers reached (a worker switching decoders loses nothing untaken).
 """
 
 from __future__ import annotations
@@ -153,9 +158,10 @@ class DrawPool:
             raise RuntimeError(f"a draw worker failed during {what}:\n{value}")
         return value
 
-    def counts(self, key, make: Callable, args: tuple, request, seeds: Sequence[int]) -> tuple:
+    def counts(self, key, make: Callable, args: tuple, request, seeds: Sequence[int], state=None) -> tuple:
         """``count_draws`` over ``seeds`` with the decoder ``make(*args)`` (built once per worker for ``key``),
-        the seeds split into contiguous slices, one per worker; the slices' counts merged."""
+        the seeds split into contiguous slices, one per worker; the slices' counts merged. ``state``: a Counter the
+        workers' engine-state counts of these draws are added into (module docstring), or None."""
         check(callable(make), f"make={make!r} must be a module-level callable.")
         if not self._procs:
             self._start()
@@ -172,7 +178,11 @@ class DrawPool:
             self._held[i] = key
         for i, part in zip(busy, slices):
             self._send(i, ("draw", request, part))
-        return merge_counts([self._reply(i, "a sample call") for i in busy])
+        replies = [self._reply(i, "a sample call") for i in busy]
+        if state is not None:
+            for _, worker_state in replies:
+                state.update(worker_state)
+        return merge_counts([counts for counts, _ in replies])
 
     def forget(self, key) -> None:
         """Drop the decoder of ``key`` wherever a worker holds it (``decoder.close()``: engines hold memory)."""
@@ -238,7 +248,9 @@ def _handle(message, held: list):
         _, request, seeds = message
         if held[0] is None:
             raise RuntimeError("draw before load: the worker holds no decoder")
-        return count_draws(held[0].generate, request, seeds)
+        counts = count_draws(held[0].generate, request, seeds)
+        take = getattr(held[0], "take_state", None)
+        return counts, (dict(take()) if take is not None else {})
     if kind == "unload":
         close = getattr(held[0], "close", None)
         held[0] = None

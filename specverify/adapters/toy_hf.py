@@ -8,7 +8,10 @@ The wrapped model keeps those entries in transformers' own cache, the ``DynamicC
 it: one ``DynamicLayer`` whose keys are the prefix hashes (int64 ``[B, 1, L, 1]``, the uint64 bits) and whose
 values are the token ids. Appending, ``crop`` and ``get_seq_length`` are therefore the installed ``DynamicCache``'s
 own code, and ``tests/adapters/test_transformers.py`` runs the same operation sequences on this cache and on a
-``DynamicCache`` of float tensors to show it. ``forward`` reads the entry before its first token from the cache
+``DynamicCache`` of float tensors to show it. With ``cache_implementation="static"`` (the adapter's
+``static-cache`` configuration) ``generate`` builds a ``StaticCache`` instead, whose one layer holds the same
+entries in preallocated tensors; the entry before a call's first token is read at the cache's stored length
+(``get_seq_length()``), so a crop that leaves its length wrong changes the law here too. ``forward`` reads the entry before its first token from the cache
 (the root entry when the cache is empty), never from ``input_ids`` history, so the logits come only from what the
 cache stores.
 
@@ -88,17 +91,21 @@ class ToyForCausalLM(PreTrainedModel, GenerationMixin):
 
 
 def _last_entries(cache, batch: int, root) -> np.ndarray:  # -> uint64 [B]
-    if cache is None or cache.get_seq_length() == 0:
+    length = 0 if cache is None else int(cache.get_seq_length())
+    if length == 0:
         return np.full(batch, root, dtype=np.uint64)
-    keys = cache.layers[0].keys  # [B, 1, L, 1] int64
-    return keys[:, 0, -1, 0].numpy().view(np.uint64).copy()
+    # [B, 1, L, 1] int64; a StaticCache's tensors are preallocated to max_cache_len, its stored length is
+    # get_seq_length() (cumulative_length): the entry before the new tokens is at length - 1, never at -1
+    keys = cache.layers[0].keys
+    return keys[:, 0, length - 1, 0].numpy().view(np.uint64).copy()
 
 
 def stored_prefix_keys(cache) -> list:
-    """The uint64 prefix hashes a toy cache holds for row 0, in order (for tests)."""
-    if cache is None or cache.get_seq_length() == 0:
+    """The uint64 prefix hashes a toy cache holds for row 0, in order, up to its stored length (for tests)."""
+    length = 0 if cache is None else int(cache.get_seq_length())
+    if length == 0:
         return []
-    return [int(x) for x in cache.layers[0].keys[0, 0, :, 0].numpy().view(np.uint64)]
+    return [int(x) for x in cache.layers[0].keys[0, 0, :length, 0].numpy().view(np.uint64)]
 
 
 def wrap_toy(toy: ToyModel) -> ToyForCausalLM:

@@ -59,6 +59,22 @@ forward (:4091, ``is_first_iteration``), which verifies them: every token comes 
 
 Unseeded requests draw a fresh 63-bit seed from the decoder's own numpy generator. Engine exceptions propagate.
 
+**Caches and engine configurations** (option ``cache``; docs/adapters.md, "Engine configurations"). ``generate()``
+builds the target's cache per call from ``GenerationConfig.cache_implementation``: unset, a ``DynamicCache``
+(generation/utils.py:2324-2325; rollback ``DynamicLayer.crop`` slices the tensors, cache_utils.py:164-181);
+``"static"``, a ``StaticCache`` sized to the call's ``max_length`` (utils.py:2289-2309; rollback
+``StaticLayer.crop`` only moves ``cumulative_length`` back, so the next ``update`` overwrites the stale entries in
+place, cache_utils.py:510-521). The assistant's cache is a ``DynamicCache`` either way: the assisted candidate
+generator clears ``cache_implementation`` on the assistant's copy of the config
+(candidate_generator.py:182-184). Each factory declares two configurations: ``dynamic-cache`` (``cache="dynamic"``:
+``cache_implementation`` left unset, exactly the call made without any configuration, so it is the default) and
+``static-cache`` (``cache="static"``). The evidence is the class of the cache ``generate()`` returns
+(``return_dict_in_generate=True``, ``outputs.cache``), counted per call in ``engine_info["state"]``:
+``dynamic_cache_calls``, ``static_cache_calls`` (``other_cache_calls`` for any other class); ``sample()``'s workers
+count theirs and hand them back (``_draw_pool``). A configuration is reached when at least one call returned its
+class; the table in docs/findings/transformers.md shows both counts, so a call that fell back to the other class
+shows there.
+
 **The fast path** (docs/adapters.md): ``sample(request, n, start)`` runs draw i of a seeded request as the request
 with seed ``draw_seeds(seed, n, start)[i]`` (an unseeded one: a fresh seed each), one ``generate`` per draw, so a
 draw depends on (seed, i) only and every draw really is seeded on its own: ``torch.manual_seed`` before each
@@ -76,11 +92,13 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.errors import InvalidArgument, check
-from specverify.protocol import Completion, Request, SampleCounts
+from specverify.protocol import Completion, EngineConfig, Request, SampleCounts
 
-__all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES"]
+__all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES", "CACHES", "ENGINE_CONFIGS"]
 
 MODES = ("assisted", "prompt_lookup", "plain")
+CACHES = ("dynamic", "static")  # the target's cache: cache_implementation unset, or "static" (module docstring)
+_STATE_KEYS = {"DynamicCache": "dynamic_cache_calls", "StaticCache": "static_cache_calls"}
 _BASE_CAPABILITIES = frozenset(
     {
         "temperature",
@@ -126,19 +144,29 @@ def _load(model, role: str) -> object:
 class TransformersDecoder:
     """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
 
-    def __init__(self, target, draft, mode: str, *, workers: int | None = None):
+    def __init__(self, target, draft, mode: str, *, workers: int | None = None, cache: str = "dynamic"):
+        from collections import Counter
+
         from specverify.adapters import _draw_pool
         from specverify.adapters import _transformers_hooks as hooks
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
+        check(
+            cache in CACHES,
+            f"cache={cache!r} must be one of {CACHES!r} (the target's cache in generate(): 'dynamic' leaves "
+            "cache_implementation unset, 'static' asks for a StaticCache); e.g. --engine-option cache=static.",
+        )
         workers = _draw_pool.default_workers() if workers is None else workers
         check(
             isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0,
             f"workers={workers!r} must be an int >= 0 (worker processes for sample(); 0 draws in this process).",
         )
-        hooks.check_transformers_version()
-        self.mode, self.workers = mode, workers
+        self.mode, self.workers, self.cache = mode, workers, cache
+        self.state = Counter()  # engine states reached: generate calls by the class of the cache they returned
+        self._untaken = Counter()  # ... since the last take_state() (a sample() worker hands these to its parent)
+        self.classes: set = set()  # the cache classes this process's calls returned
+        self.version = hooks.check_transformers_version()
         self.model = _load(target, "target")
         self.assistant = _load(draft, "draft") if mode == "assisted" else None
         self.vocab = target.vocab
@@ -161,11 +189,37 @@ class TransformersDecoder:
         self.draft_law = "unmodelled"
         if mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
-        self._worker_args = (target, draft, mode)  # what a sample() worker builds its copy from
+        self._worker_args = (target, draft, mode, cache)  # what a sample() worker builds its copy from
         self._key = object()  # this decoder's key in the shared pool of workers
 
     def __repr__(self) -> str:
-        return f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size}, workers={self.workers})"
+        return (
+            f"TransformersDecoder(mode={self.mode!r}, vocab_size={self.vocab.size}, workers={self.workers}, "
+            f"cache={self.cache!r})"
+        )
+
+    @property
+    def engine_info(self) -> dict:
+        """docs/adapters.md: transformers' version, the cache asked for, and per generate() call (sample()'s
+        workers included) the class of the cache it returned (module docstring, caches)."""
+        return {
+            "name": "transformers",
+            "version": self.version,
+            "requested": {"mode": self.mode, "cache": self.cache},
+            "effective": {"target_cache_classes": sorted(self.classes)},
+            "state": {key: int(self.state.get(key, 0)) for key in (*_STATE_KEYS.values(), "other_cache_calls")},
+        }
+
+    def take_state(self) -> dict:
+        """The state counts since the last take (``_draw_pool``: a worker's decoder hands them to its parent)."""
+        out, self._untaken = dict(self._untaken), type(self._untaken)()
+        return out
+
+    def _count_cache(self, cache) -> None:
+        self.classes.add(type(cache).__name__)
+        key = _STATE_KEYS.get(type(cache).__name__, "other_cache_calls")
+        self.state[key] += 1
+        self._untaken[key] += 1
 
     def __call__(self, requests) -> list:
         return [self.generate(request) for request in requests]
@@ -185,7 +239,9 @@ class TransformersDecoder:
             seeds = draw_seeds(request.seed, n, start).tolist()
         if self.workers:
             pool = _draw_pool.shared_pool(self.workers)
-            outcomes, first, rounds, _ = pool.counts(self._key, _worker_decoder, self._worker_args, request, seeds)
+            outcomes, first, rounds, _ = pool.counts(
+                self._key, _worker_decoder, self._worker_args, request, seeds, state=self.state
+            )
         else:
             outcomes, first, rounds, _ = _draw_pool.count_draws(self.generate, request, seeds)
         return SampleCounts(outcomes=outcomes, accepted=first, rounds=rounds)
@@ -219,6 +275,8 @@ class TransformersDecoder:
             eos_token_id=self.eos,
             pad_token_id=self.eos,
             use_cache=True,
+            cache_implementation="static" if self.cache == "static" else None,  # None: a DynamicCache
+            return_dict_in_generate=True,  # outputs.cache: the cache the call used (engine_info evidence)
         )
         kwargs = {"generation_config": config}
         if p.logits_processors:
@@ -244,7 +302,8 @@ class TransformersDecoder:
         with torch.no_grad(), quiet_transformers(), hooks.record_rounds(self.model) as log:
             torch.manual_seed(seed)
             out = self.model.generate(input_ids, **kwargs)
-        generated = tuple(int(t) for t in out[0, len(request.prompt) :].tolist())
+        self._count_cache(getattr(out, "cache", None))
+        generated = tuple(int(t) for t in out.sequences[0, len(request.prompt) :].tolist())
         tokens, reason = self._finish(generated, request.params)
         accepted = log.accepted(len(request.prompt), tokens) if self.mode != "plain" else None
         return Completion(tokens, reason, accepted=accepted)
@@ -285,24 +344,52 @@ def _processor_list(processors: tuple) -> object:
     return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
-def _worker_decoder(target, draft, mode: str) -> TransformersDecoder:
+def _worker_decoder(target, draft, mode: str, cache: str = "dynamic") -> TransformersDecoder:
     """The decoder a ``sample()`` worker process holds (``_draw_pool``): the same models, drawing in-process."""
-    return TransformersDecoder(target, draft, mode, workers=0)
+    return TransformersDecoder(target, draft, mode, workers=0, cache=cache)
 
 
-def assisted(target, draft, *, workers: int | None = None) -> TransformersDecoder:
+def _engine_configs() -> dict:
+    return {
+        "dynamic-cache": EngineConfig(
+            {"cache": "dynamic"},
+            doc="the target's DynamicCache (cache_implementation unset): the default",
+            reaches={"dynamic_cache_calls": 1},
+        ),
+        "static-cache": EngineConfig(
+            {"cache": "static"},
+            doc="the target's StaticCache (cache_implementation='static'; rollback moves its length back)",
+            reaches={"static_cache_calls": 1},
+        ),
+    }
+
+
+ENGINE_CONFIGS = _engine_configs()
+
+
+def _configured(factory):
+    factory.engine_configs = ENGINE_CONFIGS
+    factory.default_engine_config = "dynamic-cache"
+    return factory
+
+
+@_configured
+def assisted(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
     """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0).
-    ``workers``: processes for ``sample()`` (None: 2 on two cores or more; 0: in this process)."""
-    return TransformersDecoder(target, draft, "assisted", workers=workers)
+    ``workers``: processes for ``sample()`` (None: 2 on two cores or more; 0: in this process). ``cache``: the
+    target's cache, ``"dynamic"`` or ``"static"`` (the configurations ``dynamic-cache``, ``static-cache``)."""
+    return TransformersDecoder(target, draft, "assisted", workers=workers, cache=cache)
 
 
-def prompt_lookup(target, draft, *, workers: int | None = None) -> TransformersDecoder:
-    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored. ``workers`` as for
-    ``assisted``."""
-    return TransformersDecoder(target, draft, "prompt_lookup", workers=workers)
+@_configured
+def prompt_lookup(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored. ``workers`` and ``cache``
+    as for ``assisted``."""
+    return TransformersDecoder(target, draft, "prompt_lookup", workers=workers, cache=cache)
 
 
-def plain(target, draft, *, workers: int | None = None) -> TransformersDecoder:
-    """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` as for
-    ``assisted``."""
-    return TransformersDecoder(target, draft, "plain", workers=workers)
+@_configured
+def plain(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` and ``cache``
+    as for ``assisted``."""
+    return TransformersDecoder(target, draft, "plain", workers=workers, cache=cache)

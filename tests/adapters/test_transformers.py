@@ -12,6 +12,8 @@ import pytest
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install -e '.[hf]'")
 
 import torch  # noqa: E402
+from transformers.cache_utils import DynamicCache  # noqa: E402
+from transformers.generation.utils import GenerateDecoderOnlyOutput  # noqa: E402
 
 from specverify.adapters import _transformers_hooks as hooks  # noqa: E402
 from specverify.adapters import transformers as tfa  # noqa: E402
@@ -214,7 +216,11 @@ def test_tokens_after_eos_from_generate_are_reported_not_cut(toy_pair, monkeypat
     eos = toy_pair.target.vocab.eos_token_id
     prompt, tail = (0, 1), [eos, 1, eos]
     fake = {"out": torch.tensor([list(prompt) + [2] + tail])}
-    monkeypatch.setattr(decoder.model, "generate", lambda input_ids, **kw: fake["out"], raising=False)
+
+    def generate(input_ids, **kw):  # what generate(return_dict_in_generate=True) returns
+        return GenerateDecoderOnlyOutput(sequences=fake["out"], cache=DynamicCache())
+
+    monkeypatch.setattr(decoder.model, "generate", generate, raising=False)
     c = decoder([Request(prompt, SamplingParams(max_tokens=6), num_draft_tokens=2)])[0]
     assert (c.tokens, c.finish_reason) == ((2, eos, 1, eos), "eos") and c.accepted == ()
     fake["out"] = torch.tensor([list(prompt) + [2, 2]])
@@ -257,3 +263,53 @@ def test_logits_processors_reach_every_position(toy_pair, name):
     completions = decoder([Request((0, 1), params, num_draft_tokens=3, seed=s) for s in range(300)])
     counts, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in completions))
     assert not impossible and battery(counts, law.probs, alpha=1e-6, seed=0).passed
+
+
+# ------------------------------------------------------------------------------- engine configurations (caches)
+
+
+def test_cache_configurations_map_onto_cache_implementation_and_report_the_class_used(toy_pair):
+    """dynamic-cache (the default: cache_implementation unset) and static-cache ('static'); the evidence is the class
+    of the cache generate() returned, counted per call; a seeded request gives the same tokens with either cache
+    (the toy cache reads the entry at the stored length, so a StaticCache's preallocated tail is never read)."""
+    from specverify.protocol import engine_configs_of
+
+    for factory in FACTORIES:
+        presets, default = engine_configs_of(factory)
+        assert default == "dynamic-cache" and list(presets) == ["dynamic-cache", "static-cache"]
+        assert presets["dynamic-cache"].options == {"cache": "dynamic"}
+        assert presets["static-cache"].reaches == {"static_cache_calls": 1}
+    request = Request((0, 1), SamplingParams(temperature=1.0, max_tokens=5), num_draft_tokens=3, seed=7)
+    outputs = {}
+    for cache, cls in (("dynamic", "DynamicCache"), ("static", "StaticCache")):
+        decoder = tfa.assisted(toy_pair.target, toy_pair.draft, workers=0, cache=cache)
+        config = decoder.generation_kwargs(request)["generation_config"]
+        assert config.cache_implementation == (None if cache == "dynamic" else "static")
+        outputs[cache] = decoder([request, request])
+        info = decoder.engine_info
+        assert info["requested"]["cache"] == cache and info["effective"]["target_cache_classes"] == [cls]
+        assert info["state"][f"{cache}_cache_calls"] == 2 and sum(info["state"].values()) == 2
+        assert decoder.take_state() == {f"{cache}_cache_calls": 2} and decoder.take_state() == {}
+        assert presets[f"{cache}-cache"].shortfall(info) is None
+        other = "static" if cache == "dynamic" else "dynamic"
+        assert "static_cache_calls = 0" in presets["static-cache"].shortfall({"state": {"static_cache_calls": 0}})
+        assert presets[f"{other}-cache"].shortfall(info) is not None  # one cache's run never reaches the other's
+    assert [c.tokens for c in outputs["dynamic"]] == [c.tokens for c in outputs["static"]]
+    with pytest.raises(InvalidArgument, match="cache='paged' must be one of"):
+        tfa.plain(toy_pair.target, toy_pair.draft, cache="paged")
+
+
+def test_the_assistant_keeps_a_dynamic_cache_under_static_cache(toy_pair):
+    """transformers clears cache_implementation on the assistant's config (candidate_generator.py:182-184): under
+    static-cache only the target's cache is static, which the adapter's docstring and findings say."""
+    decoder = tfa.assisted(toy_pair.target, toy_pair.draft, workers=0, cache="static")
+    seen = []
+    hook = decoder.assistant.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(type(kwargs.get("cache")).__name__), with_kwargs=True
+    )
+    try:
+        decoder([Request((0, 1), SamplingParams(temperature=1.0, max_tokens=4), num_draft_tokens=2, seed=3)])
+    finally:
+        hook.remove()
+    assert seen and set(seen) == {"DynamicCache"}
+    assert decoder.engine_info["state"]["static_cache_calls"] == 1

@@ -44,9 +44,15 @@ def test_seeded_draws_do_not_depend_on_the_split_or_the_worker(checkpoint_pair, 
     """40 draws of one seeded request: one call through two workers, two calls of 20 (start 0 and 20), and the
     same 40 in this process give the same outcome, first-round and all-round counts."""
     request = Request((0, 1), PARAMS, num_draft_tokens=3, seed=11)
+    before = pooled.engine_info["state"]["dynamic_cache_calls"]
     whole = pooled.sample(request, 40)
     head, tail = pooled.sample(request, 20), pooled.sample(request, 20, start=20)
-    alone = tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=0).sample(request, 40)
+    in_process = tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=0)
+    alone = in_process.sample(request, 40)
+    # the engine-state evidence of the workers' calls reaches the parent's engine_info (one per generate call)
+    assert pooled.engine_info["state"]["dynamic_cache_calls"] - before == 80
+    assert in_process.engine_info["state"] == {"dynamic_cache_calls": 40, "static_cache_calls": 0,
+                                                "other_cache_calls": 0}  # fmt: skip
     assert whole.outcomes == _add(head.outcomes, tail.outcomes) == alone.outcomes
     assert whole.accepted == _add(head.accepted, tail.accepted) == alone.accepted
     assert whole.rounds == _add(head.rounds, tail.rounds) == alone.rounds
