@@ -8,7 +8,7 @@ pytest plugin session certifies the same scenarios many times. The values are th
 
 from __future__ import annotations
 
-__all__ = ["law_of", "greedy_of"]
+__all__ = ["law_of", "greedy_of", "greedy_many"]
 
 _MAX = 4096  # entries per table; the oldest go first
 _LAWS: dict = {}
@@ -47,3 +47,20 @@ def greedy_of(scenario, prompt, params) -> tuple:
 
     target = scenario.models().target
     return _memo(_GREEDY, _key(scenario.pair, prompt, params), lambda: greedy_outcome(target, prompt, params))
+
+
+
+def greedy_many(scenario, prompts, params) -> list:
+    """:func:`greedy_of` of each of ``prompts``; those not known yet are enumerated together in one batched oracle
+    walk (``oracles.law.greedy_outcomes``: the same outcomes as one prompt at a time)."""
+    from specverify.oracles.law import greedy_outcome, greedy_outcomes
+
+    target = scenario.models().target
+    keys = [_key(scenario.pair, p, params) for p in prompts]
+    todo = list(dict.fromkeys(tuple(p) for p, k in zip(prompts, keys) if k not in _GREEDY))
+    fresh = dict(zip(todo, greedy_outcomes(target, todo, params))) if todo else {}
+
+    def one(prompt):  # a key evicted since the look-up above is computed alone
+        return fresh[tuple(prompt)] if tuple(prompt) in fresh else greedy_outcome(target, prompt, params)
+
+    return [_memo(_GREEDY, k, lambda p=p: one(p)) for p, k in zip(prompts, keys)]

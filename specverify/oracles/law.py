@@ -17,7 +17,7 @@ from specverify.errors import InvalidArgument, check
 from specverify.params import SamplingParams
 from specverify.sampling import grammar_mask, next_token_probs, process_logits
 
-__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "first_finish", "boundary_margin"]
+__all__ = ["Outcome", "ExactLaw", "exact_law", "greedy_outcome", "greedy_outcomes", "first_finish", "boundary_margin"]
 
 Outcome = tuple  # (tokens: tuple[int, ...], finish_reason: str)
 MAX_OUTCOMES = 2_000_000
@@ -101,21 +101,29 @@ def first_finish(vocab: object, tokens: Sequence[int], params: SamplingParams) -
     return None
 
 
-def _node_tensors(nodes, prompt, params, vocab):
-    """seen / counts / allowed for each frontier node, rebuilt from its token list."""
+def _node_tensors(nodes, prompts, params, vocab):
+    """seen / counts / allowed for each frontier node ``(prompt index, generated, mass, state)``, rebuilt from its
+    prompt and token list."""
     size = vocab.size
     seen = torch.zeros((len(nodes), size), dtype=torch.bool)
     counts = torch.zeros((len(nodes), size), dtype=torch.float64)
-    seen[:, list(prompt)] = True
-    for row, (generated, _, _) in enumerate(nodes):
+    for row, (which, generated, _, _) in enumerate(nodes):
+        seen[row, list(prompts[which])] = True
         if generated:
             ids = torch.as_tensor(generated)
             seen[row, ids] = True
             counts[row] += torch.bincount(ids, minlength=size).to(torch.float64)
     allowed = None
     if params.grammar is not None:
-        allowed = grammar_mask(params.grammar, [state for _, _, state in nodes], size, vocab.eos_token_id)
+        allowed = grammar_mask(params.grammar, [state for _, _, _, state in nodes], size, vocab.eos_token_id)
     return seen, counts, allowed
+
+
+def _checked_prompt(vocab, prompt) -> tuple:
+    prompt = tuple(int(t) for t in prompt)
+    check(len(prompt) >= 1, f"prompt={prompt!r} must hold at least one token.")
+    vocab.check_tokens(prompt, "prompt")
+    return prompt
 
 
 def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw:
@@ -133,46 +141,53 @@ def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw
     True
     """
     check(isinstance(params, SamplingParams), f"params={params!r} must be a SamplingParams.")
-    vocab = target.vocab
-    prompt = tuple(int(t) for t in prompt)
-    check(len(prompt) >= 1, f"prompt={prompt!r} must hold at least one token.")
-    vocab.check_tokens(prompt, "prompt")
-    grammar = params.grammar
-    frontier = [((), 1.0, grammar.initial_state if grammar is not None else None)]
-    texts = {(): ""}
-    outcomes, probs = [], []
+    prompt = _checked_prompt(target.vocab, prompt)
+    (outcomes, probs), = _enumerate(target, [prompt], params)
+    probs = np.asarray(probs, dtype=np.float64)
+    total = probs.sum()
+    if abs(total - 1.0) > 1e-9:
+        raise InvalidArgument(f"enumerated mass {total!r} differs from 1: the target's rows are not normalised.")
+    return ExactLaw(outcomes=tuple(outcomes), probs=probs, vocab=target.vocab, prompt=prompt, params=params)
+
+
+def _enumerate(target, prompts: list, params: SamplingParams) -> list:
+    """``[(outcomes, probs)]`` per prompt: the breadth-first enumeration of :func:`exact_law` over every prompt at
+    once (one ``target.logits`` call per depth for all of them; each row's law is its own)."""
+    vocab, grammar = target.vocab, params.grammar
+    start = grammar.initial_state if grammar is not None else None
+    frontier = [(which, (), 1.0, start) for which in range(len(prompts))]
+    texts = {(which, ()): "" for which in range(len(prompts))}
+    found = [([], []) for _ in prompts]
     while frontier:
-        logits = target.logits([prompt + gen for gen, _, _ in frontier])
-        seen, counts, allowed = _node_tensors(frontier, prompt, params, vocab)
+        histories = [prompts[which] + gen for which, gen, _, _ in frontier]
+        logits = target.logits(histories)
+        seen, counts, allowed = _node_tensors(frontier, prompts, params, vocab)
         law = process_logits(
             logits,
             params,
             seen=seen,
             counts=counts,
-            num_generated=len(frontier[0][0]),
+            num_generated=len(frontier[0][1]),
             allowed=allowed,
             eos_token_id=vocab.eos_token_id,
-            histories=[prompt + gen for gen, _, _ in frontier] if params.logits_processors else None,
+            histories=histories if params.logits_processors else None,
         ).numpy()
-        frontier = _expand(frontier, law, params, vocab, texts, outcomes, probs)
-        if len(outcomes) + len(frontier) > MAX_OUTCOMES:
+        frontier = _expand(frontier, law, params, vocab, texts, found)
+        if sum(len(o) for o, _ in found) + len(frontier) > MAX_OUTCOMES * len(prompts):
             raise InvalidArgument(f"the law has more than {MAX_OUTCOMES} outcomes: lower max_tokens or the vocab size.")
-    probs = np.asarray(probs, dtype=np.float64)
-    total = probs.sum()
-    if abs(total - 1.0) > 1e-9:
-        raise InvalidArgument(f"enumerated mass {total!r} differs from 1: the target's rows are not normalised.")
-    return ExactLaw(outcomes=tuple(outcomes), probs=probs, vocab=vocab, prompt=prompt, params=params)
+    return found
 
 
-def _expand(frontier, law, params, vocab, texts, outcomes, probs):
+def _expand(frontier, law, params, vocab, texts, found):
     nxt = []
-    for (generated, mass, state), row in zip(frontier, law):
+    for (which, generated, mass, state), row in zip(frontier, law):
+        outcomes, probs = found[which]
         positive = np.flatnonzero(row > 0)
         if positive.size == 0:
             outcomes.append((generated, "no_token"))
             probs.append(mass)
             continue
-        text = texts[generated]
+        text = texts[which, generated]
         for tok in positive.tolist():
             tokens = generated + (tok,)
             new_text = text + vocab.strings[tok]
@@ -184,9 +199,9 @@ def _expand(frontier, law, params, vocab, texts, outcomes, probs):
             elif len(tokens) >= params.max_tokens:
                 reason = "length"
             else:
-                texts[tokens] = new_text
+                texts[which, tokens] = new_text
                 new_state = params.grammar.advance(state, tok) if params.grammar is not None else None
-                nxt.append((tokens, weight, new_state))
+                nxt.append((which, tokens, weight, new_state))
                 continue
             outcomes.append((tokens, reason))
             probs.append(weight)
@@ -197,6 +212,25 @@ def greedy_outcome(target: object, prompt: Sequence[int], params: SamplingParams
     """The single outcome of greedy (temperature 0) plain decoding under ``params``' other processors."""
     law = exact_law(target, prompt, replace(params, temperature=0.0))
     return law.outcomes[int(np.argmax(law.probs))]
+
+
+def greedy_outcomes(target: object, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list:
+    """:func:`greedy_outcome` of each prompt, enumerated for all prompts at once (one ``target.logits`` call per
+    position): the same outcomes, since a greedy row is one-hot at the argmax whatever rows share its batch.
+
+    Examples
+    --------
+    >>> from specverify.oracles import make_vocab, random_target
+    >>> target = random_target(make_vocab(4), seed=0)
+    >>> greedy_outcomes(target, [(0,), (1, 2)], SamplingParams()) == [
+    ...     greedy_outcome(target, (0,), SamplingParams()), greedy_outcome(target, (1, 2), SamplingParams())]
+    True
+    """
+    check(isinstance(params, SamplingParams), f"params={params!r} must be a SamplingParams.")
+    check(len(prompts) >= 1, f"prompts={prompts!r} must hold at least one prompt.")
+    greedy = replace(params, temperature=0.0)
+    found = _enumerate(target, [_checked_prompt(target.vocab, p) for p in prompts], greedy)
+    return [outcomes[int(np.argmax(probs))] for outcomes, probs in found]
 
 
 def boundary_margin(target, prompt: Sequence[int], params: SamplingParams) -> float:

@@ -61,6 +61,9 @@ class Vocab:
         return "".join(self.strings[t] for t in tokens)
 
     def check_tokens(self, tokens: Sequence[int], name: str = "tokens") -> None:
+        size = len(self.strings)
+        if all(type(t) is int and 0 <= t < size for t in tokens):  # the common case, without building a list
+            return
         bad = [t for t in tokens if not (isinstance(t, (int, np.integer)) and 0 <= t < self.size)]
         check(not bad, f"{name}={tuple(tokens)!r} holds ids {bad[:5]!r} outside the vocabulary [0, {self.size}).")
 
@@ -84,6 +87,22 @@ def step_kv(prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """The KV entry after ``tokens`` given the previous entries (uint64 arrays, broadcast)."""
     with np.errstate(over="ignore"):
         return _mix(prev ^ ((np.asarray(tokens).astype(np.uint64) + np.uint64(1)) * _STEP))
+
+
+_MASK64 = (1 << 64) - 1
+_M1_INT, _M2_INT, _STEP_INT, _ROOT_INT = int(_M1), int(_M2), int(_STEP), int(_ROOT_KV)
+
+
+def _prefix_kv(prefix: Sequence[int]) -> int:
+    """The KV entry after the whole ``prefix``: ``step_kv`` from the root over each token, in Python ints (the
+    same wrapping uint64 arithmetic, bit for bit, ~20x cheaper than numpy scalars for one history)."""
+    h = _ROOT_INT
+    for tok in prefix:
+        x = h ^ (((tok + 1) * _STEP_INT) & _MASK64)
+        x = ((x ^ (x >> 30)) * _M1_INT) & _MASK64
+        x = ((x ^ (x >> 27)) * _M2_INT) & _MASK64
+        h = x ^ (x >> 31)
+    return h
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,10 +160,7 @@ class ToyModel:
         for row, prefix in enumerate(prefixes):
             self.vocab.check_tokens(prefix, "prefix")
             check(len(prefix) >= 1, "each prefix must hold at least one token.")
-            h = np.array([_ROOT_KV], dtype=np.uint64)
-            for tok in prefix:
-                h = step_kv(h, np.array([tok]))
-            kv[row] = h[0]
+            kv[row] = _prefix_kv(int(t) for t in prefix)
         return self.head(kv)
 
     # --- the pieces caches use

@@ -21,7 +21,7 @@ import numpy as np
 from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32
 from specverify.certification.collect import scenario_seed
 from specverify.certification.evidence import ScenarioResult
-from specverify.certification.laws import greedy_of
+from specverify.certification.laws import greedy_many
 from specverify.enums import ModelFamily, ScenarioKind
 from specverify.errors import ProtocolViolation
 from specverify.protocol import Request
@@ -64,8 +64,9 @@ class GreedyCheck:
         answers = _answers(run, scenario, handle)
         mismatches, histories = [], []
         requests = [req for how, (req, _) in answers if not how]
-        for how, (req, comp) in answers:
-            want = greedy_of(scenario, req.prompt, req.params)
+        # every request carries scenario.params (_requests): one batched oracle walk for all its prompts
+        wants = greedy_many(scenario, [req.prompt for _, (req, _) in answers], scenario.params)
+        for (how, (req, comp)), want in zip(answers, wants):
             if not how:
                 histories += [req.prompt + want[0][:i] for i in range(len(want[0]))]
             if (comp.tokens, comp.finish_reason) != want:
