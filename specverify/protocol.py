@@ -231,13 +231,16 @@ class EngineConfig:
     options; ``reaches`` the evidence that the configuration's state was reached: ``{state key: minimum}`` over
     ``engine_info["state"]`` after the run (a configuration whose state was not reached is *not covered*, never a
     pass); ``unreachable``, why it cannot run on this kind of machine (GPU-only: listed, never run); ``doc``, one
-    line on what it exercises. ``specverify certify FACTORY --engine-config NAME`` certifies it as its own decoder
-    (docs/adapters.md, "Engine configurations")."""
+    line on what it exercises; ``scenarios``, names of the scenarios that create the state, added to the matrix the
+    configuration runs (its own α plan counts them; ``certification.scenarios.configured_matrix``).
+    ``specverify certify FACTORY --engine-config NAME`` certifies it as its own decoder (docs/adapters.md, "Engine
+    configurations")."""
 
     options: Mapping = None
     doc: str = ""
     reaches: Mapping = None
     unreachable: Optional[str] = None
+    scenarios: tuple = ()
 
     def __post_init__(self):
         options = {} if self.options is None else self.options
@@ -255,6 +258,15 @@ class EngineConfig:
             )
         if not isinstance(self.doc, str):
             raise InvalidArgument(f"EngineConfig(doc={self.doc!r}) must be a string.")
+        scenarios = self.scenarios
+        if not isinstance(scenarios, (tuple, list)) or not all(isinstance(n, str) and n for n in scenarios):
+            raise InvalidArgument(
+                f"EngineConfig(scenarios={scenarios!r}) must be a tuple of scenario names, e.g. ('long-prompt', "
+                "'multi-turn') (`specverify scenarios` lists them)."
+            )
+        if len(set(scenarios)) != len(scenarios):
+            raise InvalidArgument(f"EngineConfig(scenarios={scenarios!r}) names a scenario twice; name each once.")
+        object.__setattr__(self, "scenarios", tuple(scenarios))
         object.__setattr__(self, "options", dict(options))
         object.__setattr__(self, "reaches", dict(reaches))
 

@@ -12,10 +12,26 @@ toy knob            checkpoint
 ``*_zero``          none: a softmax has no exact zeros (``target-zero`` and ``draft-zero`` are toy-only)
 ==================  ==========================================================================================
 
-``long-prompt`` is about the toy paged pool and is toy-only too; so, for now, is ``multi-turn`` (its prompt holds
-a toy output; engines get theirs with the configurations work). Engines pay a start-up per pair, so every
+``long-prompt`` is about the toy paged pool and ``multi-turn``'s prompt holds a toy output, so neither is in the
+default checkpoint matrix; both have checkpoint versions that an engine configuration adds to its own matrix
+(:data:`CONFIGURATION_SCENARIOS`, ``EngineConfig.scenarios``, below). Engines pay a start-up per pair, so every
 scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and every scenario keeps ≥ 1e-3 between
 its probabilities and the processor cut points (checked by a test and again before the scenario runs).
+
+**Configuration scenarios** (``configuration_scenarios``): scenarios that create an engine state, run only by the
+configurations that name them, so the default matrix and its α plan stay as they are. All three run on the main
+pair at γ 3 and ``max_tokens`` 3, in this order (the run order keeps it: same pair, same γ, so one engine runs them):
+
+- ``second-block``: the first 28 tokens of :data:`TURN_1_PROMPT`. A scheduler that admits a request with its prompt
+  and γ lookahead slots (31: one block) must find a second block for the first round (28 + 1 + γ + γ lookahead): with
+  few blocks and many requests, that is where running requests are preempted, then resumed by recomputation.
+- ``long-prompt``: :data:`TURN_1_PROMPT`, 31 tokens, one short of a 32-token KV block (vLLM's CPU block size), so the
+  first token is sampled at position 31 and the first round's drafts straddle the block boundary; the first block
+  fills during decoding, with the drafts' KV written by the verification step. It is turn 1 of ``multi-turn``.
+- ``multi-turn``: turn 2 of that conversation, :data:`TURN_1_PROMPT` plus :data:`TURN_1_OUTPUT`, turn 1's likeliest
+  output that ends in EOS, the EOS included (33 tokens: it shares all 33 with turn 1's prompt and output). Its first
+  32 tokens are a whole block, which an engine with a prefix cache serves from the block turn 1's decoding wrote (or,
+  run alone, from its own earlier requests): a hit of 32 cached tokens per request.
 
 **Pair sets.** ``CHECKPOINT_PAIRS`` are the Llama pairs every engine loads. A method whose drafts live inside the
 target (vLLM's ``mtp``) needs a target of another architecture, so the design allows one more pair:
@@ -42,7 +58,11 @@ __all__ = [
     "PAIR_SETS",
     "DEFAULT_PAIR_SET",
     "TOY_ONLY",
+    "CONFIGURATION_SCENARIOS",
+    "TURN_1_PROMPT",
+    "TURN_1_OUTPUT",
     "checkpoint_matrix",
+    "configuration_scenarios",
     "pair_set_of",
 ]
 
@@ -59,7 +79,9 @@ PAIR_SETS = {
 }
 DEFAULT_PAIR_SET = "llama"
 _SPECS = {**CHECKPOINT_PAIRS, **MIMO_PAIRS}
-TOY_ONLY = ("target-zero", "draft-zero", "long-prompt", "multi-turn")  # multi-turn on engines: the configurations issue
+TOY_ONLY = ("target-zero", "draft-zero", "long-prompt", "multi-turn")  # the last two: CONFIGURATION_SCENARIOS
+TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
+TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
 
 P = SamplingParams
 # name: (pair, changes to the toy scenario)
@@ -112,6 +134,42 @@ def checkpoint_matrix(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
         pair, changes = _OVERRIDES[name]
         out[name] = replace(scenario, pair=_SPECS[chosen[pair]], **(changes or {}))
     return out
+
+
+_GROW = "a 28-token prompt: the first round needs a second 32-token KV block after admission (preempted there)"
+_LONG = "a 31-token prompt: the first round's drafts straddle a 32-token KV block, filled while decoding (turn 1)"
+_TURN_2 = "turn 2: turn 1's prompt and whole output, EOS included (33 tokens), its first block cached by turn 1"
+# name: (the toy scenario it is made from, pair, changes); the order is the run order (turn 1 just before turn 2)
+_CONFIGURATION_OVERRIDES = {
+    "second-block": (
+        "long-prompt",
+        "main",
+        dict(name="second-block", prompt=TURN_1_PROMPT[:28], num_draft_tokens=3, params=P(max_tokens=3),
+             exercises=_GROW),
+    ),  # fmt: skip
+    "long-prompt": (
+        "long-prompt",
+        "main",
+        dict(prompt=TURN_1_PROMPT, num_draft_tokens=3, params=P(max_tokens=3), exercises=_LONG),
+    ),
+    "multi-turn": (
+        "multi-turn",
+        "main",
+        dict(prompt=TURN_1_PROMPT + TURN_1_OUTPUT, params=P(max_tokens=3), exercises=_TURN_2),
+    ),
+}
+#: The scenarios an engine configuration may add to the checkpoint matrix (``EngineConfig.scenarios``).
+CONFIGURATION_SCENARIOS = tuple(_CONFIGURATION_OVERRIDES)
+
+
+def configuration_scenarios(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
+    """The checkpoint versions of :data:`CONFIGURATION_SCENARIOS` (from the toy scenarios of the same names), on the
+    pair set ``pairs``, in their run order."""
+    chosen = _pair_set(pairs, "pairs")
+    return {
+        name: replace(toy[base], pair=_SPECS[chosen[pair]], **changes)
+        for name, (base, pair, changes) in _CONFIGURATION_OVERRIDES.items()
+    }
 
 
 def pair_set_of(factory: object) -> str:

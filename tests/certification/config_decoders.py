@@ -44,3 +44,14 @@ def bad_default(target, draft):
 
 bad_default.engine_configs = {"a": {}}
 bad_default.default_engine_config = "b"
+
+
+def with_scenarios(target, draft, *, cached_tokens=0, label="default"):
+    return _Configured(make_decoder(target, draft), cached_tokens, label)
+
+
+with_scenarios.engine_configs = {
+    "turns": EngineConfig(options={"cached_tokens": 32, "label": "turns"}, doc="the configuration scenarios",
+                          reaches={"cached_tokens": 1}, scenarios=("second-block", "long-prompt", "multi-turn")),
+    "bare": EngineConfig(options={}, doc="no scenarios of its own"),
+}  # fmt: skip

@@ -95,3 +95,61 @@ def test_the_cli_writes_one_document_per_set_and_exits_with_the_worst(tmp_path):
     assert "EXACT" in out.upper()  # the certificate itself is printed as for a plain run
     code, _, err = cli("certify", f"{F}:configured", *flags, "--engine-config", "nope")
     assert code == ExitCode.USAGE and "--engine-config 'nope' is not a configuration" in err
+
+
+def test_a_configuration_names_its_own_scenarios():
+    preset = EngineConfig(scenarios=["long-prompt", "multi-turn"])
+    assert preset.scenarios == ("long-prompt", "multi-turn") and EngineConfig().scenarios == ()
+    with pytest.raises(InvalidArgument, match="scenarios=.* must be a tuple of scenario names"):
+        EngineConfig(scenarios="multi-turn")
+    with pytest.raises(InvalidArgument, match="names a scenario twice"):
+        EngineConfig(scenarios=("multi-turn", "multi-turn"))
+
+
+def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_in_m():
+    from specverify.certification import checks
+    from specverify.certification.scenarios import configured_matrix, engine_config_matrix, matrix
+
+    base = matrix("checkpoint")
+    names = ("second-block", "long-prompt", "multi-turn")
+    ext = configured_matrix(base, names, "checkpoint")
+    assert list(ext)[: len(base)] == list(base) and list(ext)[len(base):] == list(names)  # default places kept
+    assert checks.num_tests(ext) == checks.num_tests(base) + 3  # its own α plan counts them
+    assert configured_matrix(base, names, "checkpoint") is ext  # built once
+    toy = matrix("toy")
+    assert configured_matrix(toy, ("long-prompt", "multi-turn")) is toy  # the toy matrix holds both already
+    with pytest.raises(InvalidArgument, match="not scenarios of this matrix nor configuration scenarios"):
+        configured_matrix(base, ("nope",), "checkpoint")
+    from tests.certification import config_decoders
+
+    assert list(engine_config_matrix(base, config_decoders.with_scenarios, "turns", "checkpoint")) == list(ext)
+    assert engine_config_matrix(base, config_decoders.with_scenarios, "bare", "checkpoint") is base
+    assert engine_config_matrix(base, config_decoders.with_scenarios, None, "checkpoint") is base
+
+
+def test_the_checkpoint_configuration_scenarios_create_their_state():
+    from specverify.certification.matrix_checkpoint import TURN_1_OUTPUT, TURN_1_PROMPT, configuration_scenarios
+    from specverify.certification.scenarios import SCENARIOS
+
+    s = configuration_scenarios(SCENARIOS)
+    block = 32  # vLLM's CPU KV block; a cached prefix is whole blocks, never the last prompt token
+    # second-block: admitted with prompt + γ lookahead in one block, its first round (token + γ drafts) needs two
+    grow = s["second-block"]
+    assert len(grow.prompt) + grow.num_draft_tokens <= block < len(grow.prompt) + 1 + 2 * grow.num_draft_tokens
+    turn1, turn2 = s["long-prompt"], s["multi-turn"]
+    assert turn1.prompt == TURN_1_PROMPT and len(turn1.prompt) < block < len(turn1.prompt) + 1 + turn1.num_draft_tokens
+    assert turn2.prompt == TURN_1_PROMPT + TURN_1_OUTPUT and len(turn2.prompt) >= block + 1  # a 32-token hit
+    assert (turn1.pair, turn1.num_draft_tokens) == (turn2.pair, turn2.num_draft_tokens)  # one engine runs both
+    law = sv.exact_law(turn1.models().target, turn1.prompt, turn1.params)
+    ends = {o: p for o, p in zip(law.outcomes, law.probs) if o[1] == "eos"}
+    assert max(ends, key=ends.get) == (TURN_1_OUTPUT, "eos")  # turn 1's likeliest output that ends in EOS
+    assert sum(p for o, p in zip(law.outcomes, law.probs) if o[0][:1] == TURN_1_OUTPUT[:1]) > 0.1  # turn 1 writes it
+
+
+@pytest.mark.xfail(strict=True, reason="needs the hook in certification/run.py matrix_for (issue 25 report)")
+def test_a_run_with_the_configuration_runs_its_scenarios():
+    from specverify.certification.config import RunConfig
+    from specverify.certification.run import matrix_for
+
+    config = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns")
+    assert list(matrix_for(config))[-3:] == ["second-block", "long-prompt", "multi-turn"]
