@@ -30,8 +30,8 @@ from specverify.oracles.acceptance_rounds import (
     law_from_moments,
 )
 from specverify.oracles.law import first_finish
+from specverify.oracles.round_rules import RoundContext
 from specverify.params import SamplingParams
-from specverify.sampling import next_token_probs
 
 __all__ = ["first_round_acceptance_law", "acceptance_law_after", "draft_for_law"]
 
@@ -64,6 +64,7 @@ def first_round_acceptance_law(
     gamma = num_draft_tokens
     law = np.zeros(gamma + 1)
     vocab = target.vocab
+    ctx = RoundContext(target, draft, tuple(prompt), params, gamma)  # the rows every law of this shape shares
     stack = [((), 1.0)]
     while stack:
         path, mass = stack.pop()
@@ -71,10 +72,8 @@ def first_round_acceptance_law(
         if k == gamma:
             law[k] += mass
             continue
-        history = tuple(prompt) + path
-        kw = dict(prompt=prompt, generated=path, eos_token_id=vocab.eos_token_id)
-        target_probs = next_token_probs(target.logits([history])[0], params, **kw)
-        draft_probs = next_token_probs(draft.logits([history])[0], params, **kw)
+        target_probs = torch.from_numpy(ctx.target_row(path))  # next_token_probs after prompt + path
+        draft_probs = torch.from_numpy(ctx.draft_row((), path))
         if float(target_probs.sum()) <= 0 or float(draft_probs.sum()) <= 0:  # no_token, or no draft: 0 more
             law[k] += mass
             continue

@@ -30,41 +30,101 @@ import torch
 from specverify.oracles.drafts import draft_family
 from specverify.oracles.law import first_finish
 from specverify.params import SamplingParams
-from specverify.sampling import next_token_probs
+from specverify.sampling import next_token_probs, process_logits
 
 __all__ = ["RoundContext", "tree_round", "block_round", "node_law", "residual"]
 
 
+_ROWS: dict = {}  # (target, draft, prompt, params) -> the row caches of RoundContext: models hash by identity
+_MAX_SHAPES = 16
+
+
+def _shared_rows(target, draft, prompt, params) -> tuple:
+    """The row caches ``(target rows, draft rows, finishes)`` of one (model pair, prompt, params): the rows do not
+    depend on γ or the rule, so every law of that request shape in a process (the first round's, every round's,
+    after a prefill) reads the same rows. Fresh ones where the params do not hash (a grammar holds dicts)."""
+    key = (target, draft, prompt, params)
+    try:
+        hash(key)
+    except TypeError:
+        return {}, {}, {}
+    if key not in _ROWS:
+        if len(_ROWS) >= _MAX_SHAPES:
+            _ROWS.pop(next(iter(_ROWS)))
+        _ROWS[key] = ({}, {}, {})
+    return _ROWS[key]
+
+
 class RoundContext:
-    """Rows of the target and the draft along committed tokens and draft paths, cached for one request shape."""
+    """Rows of the target and the draft along committed tokens and draft paths, cached for one request shape.
+
+    A row missing from the cache is computed together with its siblings (the other children of its parent that no
+    round has finished): one ``logits`` call and one batched pipeline for up to V rows, where the enumeration asks
+    for them one at a time. Each row is the one ``next_token_probs`` gives for its history alone (the pipeline acts
+    on each row by itself; ``tests/oracles/test_round_rules.py`` checks them bit for bit)."""
 
     def __init__(self, target, draft, prompt: tuple, params: SamplingParams, gamma: int):
         self.target, self.draft, self.prompt, self.params, self.gamma = target, draft, prompt, params, gamma
         self.vocab = target.vocab
         self.family = draft_family(draft)
-        self._target, self._draft, self._finish = {}, {}, {}
+        self._target, self._draft, self._finish = _shared_rows(target, draft, prompt, params)
 
     def _probs(self, logits, generated: tuple) -> np.ndarray:
         return next_token_probs(
             logits, self.params, prompt=self.prompt, generated=generated, eos_token_id=self.vocab.eos_token_id
         ).numpy()
 
+    def _batch_probs(self, logits, generated: list) -> np.ndarray:  # [B, V], B histories of one length -> [B, V]
+        """``_probs`` of each row at once: the same penalty history, EOS mask and processors per row."""
+        size, prompt = self.vocab.size, self.prompt
+        seen = torch.zeros((len(generated), size), dtype=torch.bool)
+        counts = torch.zeros((len(generated), size), dtype=torch.float64)
+        for row, g in enumerate(generated):
+            seen[row, list(prompt + g)] = True
+            counts[row] = torch.bincount(torch.as_tensor(g, dtype=torch.long), minlength=size).to(torch.float64)
+        return process_logits(
+            logits,
+            self.params,
+            seen=seen,
+            counts=counts,
+            num_generated=len(generated[0]),
+            eos_token_id=self.vocab.eos_token_id,
+            histories=[prompt + g for g in generated],
+        ).numpy()
+
+    def _siblings(self, generated: tuple, known: dict) -> list:
+        """``generated`` first, then its parent's other unfinished children not in ``known`` (none with a grammar,
+        whose state forbids some of them)."""
+        if not generated or self.params.grammar is not None:
+            return [generated]
+        head, last = generated[:-1], generated[-1]
+        others = [head + (t,) for t in range(self.vocab.size) if t != last]
+        return [generated] + [g for g in others if g not in known and self.finish(g) is None]
+
+    def _fill(self, model, known: dict, generated: tuple) -> None:
+        todo = self._siblings(generated, known)
+        if len(todo) == 1:
+            known[generated] = self._probs(model.logits([self.prompt + generated])[0], generated)
+            return
+        rows = self._batch_probs(model.logits([self.prompt + g for g in todo]), todo)
+        known.update(zip(todo, rows))
+
     def target_row(self, generated: tuple) -> np.ndarray:  # -> [V]
         if generated not in self._target:
-            logits = self.target.logits([self.prompt + generated])[0]
-            self._target[generated] = self._probs(logits, generated)
+            self._fill(self.target, self._target, generated)
         return self._target[generated]
 
     def draft_row(self, committed: tuple, drafted: tuple) -> np.ndarray:  # -> [V]
         # an AR model's row is a function of the history alone, wherever the round split it into committed tokens
         # and drafts (a draft family's proposal may not be)
-        key = (committed, drafted) if hasattr(self.draft, "proposal_logits") else committed + drafted
+        if not hasattr(self.draft, "proposal_logits"):  # an AR toy (or checkpoint) model: with its siblings
+            key = committed + drafted
+            if key not in self._draft:
+                self._fill(self.draft, self._draft, key)
+            return self._draft[key]
+        key = (committed, drafted)
         if key not in self._draft:
-            history = self.prompt + committed
-            if hasattr(self.draft, "proposal_logits"):
-                logits = self.draft.proposal_logits(history, drafted)
-            else:  # an AR toy (or checkpoint) model
-                logits = self.draft.logits([history + drafted])[0]
+            logits = self.draft.proposal_logits(self.prompt + committed, drafted)
             if getattr(self.draft, "unprocessed", False):  # proposed whatever the processors (ArgmaxDraft)
                 self._draft[key] = torch.softmax(logits.to(torch.float64), -1).numpy()
             else:

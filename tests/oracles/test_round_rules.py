@@ -38,4 +38,26 @@ def test_one_row_per_history():
     target = random_target(make_vocab(6), seed=4)
     ctx = RoundContext(target, draft_near(target, distance=0.4, seed=9), (0,), SamplingParams(max_tokens=4), 2)
     row = ctx.draft_row((1,), (2,))
-    assert ctx.draft_row((1, 2), ()) is row and len(ctx._draft) == 1
+    assert ctx.draft_row((1, 2), ()) is row
+    # computed with its siblings (the parent's other unfinished children), keyed by history alone
+    assert set(ctx._draft) == {(1, t) for t in range(6) if t != 5}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(max_tokens=4),
+        SamplingParams(max_tokens=4, min_tokens=2, temperature=0.7, top_p=0.9, repetition_penalty=1.3),
+        SamplingParams(max_tokens=4, frequency_penalty=0.4, presence_penalty=0.2, top_k=3, min_p=0.05, stop=("ab",)),
+        SamplingParams(max_tokens=3, temperature=0.0, bad_token_ids=(2,)),
+    ],
+)
+def test_batched_rows_are_the_single_history_rows(params):
+    """A row computed with its siblings is the row of its history alone, bit for bit (no tolerance)."""
+    target = random_target(make_vocab(6), seed=4, eos_bias=-0.5)
+    draft = draft_near(target, distance=0.4, seed=9)
+    ctx = RoundContext(target, draft, (0, 1), params, 2)
+    for g in [(), (0,), (3,), (0, 2), (4, 4), (1, 0, 3)]:
+        alone = RoundContext(target, draft, (0, 1), params, 2)
+        assert np.array_equal(ctx.target_row(g), alone._probs(target.logits([(0, 1) + g])[0], g)), g
+        assert np.array_equal(ctx.draft_row(g[:1], g[1:]), alone._probs(draft.logits([(0, 1) + g])[0], g)), g
