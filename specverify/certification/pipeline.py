@@ -14,12 +14,11 @@ from typing import Callable, Optional
 
 from specverify.certification import checks
 from specverify.certification.budget import SAFETY, Allocation, pilot_rate
-from specverify.certification.checks.judge import unfit_for_float32
 from specverify.certification.checks.twosample import against_spec
 from specverify.certification.collect import Session
 from specverify.certification.config import RunConfig
-from specverify.certification.counters_check import attach_counters
 from specverify.certification.evidence import Certificate, ScenarioResult
+from specverify.certification.execute import gamma_span, reproducibility, run_scenario
 from specverify.certification.factory import SetupFailure, resolve_factory
 from specverify.certification.run import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
 from specverify.certification.runner import make_runner
@@ -36,7 +35,13 @@ _wall = time.perf_counter  # the between-calls deadline's clock (tests replace i
 _BROKE = "not run: the decoder already broke the protocol"
 
 
-def certify(factory: object, *, progress: Optional[Callable[[str], None]] = None, **options: object) -> Certificate:
+def certify(
+    factory: object,
+    *,
+    progress: Optional[Callable[[str], None]] = None,
+    block_draws: Optional[int] = None,
+    **options: object,
+) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
 
     Parameters
@@ -45,6 +50,9 @@ def certify(factory: object, *, progress: Optional[Callable[[str], None]] = None
         ``"module:attr"`` of ``factory(target, draft, **engine_options) -> decoder`` (docs/adapters.md).
     progress : callable, optional
         Called with one line per scenario (its position, name, elapsed time and an ETA).
+    block_draws : int, optional
+        Run in parts (``specverify.certification.parts``): each sampling scenario's draws in blocks of this many,
+        decided at the merge in block order; the same verdict and seeded counts as without (``--block-draws``).
     **options
         Every field of :class:`~specverify.certification.config.RunConfig` (``level``, ``seed``, ``alpha``,
         ``power``, ``models``, ``drafts``, ``scenarios``, ``isolation``, ``timeout_s``, ``threads``, ``budget_s``,
@@ -68,16 +76,23 @@ def certify(factory: object, *, progress: Optional[Callable[[str], None]] = None
         config = RunConfig.create(factory=factory, **options)
     elif options or not isinstance(config, RunConfig):
         raise InvalidArgument(f"config={config!r} must be a RunConfig, given alone (no other options).")
-    return run_certification(config, progress)
+    return run_certification(config, progress, block_draws=block_draws)
 
 
-def run_certification(config: RunConfig, progress: Optional[Callable[[str], None]] = None) -> Certificate:
+def run_certification(
+    config: RunConfig, progress: Optional[Callable[[str], None]] = None, *, block_draws: Optional[int] = None
+) -> Certificate:
     """:func:`certify` of a ``RunConfig`` already built."""
     started = _now()
     try:
         config = config.with_factory_drafts(resolve_factory(config.factory))
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
+    if block_draws is not None:  # a run in parts (parts.py): the same counts, decided at the merge
+        from specverify.certification.parts import check_split, run_parts
+
+        check_split(config, block_draws)
+        return run_parts(config, block_draws=block_draws, progress=progress)
     family = matrix_for(config)
     check_names(config.scenarios, family)
     chosen = [family[n] for n in config.scenarios] if config.scenarios else list(family.values())
@@ -144,18 +159,11 @@ def _progress_line(i, total, name, elapsed) -> str:
     return f"specverify: [{i + 1}/{total}] {name} (elapsed {elapsed:.0f} s{eta})"
 
 
-def _gamma_span(run, scenario) -> tuple:
-    """The (first, last) γ of the scenario's calls: its check's ``gamma_span`` where it has one (greedy sends γ 1
-    to 4, batch-composition its small calls' γ then the request's), else the scenario's γ."""
-    span = getattr(checks.check_for(scenario, run.config, run.matrix), "gamma_span", None)
-    return span(scenario) if span else (scenario.num_draft_tokens, scenario.num_draft_tokens)
-
-
 def _run_all(run, chosen, progress) -> tuple:
     """Run the scenarios in :func:`~specverify.certification.scenarios.run_order` (by pair, then γ: an engine that
     fixes γ per instance restarts on every change), or as given under a time budget (the order is then the
     priority: core first); the results are listed in ``chosen``'s (matrix) order."""
-    order = chosen if run.config.budget_s is not None else run_order(chosen, gammas=lambda s: _gamma_span(run, s))
+    order = chosen if run.config.budget_s is not None else run_order(chosen, gammas=lambda s: gamma_span(run, s))
     by_name, violation, clock, budget = {}, None, time.perf_counter(), run.config.budget_s
     for i, scenario in enumerate(order):
         results = by_name.setdefault(scenario.name, [])
@@ -166,7 +174,7 @@ def _run_all(run, chosen, progress) -> tuple:
         if progress:
             progress(_progress_line(i, len(order), scenario.name, time.perf_counter() - clock))
         try:
-            done = _run_one(run, scenario)
+            done = run_scenario(run, scenario)
             results.extend(done)
             if run.allocation is not None:
                 run.allocation.spend(scenario.name, sum(r.n or 0 for r in done))
@@ -183,48 +191,7 @@ def _run_all(run, chosen, progress) -> tuple:
     results = [r for name in dict.fromkeys(s.name for s in chosen) for r in by_name.get(name, [])]
     if violation is not None:
         return results, violation, (None, "not run: the decoder broke the protocol"), None, None
-    repro = _reproducibility(run, chosen)
+    repro = reproducibility(run, chosen)
     timings = run.session.timings(chosen[0]) if chosen else None  # decoder.timings(), for `speedup --from`
     engine = run.session.engine_info(chosen[0]) if chosen else None  # after the calls: the effective configuration
     return results, violation, repro, timings, engine
-
-
-def _run_one(run, scenario) -> list:
-    check = checks.check_for(scenario, run.config, run.matrix)
-    caps = run.session.decoder(scenario).capabilities
-    if check.uses_other(run):
-        caps = caps & run.other.decoder(scenario).capabilities
-    missing = sorted(checks.requirements(scenario, run.matrix) - caps)
-    if missing:
-        who = "a decoder does" if check.uses_other(run) else "the decoder does"
-        return [ScenarioResult.skipped(scenario, NotRun.UNDECLARED, f"not covered: {who} not declare {missing}")]
-    problem = unfit_for_float32(scenario, run.matrix)
-    if problem:
-        return [ScenarioResult.skipped(scenario, NotRun.UNFIT, problem)]
-    with run.session.counting() as scope:  # the engine's own counters over this scenario's calls
-        results = check.run(run, scenario)
-        evidence = scope.close(run.session.handles())
-    return attach_counters(results, evidence)
-
-
-def _reproducibility(run, chosen) -> tuple:
-    """The separate reproducibility check: its failure, even a protocol violation, is ``reproducible=False``."""
-    if run.config.shard is not None and run.config.shard[0] != 1:
-        return None, "not run in this shard"
-    name = checks.REPRODUCIBILITY_SCENARIO
-    home = _matrix_of(run, chosen[0]) if chosen else {}
-    if name not in home:
-        return None, f"not run: the matrix has no {name} scenario"
-    try:
-        return checks.check_reproducible(run, home[name])
-    except BudgetSpent:
-        return None, "not run: budget exhausted"
-    except ProtocolViolation as exc:
-        return False, f"the check's calls broke the protocol: {exc}"
-
-
-def _matrix_of(run, scenario):
-    """The matrix of the first chosen scenario's pair (its decoder is the one kept for the check)."""
-    from specverify.certification.scenarios import matrix_of
-
-    return run.matrix if run.config.user_pair else matrix_of(scenario.pair)

@@ -5,7 +5,9 @@ shard ``k % N + 1``; shard 1 also runs the reproducibility check. Greedy and col
 the others. Every scenario keeps the seeds and the α share of the unsharded run (m counts the whole matrix), so N
 shards merged give exactly the unsharded certificate. A shard never decides a verdict on its own evidence: its
 counts file holds every scenario result and its run configuration; the merge applies Holm and the verdict rules
-once.
+once. With ``--block-draws N`` the shards split the run's parts instead (part k of the plan on shard
+``k % N + 1``, ``parts.py``): their counts files are bundles of part documents (kind ``specverify-parts``), and the
+merge is ``parts.merge_parts``.
 
 The counts file (``--counts-out``) is JSON with ``schema_version`` 2 and ``kind: "specverify-shard"``; version 1
 files are migrated when read (``specverify.certification.migrate``).
@@ -92,6 +94,8 @@ def merge_shards(parts: Sequence[object]) -> Certificate:
         bool(parts), "parts=[] must hold the counts file of every shard (specverify merge PART1.json PART2.json ...)."
     )
     docs = [_load(p) for p in parts]
+    if any(doc.get("kind") == "specverify-parts" for doc in docs):
+        return _merge_part_bundles(docs)
     for doc in docs:
         check(
             doc.get("kind") == "specverify-shard" and doc.get("schema_version") == SHARD_SCHEMA_VERSION,
@@ -127,3 +131,25 @@ def merge_shards(parts: Sequence[object]) -> Certificate:
         matrix=family,
         elapsed_s=max(doc["elapsed_s"] for doc in docs),
     )
+
+
+def _merge_part_bundles(docs: list) -> Certificate:
+    """The shards of a run in parts (``--block-draws N --shard I/N``): each a bundle of part documents, merged by
+    ``parts.merge_parts``, which names a part given twice or still missing."""
+    from specverify.certification.parts import merge_parts
+
+    check(
+        all(doc.get("kind") == "specverify-parts" for doc in docs),
+        "a run in parts (--block-draws) and a run split by scenario cannot be merged together: give the "
+        "--counts-out files of one command's shards.",
+    )
+    seen = sorted(tuple(doc["shard"]) for doc in docs)
+    check(len(set(seen)) == len(seen), f"shards {seen!r}: a shard given twice; give each --counts-out file once.")
+    total = seen[0][1]
+    missing = [f"{i}/{total}" for i in range(1, total + 1) if (i, total) not in seen]
+    check(
+        not missing and all(n == total for _, n in seen),
+        f"shard {', '.join(missing) or '?'} is missing (given: {seen!r}): merge every shard of one split.",
+    )
+    config = replace(RunConfig.from_dict(docs[0]["run"]), shard=None)
+    return merge_parts(config, [part for doc in docs for part in doc["parts"]], block_draws=docs[0]["block_draws"])

@@ -1,0 +1,127 @@
+"""Runs in parts (``--block-draws N``): merged in any arrival order they give the unsplit run's verdict and counts;
+a retry gives the same counts; the merge refuses a duplicate, a foreign or a missing part; a sequential decision
+makes the later blocks unneeded."""
+
+import json
+import random
+
+import pytest
+
+import specverify as sv
+from specverify.certification.config import RunConfig
+from specverify.certification.parts import PartWorker, merge_parts, needed, plan_parts
+
+REF = "specverify.reference:make_decoder"
+SUBSET = ["temperature-1", "eos-in-block", "greedy", "max-tokens-not-multiple"]
+OPTIONS = dict(level="quick", seed=3, scenarios=SUBSET, isolation="none")
+B = 700  # draws per block
+
+
+def _key(cert):
+    """What must be identical: names, verdicts, N and the observed counts of the worst outcomes, per scenario."""
+    return [(s.name, s.passed, s.n, s.planned_n, tuple(w[:2] for w in s.worst)) for s in cert.scenarios]
+
+
+def _same_statistics(a, b):
+    for x, y in zip(a.scenarios, b.scenarios):
+        assert (x.statistic is None) == (y.statistic is None), x.name
+        if x.statistic is not None:  # the same counts; the battery's floats may differ in the last bits elsewhere
+            assert y.statistic == pytest.approx(x.statistic, rel=1e-9), x.name
+            assert y.tv_estimate == pytest.approx(x.tv_estimate, rel=1e-9), x.name
+
+
+@pytest.fixture(scope="module")
+def config():
+    return RunConfig.create(factory=REF, **OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def documents(config):
+    """The documents of the parts a scheduler runs (each while still needed), and two blocks of temperature-1 that
+    arrive after its decision; run once for the module."""
+    docs = []
+    with PartWorker(config, block_draws=B) as worker:
+        for part in plan_parts(config, block_draws=B):
+            if part.id in {p.id for p in needed(config, docs, block_draws=B)}:
+                docs.append(worker.run(part))
+        done = max(d["part"]["block"] for d in docs if d["part"]["scenario"] == "temperature-1")
+        late = [
+            p for p in plan_parts(config, block_draws=B) if p.scenario == "temperature-1" and done < p.block <= done + 2
+        ]
+        return docs + [worker.run(p) for p in late]
+
+
+def test_parts_merged_in_any_order_are_the_unsplit_run(config, documents):
+    whole = sv.certify(REF, **OPTIONS)
+    docs = json.loads(json.dumps(documents))  # through JSON, as a cluster hands them over
+    random.Random(5).shuffle(docs)
+    merged = merge_parts(config, docs, block_draws=B)
+    assert merged.verdict == whole.verdict == "exact", merged.reason
+    assert _key(merged) == _key(whole)
+    _same_statistics(whole, merged)
+    assert merged.reproducible is True
+    assert merged.command == whole.command.replace(" --seed", " --block-draws 700 --seed")
+
+
+def test_a_split_spreads_over_blocks_and_a_look_ends_a_block(config):
+    parts = plan_parts(config, block_draws=B)
+    blocks = [p for p in parts if p.scenario == "temperature-1"]
+    assert len(blocks) > 10 and all(p.count <= 700 for p in blocks)
+    assert [p.start for p in blocks] == [0] + [p.start + p.count for p in blocks[:-1]]  # contiguous, in order
+    assert [p.id for p in parts if p.scenario == "greedy"] == ["greedy#0"]  # not a sampling check: one part
+    assert parts[-1].scenario == "(reproducibility)"
+    assert len({p.id for p in parts}) == len(parts)
+
+
+def test_a_retry_gives_identical_counts(config, documents):
+    part = plan_parts(config, block_draws=B)[3]
+    with PartWorker(config, block_draws=B) as fresh:
+        again = fresh.run(part)
+    first = next(d for d in documents if d["part"]["id"] == part.id)
+    assert again["draws"] == first["draws"] and again["part"] == first["part"]
+
+
+def test_blocks_after_a_sequential_decision_are_unneeded(config, documents):
+    blocks = sorted(
+        (d for d in documents if d["part"]["scenario"] == "temperature-1"), key=lambda d: d["part"]["block"]
+    )
+    whole = sv.certify(REF, **dict(OPTIONS, scenarios=["temperature-1"]))
+    stop = next(i for i, d in enumerate(blocks) if d["part"]["start"] + d["part"]["count"] == whole.scenarios[0].n)
+    assert "early pass" in whole.scenarios[0].note and stop + 1 < len(blocks)
+    before = {p.id for p in needed(config, blocks[:stop], block_draws=B)}
+    assert blocks[stop]["part"]["id"] in before and blocks[stop + 1]["part"]["id"] in before
+    after = {p.id for p in needed(config, blocks[: stop + 1], block_draws=B)}
+    assert not any(d["part"]["id"] in after for d in blocks)  # decided: cancel the rest of the scenario
+    assert "greedy#0" in after
+    late = merge_parts(config, documents, block_draws=B)  # blocks that arrived after the decision are not evidence
+    assert late.scenarios[0].n == whole.scenarios[0].n
+
+
+def test_the_merge_refuses_duplicate_foreign_or_missing_parts(config, documents):
+    docs = list(documents)
+    with pytest.raises(sv.InvalidArgument, match=r"part 'temperature-1#0' given twice"):
+        merge_parts(config, docs + [docs[0]], block_draws=B)
+    foreign = dict(docs[1], run=dict(docs[1]["run"], seed=4))
+    with pytest.raises(sv.InvalidArgument, match=r"temperature-1#1' is of another run: seed=4 \(this run: 3\)"):
+        merge_parts(config, [docs[0], foreign] + docs[2:], block_draws=B)
+    with pytest.raises(sv.InvalidArgument, match=r"parts \['greedy#0'\] are still needed"):
+        merge_parts(config, [d for d in docs if d["part"]["id"] != "greedy#0"], block_draws=B)
+    with pytest.raises(sv.InvalidArgument, match="block_draws=700 \\(this run: 900\\)"):
+        merge_parts(config, docs, block_draws=900)
+    with pytest.raises(sv.InvalidArgument, match="block_draws=5 cannot be used with budget_s"):
+        sv.certify(REF, block_draws=5, budget_s=10)
+    with pytest.raises(sv.InvalidArgument, match="block_draws=0 must be an int >= 1"):
+        plan_parts(config, block_draws=0)
+
+
+@pytest.mark.parametrize("factory", ["slow_path", "no_offset"])
+def test_slow_path_and_no_offset_blocks_give_the_unsplit_counts(factory):
+    """Slow-path seeds are seed + draw index; a ``sample`` without the offset draws fixed chunks of 4096 from each
+    stretch's start, which blocks of a multiple of 4096 repeat."""
+    spec = f"tests.certification.resume_decoders:{factory}"
+    opts = dict(level="quick", seed=3, scenarios=["eos-in-block"], isolation="none")
+    opts.update(sequential=factory == "slow_path")  # the fixed plan: one stretch, four blocks of 4096
+    whole = sv.certify(spec, **opts)
+    split = sv.certify(spec, block_draws=4096 if factory == "no_offset" else 1000, **opts)
+    assert _key(split) == _key(whole) and split.scenarios[0].n > 1000
+    _same_statistics(whole, split)
