@@ -85,6 +85,7 @@ def _certify(args, out, err) -> int:
         problem = check_outputs(args)
         if problem:
             raise InvalidArgument(problem)
+        on_ray = _executor(args, names)
         resolve_factory(config.factory)  # a missing module is a usage error, before anything heavy is imported
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
@@ -96,7 +97,12 @@ def _certify(args, out, err) -> int:
     if names:
         return _certify_configurations(config, names, args, out, err)
     try:
-        cert = run_certification(config, _progress(err))
+        if on_ray is None:
+            cert = run_certification(config, _progress(err))
+        else:
+            from specverify.certification.ray_executor import run_on_ray
+
+            cert = run_on_ray(config, progress=_progress(err), **on_ray)
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
@@ -109,6 +115,28 @@ def _certify(args, out, err) -> int:
             json.dump(cert.shard_info, fh, indent=1)
         cert = replace(cert, command=f"{cert.command} --counts-out {shlex.quote(args.counts_out)}")
     return _emit(cert, args, out, err)
+
+
+def _executor(args, names) -> dict | None:
+    """``--executor ray``: ``run_on_ray``'s keyword arguments, checked before any work (None: ``local``)."""
+    from specverify.errors import InvalidArgument
+
+    if args.executor != "ray":
+        given = [f for f, v in (("--ray-address", args.ray_address), ("--ray-workers", args.ray_workers)) if v]
+        if given:
+            raise InvalidArgument(f"{' and '.join(given)} need --executor ray (the default executor is local).")
+        return None
+    if names:
+        raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
+    from specverify.certification.ray_executor import import_ray
+
+    import_ray()  # without the extra: a usage error naming it, before anything runs
+    workers = None
+    if args.ray_workers is not None:
+        workers = int(args.ray_workers) if args.ray_workers.strip().isdigit() else 0
+        if workers < 1:
+            raise InvalidArgument(f"--ray-workers={args.ray_workers!r} must be an int >= 1 (engine actors), e.g. 2.")
+    return {"address": args.ray_address, "workers": workers}
 
 
 def _certify_configurations(config, names, args, out, err) -> int:

@@ -51,6 +51,17 @@ def parser() -> argparse.ArgumentParser:
     add_run_arguments(c)
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
     c.add_argument("--counts-out", metavar="PATH", help="with --shard (required there): write the shard's counts file")
+    c.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local (default): this machine, as --isolation says; ray: the run's parts as Ray tasks on engine "
+        "actors, merged into the same certificate (the ray extra; docs/ray.md)",
+    )
+    c.add_argument("--ray-address", metavar="ADDR", help="with --executor ray: the cluster (default: a local one)")
+    c.add_argument(
+        "--ray-workers", metavar="K", help="with --executor ray: engine actors (default: what the cluster holds)"
+    )
     _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
     m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")

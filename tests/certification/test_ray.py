@@ -1,0 +1,205 @@
+"""``--executor ray`` (docs/ray.md) on a local cluster on the loopback: the same verdict and identical seeded
+counts as the unsharded run, again after a worker is SIGKILLed mid-part; the merge refuses a duplicate part; a
+missing extra is a usage error naming it. Every test that imports Ray is marked ``ray`` and ``slow``: the README
+command leaves them out (ray installed or not), ``.ci/ray`` runs them (``-m ray``), and without the extra they skip."""
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import specverify as sv
+from specverify.cli import ExitCode, main
+
+FACTORY = "specverify.reference:make_decoder"
+SUBSET = ["temperature-1", "eos-in-block", "greedy"]  # two sampling scenarios on two actors, and a greedy one
+MARKING = "tests.certification.ray_decoders:marking_reference"
+
+
+def _ray():
+    return pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]' (.ci/ray)")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local cluster on the loopback for the module (``run_on_ray`` uses a Ray already initialised)."""
+    ray = _ray()
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _counts(cert):
+    """What a seeded scenario must reproduce: its draws, the observed counts of its worst outcomes, its decision,
+    and its statistic (approx: the same counts give it to the last bits, other counts miss by far more)."""
+    rows = cert["scenarios"] if isinstance(cert, dict) else [s.to_dict() for s in cert.scenarios]
+    return [
+        (s["name"], s["n"], s["passed"], s["df"], s["not_run"], [_observed(w) for w in s["worst"]],
+         pytest.approx(s["statistic"], rel=1e-12) if s["statistic"] is not None else None)
+        for s in json.loads(json.dumps(rows))
+    ]  # fmt: skip
+
+
+def _observed(worst):
+    """A worst outcome's observed count (a dict in the certificate's JSON, a tuple in its dataclass)."""
+    return worst["observed"] if isinstance(worst, dict) else worst[1]
+
+
+def _local(factory=FACTORY, **options):
+    return sv.certify(factory, level="quick", seed=5, scenarios=SUBSET, isolation="none", **options)
+
+
+def _distribution_name():
+    text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    return re.search(r'^name = "([^"]+)"', text, re.M).group(1)
+
+
+def test_without_the_extra_the_ray_executor_is_a_usage_error_naming_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, installed or not
+    code = main(["certify", FACTORY, "--level", "quick", "--scenario", "greedy", "--executor", "ray"])
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE, err
+    assert f'pip install "{_distribution_name()}[ray]"' in err
+
+
+def test_ray_flags_need_the_ray_executor(capsys):
+    code = main(["certify", FACTORY, "--level", "quick", "--ray-workers", "2", "--ray-address", "auto"])
+    assert code == ExitCode.USAGE
+    assert "--ray-address and --ray-workers need --executor ray" in capsys.readouterr().err
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_ray_executor_refuses_a_bad_worker_count_and_what_it_cannot_split(capsys):
+    _ray()
+    for extra, message in [
+        (["--ray-workers", "0"], "--ray-workers='0' must be an int >= 1"),
+        (["--budget", "60"], "--budget / --max-samples with --executor ray"),
+        (["--shard", "1/2", "--counts-out", "x.json"], "--shard (1, 2) with --executor ray"),
+    ]:
+        code = main(["certify", FACTORY, "--level", "quick", "--executor", "ray", *extra])
+        assert code == ExitCode.USAGE and message in capsys.readouterr().err, extra
+
+
+def test_ray_resources_are_validated_with_their_name_and_value():
+    from specverify.certification.ray_executor import ray_resources_of
+    from tests.certification import ray_decoders
+
+    assert ray_resources_of(ray_decoders.cpu_reference) == {"num_cpus": 1}
+    assert ray_resources_of(lambda t, d: None) == {"num_cpus": 1}  # undeclared: one CPU per engine actor
+
+    def gpus(target, draft):
+        return None
+
+    gpus.ray_resources = {"num_gpus": 1, "resources": {"accelerator": 0.5}}
+    assert ray_resources_of(gpus) == {"num_gpus": 1, "resources": {"accelerator": 0.5}, "num_cpus": 1}
+    for bad, match in [
+        ({"num_gpus": -1}, r"ray_resources\['num_gpus'\]=-1 must be a finite number >= 0"),
+        ({"gpus": 1}, r"has the keys \['gpus'\]; use only"),
+        ([1], r"ray_resources=\[1\] must be a dict"),
+        ({"resources": {"x": "many"}}, r"ray_resources\['resources.x'\]='many' must be a finite number"),
+    ]:
+        gpus.ray_resources = bad
+        with pytest.raises(sv.InvalidArgument, match=match):
+            ray_resources_of(gpus)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_malformed_ray_resources_declaration_is_a_set_up_error():
+    _ray()
+    from specverify.certification.config import RunConfig
+    from specverify.certification.ray_executor import run_on_ray
+
+    config = RunConfig.create(factory="tests.certification.ray_decoders:negative_gpus_reference", level="quick")
+    cert = run_on_ray(config)  # refused before any cluster is started
+    assert cert.verdict == "error" and "ray_resources['num_gpus']=-1" in cert.reason
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_merge_refuses_a_duplicate_part():
+    _ray()
+    from specverify.certification.config import RunConfig
+    from specverify.certification.ray_units import ShardUnits
+
+    config = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=["greedy"], isolation="none")
+    units = ShardUnits(config)
+    worker = units.worker()
+    try:
+        doc = worker.run(units.parts[0])["doc"]
+    finally:
+        worker.close()
+    assert units.merge([doc]).scenarios[0].passed is True
+    with pytest.raises(sv.InvalidArgument, match="part 1/1 given twice"):
+        units.merge([doc, json.loads(json.dumps(doc))])
+
+
+@pytest.mark.parametrize("isolation", ["none", "process"])
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_gives_the_unsharded_verdict_and_seeded_counts(cluster, tmp_path, capsys, isolation):
+    out = tmp_path / "cert.json"
+    args = ["certify", FACTORY, "--level", "quick", "--seed", "5", "--isolation", isolation, "--json", str(out)]
+    args += [f"--scenario={name}" for name in SUBSET] + ["--executor", "ray", "--ray-workers", "2"]
+    code = main(args)
+    err = capsys.readouterr().err
+    whole = _local()
+    assert code == ExitCode.FALLS_SHORT, err  # inconclusive: a subset of the core scenarios
+    doc = json.loads(out.read_text())  # the certificate, as written
+    assert doc["verdict"] == whole.verdict == "inconclusive" and doc["reason"] == whole.reason
+    assert _counts(doc) == _counts(whole)
+    assert doc["reproducible"] is whole.reproducible is True
+    assert doc["versions"]["executor"].startswith("ray ") and "3 parts on 2 engine actors" in err
+    assert err.count("merged") == 3, err  # a progress line per part
+    from specverify.certification.config import RunConfig
+
+    same = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=SUBSET, isolation=isolation)
+    assert doc["command"] == same.reproduce() and "ray" not in doc["command"]  # it reruns the verdict without Ray
+
+
+def _kill_when_marked(mark: Path, which: int, killed: list, done: threading.Event):
+    """Wait for the double's mark, then SIGKILL the Ray worker (field ``which`` of the mark: 0 the decoder's own
+    process, 1 its parent); give up when ``done`` is set (the run ended without a mark)."""
+    while not done.is_set():
+        if mark.exists() and mark.read_text().endswith("\n"):
+            pid = int(mark.read_text().split()[which])
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("isolation", ["none", "process"])
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_path, isolation):
+    from specverify.certification.config import RunConfig
+    from specverify.certification.ray_executor import run_on_ray
+
+    mark = tmp_path / "mark"
+    options = {"mark": str(mark)}
+    config = RunConfig.create(
+        factory=MARKING, level="quick", seed=5, scenarios=SUBSET, isolation=isolation, engine_options=options
+    )
+    killed, lines, done = [], [], threading.Event()
+    # under --isolation none the decoder runs in the actor itself; under process, in the actor's worker child
+    which = 0 if isolation == "none" else 1
+    watcher = threading.Thread(target=_kill_when_marked, args=(mark, which, killed, done))
+    watcher.start()
+    try:
+        cert = run_on_ray(config, workers=2, progress=lines.append)
+    finally:
+        done.set()
+        watcher.join()
+    assert killed, "the double never marked a part: nothing was killed"
+    assert any("its worker was lost" in line and "running it again" in line for line in lines), lines
+    whole = _local(MARKING, engine_options=options)  # the mark exists now: the double no longer pauses
+    assert cert.verdict == whole.verdict and _counts(cert) == _counts(whole)
+    assert "1 retried" in cert.versions["executor"]
