@@ -89,7 +89,7 @@ def run_one(
     from specverify.adapters import vllm as adapter
     from specverify.certification.options import engine_value
 
-    parsed = dict(adapter.ENGINE_CONFIGS[engine_config]) if engine_config else {}
+    parsed = dict(adapter.ENGINE_CONFIGS[engine_config].options) if engine_config else {}
     parsed.update({k: engine_value(v) for k, _, v in (o.partition("=") for o in options)})
     start_s = engine_start(factory, parsed)
     stamp = time.perf_counter()

@@ -16,10 +16,11 @@ from specverify.protocol import Completion, Request
 __all__ = ["completion"]
 
 
-def _spec_counters(llm) -> dict:
-    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position)."""
+def _spec_counters(llm, metrics=None) -> dict:
+    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position); ``metrics``: a
+    snapshot of ``llm.get_metrics()`` already read (None: read one)."""
     out = {}
-    for metric in llm.get_metrics():
+    for metric in llm.get_metrics() if metrics is None else metrics:
         if "spec_decode" not in metric.name:
             continue
         key = metric.name.removeprefix("vllm:spec_decode_")
@@ -82,6 +83,8 @@ def _effective_config(llm, options: Mapping) -> dict:
         "max_num_batched_tokens": int(sched.max_num_batched_tokens),
         "chunked_prefill": bool(getattr(sched, "enable_chunked_prefill", False)),
         "prefix_caching": bool(getattr(config.cache_config, "enable_prefix_caching", False)),
+        "num_gpu_blocks": int(getattr(config.cache_config, "num_gpu_blocks", None) or 0),  # KV blocks (preempt)
+        "parallel_n": bool(options["parallel_n"]),  # the adapter's packing (vllm_configs), not vLLM's
         "dtype": str(config.model_config.dtype).removeprefix("torch."),
         "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
         "expand_kernel": vllm_patches.bound_expand_kernel(),
@@ -168,11 +171,17 @@ def vllm_kwargs(request: Request, vocab_size: int) -> dict:
     return kwargs | dict(max_tokens=int(p.max_tokens), seed=request.seed, skip_special_tokens=True)
 
 
-def _vllm_params(request: Request, vocab_size: int) -> object:
-    """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping)."""
+def _vllm_params(request: Request, vocab_size: int, n: int = 1) -> object:
+    """The vLLM ``SamplingParams`` of one request (see the module docstring for the mapping); ``n`` > 1: that many
+    independent samples of it in one vLLM request (``parallel_n``, unseeded requests only)."""
     from vllm import SamplingParams as VllmParams
 
-    return VllmParams(**vllm_kwargs(request, vocab_size))
+    kwargs = vllm_kwargs(request, vocab_size)
+    if n > 1:
+        if request.seed is not None:
+            raise InvalidArgument(f"n={n!r} with seed={request.seed!r}: only unseeded requests are packed.")
+        kwargs["n"] = n
+    return VllmParams(**kwargs)
 
 
 def completion(request: Request, output, vocab, method: str) -> Completion:

@@ -22,8 +22,14 @@ threads, set at each engine start, process-wide; default 1, docs/findings/vllm.m
 (every method that loads a draft: ``"probabilistic"`` or ``"greedy"``; vLLM's default is greedy, ``draft_model``'s
 probabilistic, ``draft_model_greedy``'s greedy; ``draft_law`` follows it: ``model-temperature`` — vLLM's sampled draft
 sees the temperature and no other processor — or ``model-argmax``), ``prompt_lookup_min`` / ``prompt_lookup_max``
-(``ngram``: 1 and 2). ``decoder.engine_info`` records vLLM's version, the requested method, options and speculative
-configs, and what each engine ran (read back from its ``vllm_config`` and kernel registry).
+(``ngram``: 1 and 2), and the options of the engine configurations (``specverify.adapters.vllm_configs``, which names
+the presets and the evidence of their state): ``enable_prefix_caching``, ``max_num_batched_tokens`` (``max_num_seqs``
+follows it down), ``num_gpu_blocks_override`` (None: vLLM's default each), ``parallel_n`` (identical unseeded requests
+of a call as one vLLM request with ``n`` = their number) and ``declare_seed`` (false: ``seed`` not declared, every
+request unseeded). ``decoder.engine_info`` records vLLM's version, the requested method, options and speculative
+configs, what each engine ran (read back from its ``vllm_config`` and kernel registry) and ``state``, the counts of
+the configurations' evidence (prompt tokens served from the prefix cache, split prefills, preemptions, packed
+requests; ``vllm_configs``).
 
 vLLM fixes γ per engine (``num_speculative_tokens``), so a decoder makes one engine per γ it is asked for; ``plain``
 makes one. Only ``SPECVERIFY_VLLM_MAX_ENGINES`` (default 1) engines live in a process: before another starts, the least
@@ -91,7 +97,7 @@ import weakref
 from collections import OrderedDict
 from typing import Callable, Optional, Sequence
 
-from specverify.adapters import _vllm_metrics, vllm_patches
+from specverify.adapters import _vllm_metrics, vllm_configs, vllm_patches
 from specverify.adapters._vllm_mapping import (  # noqa: F401 -- _check_request, _vllm_params: the tests' seams
     _add,
     _check_request,
@@ -221,7 +227,8 @@ class VllmDecoder:
             )
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
-        self.capabilities = frozenset(spec.capabilities)
+        caps = frozenset(spec.capabilities)
+        self.capabilities = caps if self.options["declare_seed"] else caps - {"seed"}  # vllm_configs: finding 3
         self.fixed_gamma = self._speculative  # one engine per γ (docs/adapters.md); plain ignores γ
         law = spec.law(self.options)  # what the drafts are (specverify.protocol.draft_law_of)
         if law is not None:
@@ -233,6 +240,8 @@ class VllmDecoder:
         self.engine_start_s: list = []  # seconds each engine took to start
         self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
         self._marks: dict = {}  # engine key -> its counters after its last call (one read of vLLM's per call)
+        self._state = vllm_configs.new_state()  # the configurations' evidence (engine_info["state"])
+        self._preempted: dict = {}  # engine key -> vllm:num_preemptions after its last call
         self._closed = False
         _check_one_workaround_setting(self)
         _DECODERS.add(self)
@@ -265,6 +274,7 @@ class VllmDecoder:
             "version": vllm_patches.vllm_version(),
             "requested": requested,
             "effective": dict(self._effective),
+            "state": dict(self._state),
         }
 
     def _engine(self, gamma: int) -> object:
@@ -284,6 +294,10 @@ class VllmDecoder:
         extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
         vllm_patches.bind(self.options["workaround"])  # the override is bound when the engine starts
         set_threads(self.options["threads"])
+        budget = self.options["max_num_batched_tokens"]
+        for option in ("enable_prefix_caching", "num_gpu_blocks_override"):  # vllm_configs: None is vLLM's default
+            if self.options[option] is not None:
+                extra[option] = self.options[option]
         with _HideLlvmliteLib():
             llm = LLM(
                 model=self.target_path,
@@ -291,19 +305,24 @@ class VllmDecoder:
                 enforce_eager=True,
                 max_model_len=MAX_MODEL_LEN,
                 block_size=32,
-                max_num_seqs=MAX_NUM_SEQS,
-                max_num_batched_tokens=MAX_NUM_SEQS * MAX_MODEL_LEN,  # never a partial prefill: see finding 3
+                max_num_seqs=MAX_NUM_SEQS if budget is None else min(MAX_NUM_SEQS, budget),
+                # by default never a partial prefill (finding 3); chunked-prefill sets a small budget on purpose
+                max_num_batched_tokens=MAX_NUM_SEQS * MAX_MODEL_LEN if budget is None else budget,
                 speculative_config=spec,
                 disable_log_stats=False,
                 seed=random.SystemRandom().randrange(2**31),
                 **extra,
             )
+        if budget is not None:
+            vllm_configs.count_partial_prefills(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
         if spec is not None and "stop-metrics" in vllm_patches.workarounds_of(self.options["workaround"]):
             vllm_patches.attach_running_metrics(llm)
         self.engine_start_s.append(time.perf_counter() - started)
         self._effective[str(key[1])] = _effective_config(llm, self.options)
-        self._marks[key] = _spec_counters(llm) if spec is not None else {}
+        metrics = llm.get_metrics()
+        self._marks[key] = _spec_counters(llm, metrics) if spec is not None else {}
+        self._preempted[key] = vllm_configs.preemptions(metrics)
         _LIVE[key] = llm
         return llm
 
@@ -328,21 +347,33 @@ class VllmDecoder:
         llm = self._engine(gamma)
         if self._speculative and self.spec.before_generate is not None:  # suffix: empty its cache (vllm_suffix)
             self.spec.before_generate(llm, self.options)
-        prompts = [{"prompt_token_ids": list(r.prompt)} for r in requests]
-        params = [_vllm_params(r, self.vocab_size) for r in requests]
+        groups = vllm_configs.packed(requests) if self.options["parallel_n"] else [[i] for i in range(len(requests))]
+        prompts = [{"prompt_token_ids": list(requests[g[0]].prompt)} for g in groups]
+        params = [_vllm_params(requests[g[0]], self.vocab_size, n=len(g)) for g in groups]
         outputs = llm.generate(prompts, params, use_tqdm=False)
+        key = (id(self), gamma if self._speculative else 0)
+        if self._speculative or self.options["num_gpu_blocks_override"] is not None:  # one read of the metrics
+            metrics = llm.get_metrics()
+            before, self._preempted[key] = self._preempted[key], vllm_configs.preemptions(metrics)
+            self._state["preemptions"] += self._preempted[key] - before
         if self._speculative:
-            key = (id(self), gamma)
-            before, self._marks[key] = self._marks[key], _spec_counters(llm)
+            before, self._marks[key] = self._marks[key], _spec_counters(llm, metrics)
             delta = _diff(before, self._marks[key])
             _add(self.engine_counters, delta)
             _add(self.last_counters, delta)
-        if len(outputs) != len(requests):
-            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(requests)} requests")
-        for r, o in zip(requests, outputs):
-            if tuple(o.prompt_token_ids) != r.prompt:
-                raise RuntimeError(f"vLLM returned the output of prompt {o.prompt_token_ids} for prompt {r.prompt}")
-        return [completion(r, o.outputs[0], self.vocab, self.method) for r, o in zip(requests, outputs)]
+        if len(outputs) != len(groups):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(groups)} requests")
+        vllm_configs.count_outputs(self._state, outputs)
+        out: list = [None] * len(requests)
+        for group, o in zip(groups, outputs):
+            if tuple(o.prompt_token_ids) != requests[group[0]].prompt or len(o.outputs) != len(group):
+                raise RuntimeError(
+                    f"vLLM returned {len(o.outputs)} completion(s) of prompt {o.prompt_token_ids} for {len(group)} "
+                    f"of prompt {requests[group[0]].prompt}"
+                )
+            for i, sample in zip(group, o.outputs):
+                out[i] = completion(requests[i], sample, self.vocab, self.method)
+        return out
 
     def close(self) -> None:
         """Shut down this decoder's engines (idempotent)."""
@@ -384,7 +415,8 @@ def _factory(name: str) -> Callable:
     factory.__doc__ = f"{spec.summary} Engine options (defaults): {accepted!r}."
     factory.draft_family = "ar"  # the checkpoint AR matrix only (_check_draft_family)
     factory.checkpoint_pairs = spec.checkpoint_pairs  # its pair set: the Llama pairs, or the MiMo pair for mtp
-    factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME
+    factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME (vllm_configs)
+    factory.default_engine_config = vllm_configs.DEFAULT_ENGINE_CONFIG
     return factory
 
 

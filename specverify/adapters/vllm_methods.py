@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
-from specverify.adapters import vllm_heads, vllm_patches, vllm_suffix
+from specverify.adapters import vllm_configs, vllm_heads, vllm_patches, vllm_suffix
 from specverify.errors import InvalidArgument
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "MethodSpec",
     "METHODS",
     "ENGINE_CONFIGS",
+    "DEFAULT_ENGINE_CONFIG",
     "draft_model_config",
     "sampled_draft_law",
     "method_options",
@@ -41,7 +42,18 @@ SPECULATIVE_CAPABILITIES = frozenset(
     }
 )
 PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
-COMMON_OPTIONS: dict = {"workaround": None, "threads": 1}  # accepted by every method (vllm.py's "Engine options")
+#: Accepted by every method (vllm.py's "Engine options"); the last five shape the engine's state (ENGINE_CONFIGS):
+#: None leaves vLLM's default (prefix caching on; the adapter's token budget that never splits a prefill; blocks from
+#: VLLM_CPU_KVCACHE_SPACE).
+COMMON_OPTIONS: dict = {
+    "workaround": None,
+    "threads": 1,
+    "enable_prefix_caching": None,
+    "max_num_batched_tokens": None,
+    "num_gpu_blocks_override": None,
+    "parallel_n": False,
+    "declare_seed": True,
+}
 
 
 def _one_of(key: str, allowed: tuple) -> Callable:
@@ -60,6 +72,25 @@ def _positive_int(key: str) -> Callable:
     return check
 
 
+def _flag(key: str, none: bool = False) -> Callable:
+    def check(value) -> None:
+        if not (isinstance(value, bool) or (none and value is None)):
+            allowed = "true, false or null" if none else "true or false"
+            raise InvalidArgument(f"{key}={value!r} must be {allowed} (e.g. --engine-option {key}=false).")
+
+    return check
+
+
+def _optional_int(key: str, low: int) -> Callable:
+    def check(value) -> None:
+        if value is not None and (type(value) is not int or value < low):
+            raise InvalidArgument(
+                f"{key}={value!r} must be null (vLLM's default) or an int >= {low} (e.g. --engine-option {key}={low})."
+            )
+
+    return check
+
+
 #: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
 OPTION_CHECKS: dict = {
     "workaround": vllm_patches.check_workaround,
@@ -68,6 +99,11 @@ OPTION_CHECKS: dict = {
     "prompt_lookup_min": _positive_int("prompt_lookup_min"),
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),
     "reset_suffix_cache": vllm_suffix.check_reset,
+    "enable_prefix_caching": _flag("enable_prefix_caching", none=True),
+    "max_num_batched_tokens": _optional_int("max_num_batched_tokens", 2),  # a 1-token budget cannot hold γ + 1
+    "num_gpu_blocks_override": _optional_int("num_gpu_blocks_override", 2),  # one request of max_model_len 64
+    "parallel_n": _flag("parallel_n"),
+    "declare_seed": _flag("declare_seed"),
 }
 
 
@@ -217,10 +253,12 @@ METHODS["suffix"] = MethodSpec(
     summary="Suffix decoding (arctic-inference's suffix trees; needs arctic-inference); the cache is emptied before "
     "every call unless reset_suffix_cache=false.",
 )
-#: Presets of engine options every factory names (``--engine-config NAME``): ``patched``, vLLM 0.32.0 with every
-#: workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of stop-ended
-#: requests).
-ENGINE_CONFIGS: dict = {"patched": {"workaround": list(vllm_patches.WORKAROUNDS)}}
+#: The configurations every factory names (``--engine-config NAME``; ``specverify.adapters.vllm_configs``): the
+#: state presets (prefix-cache, no-prefix-cache, chunked-prefill, preempt, parallel-n, ...) and ``patched``, vLLM 0.32.0
+#: with every workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of
+#: stop-ended requests).
+ENGINE_CONFIGS: dict = vllm_configs.ENGINE_CONFIGS
+DEFAULT_ENGINE_CONFIG = vllm_configs.DEFAULT_ENGINE_CONFIG
 
 
 def method_options(name: str, options: Mapping) -> dict:

@@ -122,7 +122,7 @@ def test_every_method_has_a_module_level_factory():
         factory = getattr(va, name)
         assert (factory.__name__, factory.__qualname__, factory.__module__) == (name, name, va.__name__)
         assert pickle.loads(pickle.dumps(factory)) is factory and factory.draft_family == "ar"
-        patched = va.method_options(name, factory.engine_configs["patched"])  # --engine-config patched
+        patched = va.method_options(name, factory.engine_configs["patched"].options)  # --engine-config patched
         assert patched["workaround"] == list(vllm_patches.WORKAROUNDS)
         options = va.method_options(name, {})
         assert set(options) == set(va.COMMON_OPTIONS) | set(spec.options)
@@ -136,7 +136,8 @@ def test_every_method_has_a_module_level_factory():
 
 
 def test_unknown_or_malformed_engine_options_are_refused():
-    with pytest.raises(InvalidArgument, match=r"foo=1 not accepted .*:draft_model: it accepts \['draft_sample_method'"):
+    accepted = r"it accepts \['declare_seed', 'draft_sample_method'"
+    with pytest.raises(InvalidArgument, match=r"foo=1 not accepted .*:draft_model: " + accepted):
         va.method_options("draft_model", {"foo": 1})
     with pytest.raises(InvalidArgument, match="draft_sample_method='greedy' not accepted .*:ngram"):
         va.method_options("ngram", {"draft_sample_method": "greedy"})

@@ -1,0 +1,169 @@
+"""The vLLM adapter's engine configurations (``--engine-config NAME``, docs/adapters.md "Engine configurations") and
+the evidence each reads from the engine that its state was reached (``decoder.engine_info["state"]``).
+
+Each preset is a set of engine options of :data:`specverify.adapters.vllm_methods.COMMON_OPTIONS`, the scenarios that
+create its state (the checkpoint matrix's configuration scenarios, ``matrix_checkpoint.CONFIGURATION_SCENARIOS``:
+``second-block``, 28 tokens, whose first round needs a second 32-token KV block after admission; ``long-prompt``, 31
+tokens, whose first round's drafts straddle a block boundary; then ``multi-turn``, turn 2 of that conversation, 33
+tokens, whose first block turn 1's decoding wrote) and the counts that show the state. File:line refer to vLLM 0.32.0.
+
+=====================  ===================================================  ==========================================
+configuration          engine options                                       evidence (``engine_info["state"]``)
+=====================  ===================================================  ==========================================
+``prefix-cache``       none: vLLM's default, prefix caching on              ``cached_tokens`` >= 33, ``prefix_hits``
+``no-prefix-cache``    ``enable_prefix_caching=false``                      none (``cached_tokens`` stays 0)
+``chunked-prefill``    ``max_num_batched_tokens=64`` (``max_num_seqs`` 64)   ``partial_prefills`` >= 1
+``preempt``            ``num_gpu_blocks_override=32``                       ``preemptions`` >= 1
+``parallel-n``         ``parallel_n=true``: identical unseeded requests     ``parallel_requests`` >= 1
+                       of a call are one vLLM request with ``n = k``
+``patched``            every workaround of ``vllm_patches``                 none
+=====================  ===================================================  ==========================================
+
+- ``cached_tokens`` sums ``RequestOutput.num_cached_tokens`` (outputs.py:153, set from the scheduler's
+  ``num_cached_tokens``, v1/core/sched/scheduler.py) over every request; ``prefix_hits`` counts requests with any.
+  vLLM caches whole blocks only (block size 32 here) and never the last prompt token, so a hit needs a prompt of at
+  least 33 tokens: ``multi-turn``'s.
+- ``partial_prefills`` counts the requests a scheduling step left with part of their prompt still to compute
+  (``num_computed_tokens < num_prompt_tokens`` after ``Scheduler.schedule``, which advances it,
+  v1/core/sched/scheduler.py:1616-1629): a wrapper around that one method of the engine's scheduler, counting only.
+  A split prefill of a *seeded* request crashes vLLM on CPU (finding 3, v1/worker/gpu_model_runner.py:3502), so
+  ``chunked-prefill`` as shipped is ``invalid`` on the seeded scenarios; ``chunked-prefill-unseeded`` adds
+  ``declare_seed=false`` (the decoder does not declare ``seed``, so every request is sent unseeded and the law of
+  the rest is certified; recorded in the certificate's options).
+- ``preemptions`` is the delta of vLLM's own counter ``vllm:num_preemptions`` (v1/metrics/loggers.py:738, counted
+  from the scheduler's PREEMPTED events, v1/metrics/stats.py:576) over the decoder's calls. Thirty-two blocks of 32
+  tokens admit 32 ``second-block`` requests (prompt and γ lookahead: one block each), each of which needs a second
+  block for its first round, so the scheduler preempts running requests (v1/core/sched/scheduler.py:797-830: the
+  last admitted first) and resumes them by recomputing their prompt and output (their first block is not full, so
+  nothing of theirs is cached).
+- ``parallel_requests`` counts vLLM requests with ``n > 1`` whose output held ``n`` completions, and
+  ``parallel_samples`` those completions. vLLM fans an unseeded ``n``-request out into child requests
+  (v1/engine/parallel_sampling.py:52-81; seeded children get ``seed + index``, so only unseeded requests are packed).
+  The certifier's collision test pairs requests (2i, 2i + 1) of a call, which are siblings of one packed request here.
+
+``async-scheduling`` (forced off on CPU, platforms/cpu.py:331) and ``dynamic-gamma`` (Model Runner V2 only, which
+needs Triton) are listed as unreachable here.
+"""
+
+from __future__ import annotations
+
+from specverify.adapters import vllm_patches
+from specverify.protocol import EngineConfig
+
+__all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
+           "count_partial_prefills", "preemptions"]  # fmt: skip
+
+#: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
+STATE_SCENARIOS = ("second-block", "long-prompt", "multi-turn")
+CHUNK_BUDGET = 64  # tokens per step: two of the configuration scenarios' prompts do not fit
+PREEMPT_BLOCKS = 32  # blocks of 32 tokens: 32 second-block requests admitted, each needing a second block
+
+ENGINE_CONFIGS: dict = {
+    "prefix-cache": EngineConfig(
+        options={},
+        doc="vLLM's defaults (prefix caching on); multi-turn's 32-token first block served from the cache",
+        reaches={"cached_tokens": 33, "prefix_hits": 1},
+        scenarios=STATE_SCENARIOS,
+    ),
+    "no-prefix-cache": EngineConfig(
+        options={"enable_prefix_caching": False},
+        doc="prefix caching off (enable_prefix_caching=False): the same scenarios, every block computed",
+        scenarios=STATE_SCENARIOS,
+    ),
+    "chunked-prefill": EngineConfig(
+        options={"max_num_batched_tokens": CHUNK_BUDGET},
+        doc=f"a {CHUNK_BUDGET}-token step budget: prompts split across steps (seeded: finding 3, as shipped)",
+        reaches={"partial_prefills": 1},
+        scenarios=STATE_SCENARIOS,
+    ),
+    "chunked-prefill-unseeded": EngineConfig(
+        options={"max_num_batched_tokens": CHUNK_BUDGET, "declare_seed": False},
+        doc="chunked-prefill with seed undeclared: every request unseeded, around finding 3",
+        reaches={"partial_prefills": 1},
+        scenarios=STATE_SCENARIOS,
+    ),
+    "preempt": EngineConfig(
+        options={"num_gpu_blocks_override": PREEMPT_BLOCKS},
+        doc=f"{PREEMPT_BLOCKS} KV blocks: long concurrent requests preempted and resumed",
+        reaches={"preemptions": 1},
+        scenarios=STATE_SCENARIOS,
+    ),
+    "parallel-n": EngineConfig(
+        options={"parallel_n": True},
+        doc="identical unseeded requests of a call sent as one vLLM request with n = k",
+        reaches={"parallel_requests": 1},
+    ),
+    "patched": EngineConfig(
+        options={"workaround": list(vllm_patches.WORKAROUNDS)},
+        doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus)",
+    ),
+    "async-scheduling": EngineConfig(
+        doc="async scheduling (placeholder drafts)",
+        unreachable="async scheduling is forced off on CPU (platforms/cpu.py:331)",
+    ),
+    "dynamic-gamma": EngineConfig(
+        doc="dynamic γ",
+        unreachable="dynamic γ exists only in Model Runner V2, which needs Triton (no CPU build)",
+    ),
+}
+#: The configuration whose engine options equal a run without --engine-config (its matrix adds STATE_SCENARIOS).
+DEFAULT_ENGINE_CONFIG = "prefix-cache"
+
+STATE_KEYS = ("requests", "cached_tokens", "prefix_hits", "partial_prefills", "preemptions", "parallel_requests",
+              "parallel_samples")  # fmt: skip
+
+
+def new_state() -> dict:
+    return dict.fromkeys(STATE_KEYS, 0)
+
+
+def count_outputs(state: dict, outputs) -> None:
+    """Add one ``generate()``'s ``RequestOutput`` s to ``state``: requests, cached tokens, hits, packed requests."""
+    for output in outputs:
+        cached = int(getattr(output, "num_cached_tokens", 0) or 0)
+        state["requests"] += 1
+        state["cached_tokens"] += cached
+        state["prefix_hits"] += cached > 0
+        if len(output.outputs) > 1:
+            state["parallel_requests"] += 1
+            state["parallel_samples"] += len(output.outputs)
+
+
+def count_partial_prefills(llm, state: dict) -> None:
+    """Count, in ``state["partial_prefills"]``, the requests each scheduling step leaves with part of their prompt
+    to compute (the in-process engine's scheduler; counting only, nothing scheduled differently)."""
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.schedule
+
+    def schedule(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - vLLM's signature
+        out = original(*args, **kwargs)
+        for request_id in out.num_scheduled_tokens:
+            request = scheduler.requests.get(request_id)
+            if request is not None and request.num_computed_tokens < request.num_prompt_tokens:
+                state["partial_prefills"] += 1
+        return out
+
+    scheduler.schedule = schedule
+
+
+def preemptions(metrics) -> int:
+    """vLLM's cumulative ``vllm:num_preemptions`` (summed over engines) in one ``llm.get_metrics()`` snapshot."""
+    return int(sum(getattr(m, "value", 0) or 0 for m in metrics if m.name == "vllm:num_preemptions"))
+
+
+def packed(requests) -> list:
+    """``parallel_n``: the indices of ``requests`` grouped into vLLM requests, in order of first appearance; every
+    group of identical unseeded requests (prompt, params, γ) becomes one request with ``n`` = its size, and each
+    seeded request stays alone (vLLM would give packed seeded children ``seed + index``)."""
+    groups: list = []
+    shared: dict = {}
+    for i, request in enumerate(requests):
+        if request.seed is not None or request.tree is not None:
+            groups.append([i])
+            continue
+        key = (request.prompt, request.params, request.num_draft_tokens)
+        if key not in shared:
+            shared[key] = len(groups)
+            groups.append([])
+        groups[shared[key]].append(i)
+    return groups

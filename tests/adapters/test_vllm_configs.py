@@ -1,0 +1,113 @@
+"""vLLM's engine configurations (issue #25, ``specverify.adapters.vllm_configs``): each preset's option mapping, the
+evidence of its state read from a real engine (prefix-cache hits of 32 tokens, preemptions, split prefills, packed
+``n`` requests), and "not covered" while the state is not reached. Run from the vLLM venv:
+
+    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_configs.py -q
+"""
+
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
+
+import specverify as sv  # noqa: E402
+from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters import vllm_configs  # noqa: E402
+from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
+from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.errors import InvalidArgument  # noqa: E402
+from specverify.protocol import Request, engine_of  # noqa: E402
+
+STATE = configuration_scenarios(SCENARIOS)
+PAIR = STATE["multi-turn"].models()
+
+
+def _requests(name: str, n: int, first_seed=None) -> list:
+    s = STATE[name]
+    return [Request(s.prompt, s.params, s.num_draft_tokens, seed=None if first_seed is None else first_seed + i)
+            for i in range(n)]  # fmt: skip
+
+
+def _decoder(preset: str, method: str = "draft_model"):
+    return getattr(va, method)(PAIR.target, PAIR.draft, **va.ENGINE_CONFIGS[preset].options)
+
+
+def test_every_preset_maps_onto_checked_options():
+    configs = va.draft_model.engine_configs
+    assert va.draft_model.default_engine_config == "prefix-cache" and configs["prefix-cache"].options == {}
+    assert vllm_configs.STATE_SCENARIOS == CONFIGURATION_SCENARIOS  # the adapter names the matrix's scenarios
+    for name, preset in configs.items():
+        if preset.unreachable:
+            continue
+        options = va.method_options("eagle", preset.options)  # every key accepted by every method, every value checked
+        assert options["workaround"] == preset.options.get("workaround")
+    assert {n for n, p in configs.items() if p.unreachable} == {"async-scheduling", "dynamic-gamma"}
+    assert "forced off on CPU" in configs["async-scheduling"].unreachable
+    assert configs["chunked-prefill"].options == {"max_num_batched_tokens": 64}
+    assert configs["preempt"].reaches == {"preemptions": 1} and configs["parallel-n"].options == {"parallel_n": True}
+    for key, bad in [("enable_prefix_caching", "yes"), ("max_num_batched_tokens", 1), ("num_gpu_blocks_override", 1.5),
+                     ("parallel_n", None), ("declare_seed", 0)]:  # fmt: skip
+        with pytest.raises(InvalidArgument, match=key):
+            va.method_options("draft_model", {key: bad})
+
+
+def test_packing_groups_identical_unseeded_requests_only():
+    a, b = STATE["long-prompt"], STATE["multi-turn"]
+    requests = [Request(a.prompt, a.params, 3), Request(b.prompt, b.params, 3), Request(a.prompt, a.params, 3),
+                Request(a.prompt, a.params, 3, seed=7), Request(a.prompt, a.params, 2)]  # fmt: skip
+    assert vllm_configs.packed(requests) == [[0, 2], [1], [3], [4]]
+
+
+def test_prefix_cache_hits_and_their_absence_without_it():
+    on = _decoder("prefix-cache")
+    on(_requests("long-prompt", 100, first_seed=0))  # turn 1: its first block fills while decoding
+    first = on(_requests("multi-turn", 1, first_seed=100))  # turn 2's first request, served from turn 1's block
+    assert on.engine_info["state"]["cached_tokens"] == 32 and on.engine_info["state"]["prefix_hits"] == 1
+    on(_requests("multi-turn", 50, first_seed=200))
+    state = on.engine_info["state"]
+    assert state["cached_tokens"] == 32 * 51 and state["requests"] == 151, state
+    assert on.engine_info["effective"]["3"]["prefix_caching"] is True and len(first) == 1
+    assert va.ENGINE_CONFIGS["prefix-cache"].shortfall(engine_of(on)) is None  # covered
+    on.close()
+    off = _decoder("no-prefix-cache")
+    off(_requests("long-prompt", 20, first_seed=0) + _requests("multi-turn", 20, first_seed=100))
+    assert off.engine_info["state"]["cached_tokens"] == 0
+    assert off.engine_info["effective"]["3"]["prefix_caching"] is False
+    assert va.ENGINE_CONFIGS["prefix-cache"].shortfall(engine_of(off)) is not None  # no hit: not covered
+    off.close()
+
+
+def test_preemptions_are_counted_and_short_requests_alone_are_not_covered():
+    decoder = _decoder("preempt")
+    preset = va.ENGINE_CONFIGS["preempt"]
+    assert decoder.engine_info["effective"]["3"]["num_gpu_blocks"] == vllm_configs.PREEMPT_BLOCKS
+    decoder([Request((0, 1), sv.SamplingParams(max_tokens=3), 3, seed=i) for i in range(100)])  # one block each
+    assert decoder.engine_info["state"]["preemptions"] == 0
+    assert "preemptions = 0 (needs >= 1)" in preset.shortfall(engine_of(decoder))  # not covered, never a pass
+    out = decoder(_requests("second-block", 200, first_seed=0))
+    assert decoder.engine_info["state"]["preemptions"] >= 1 and preset.shortfall(engine_of(decoder)) is None
+    assert all(len(c.tokens) >= 1 for c in out)  # resumed requests finish
+    decoder.close()
+
+
+def test_chunked_prefill_of_seeded_requests_crashes_and_unseeded_ones_split():
+    shipped = _decoder("chunked-prefill")
+    with pytest.raises(RuntimeError, match="CPU Generator does not use offset"):  # finding 3, as shipped
+        shipped(_requests("long-prompt", 20, first_seed=0))
+    assert shipped.engine_info["state"]["partial_prefills"] >= 1
+    shipped.close()
+    va.close_all()
+    unseeded = _decoder("chunked-prefill-unseeded")
+    assert "seed" not in unseeded.capabilities
+    assert unseeded.engine_info["effective"]["3"]["max_num_batched_tokens"] == 64
+    out = unseeded(_requests("long-prompt", 40) + _requests("multi-turn", 40))
+    assert len(out) == 80 and unseeded.engine_info["state"]["partial_prefills"] >= 1
+    unseeded.close()
+
+
+def test_parallel_n_packs_identical_unseeded_requests_into_one_vllm_request():
+    decoder = _decoder("parallel-n", method="plain")
+    out = decoder(_requests("long-prompt", 64) + _requests("multi-turn", 2, first_seed=0))
+    state = decoder.engine_info["state"]
+    assert (state["parallel_requests"], state["parallel_samples"], state["requests"]) == (1, 64, 3), state
+    assert len({c.tokens for c in out[:64]}) > 1  # the siblings are not copies of one draw
+    decoder.close()
