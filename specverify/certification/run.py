@@ -111,13 +111,24 @@ def matrix_for(config: RunConfig) -> Matrix:
         from specverify.certification.matrix_user import user_matrix
 
         return user_matrix(config.target_dir, config.draft_dir)
-    pairs = None
-    if config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR:
-        from specverify.certification.factory import SetupFailure, resolve_factory
+    from specverify.certification.factory import SetupFailure, resolve_factory
+
+    pairs, factory = None, None
+    if (config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR) or config.engine_config:
+        try:
+            factory = resolve_factory(config.factory)
+        except SetupFailure:  # the run reports it as its set-up failure (pipeline.run_certification)
+            factory = None
+    if factory is not None and config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR:
         from specverify.certification.matrix_checkpoint import pair_set_of
 
         try:
-            pairs = pair_set_of(resolve_factory(config.factory))
-        except SetupFailure:  # the run reports it as its set-up failure (pipeline.run_certification)
-            pairs = None
-    return matrix(config.models, config.draft_family, pairs)
+            pairs = pair_set_of(factory)
+        except SetupFailure:
+            factory = None
+    family = matrix(config.models, config.draft_family, pairs)
+    if factory is None or not config.engine_config:
+        return family
+    from specverify.certification.scenarios import engine_config_matrix  # a configuration's added scenarios
+
+    return engine_config_matrix(family, factory, config.engine_config, config.models, pairs)

@@ -146,7 +146,6 @@ def test_the_checkpoint_configuration_scenarios_create_their_state():
     assert sum(p for o, p in zip(law.outcomes, law.probs) if o[0][:1] == TURN_1_OUTPUT[:1]) > 0.1  # turn 1 writes it
 
 
-@pytest.mark.xfail(strict=True, reason="needs the hook in certification/run.py matrix_for (issue 25 report)")
 def test_a_run_with_the_configuration_runs_its_scenarios():
     from specverify.certification.config import RunConfig
     from specverify.certification.run import matrix_for
