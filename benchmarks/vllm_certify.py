@@ -1,7 +1,7 @@
 """Certify vLLM's speculative decoding (and its plain control) on the checkpoint family with the vLLM adapter.
 
     .venv-vllm/bin/python benchmarks/vllm_certify.py [--method draft_model ngram draft_model_greedy plain]
-        [--engine-option KEY=VALUE ...] [--engine-config patched] [--level quick] [--scenario NAME ...]
+        [--engine-option KEY=VALUE ...] [--engine-config NAME ... | all] [--level quick] [--scenario NAME ...]
         [--isolation none|process] [--timeout 600] [--fixed | --sequential] [--json-dir DIR]
 
 Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specverify.adapters.vllm.METHODS``
@@ -10,7 +10,9 @@ Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specver
 engine_options=...)``, printing the verdict, each scenario's N (planned N), p-value and seconds, the outcomes drawn,
 samples per second (draws over the run's wall time) and the elapsed wall time. Methods run one after another, each
 with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``) and
-``--engine-config`` (a preset of the factory's ``engine_configs``: ``patched``, every workaround). Each method runs
+``--engine-config`` (presets of the factory's ``engine_configs``, ``specverify.adapters.vllm_configs``: ``patched``,
+every workaround; the state presets; ``all``: every reachable one; each is its own run, whose line ``state ...;
+covered`` gives the evidence of the state it reached, or why it is not covered). Each method runs
 on its factory's checkpoint pair set (``checkpoint_pairs``: the MiMo pair for ``mtp``, the Llama pairs otherwise).
 The look rule is the certifier's default (sequential looks); ``--fixed`` runs the fixed plan, ``--sequential``
 names sequential looks (a tree older than that default needs it: ``vllm_plan_ab.py`` passes it). ``--json-dir``
@@ -109,7 +111,28 @@ def run_one(
     print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
     print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
     print(f"   {label}: engine starts {len(starts.seconds)} ({sum(starts.seconds):.1f} s)", flush=True)
+    if engine_config:  # the configuration's evidence (vllm_configs): reached, or not covered
+        preset = adapter.ENGINE_CONFIGS[engine_config]
+        state = (cert.engine or {}).get("state") or {}
+        short = preset.shortfall(cert.engine) if cert.verdict != "error" else "not set up"
+        shown = ", ".join(f"{k} {v:g}" for k, v in state.items() if v)
+        print(f"   {label}: state {shown or 'none'}; {'covered' if short is None else short}", flush=True)
     write_certificate(cert, json_dir, label)
+
+
+def configurations(names) -> list:
+    """``--engine-config`` names, ``all`` expanded to every reachable configuration of the adapter (in order)."""
+    from specverify.adapters import vllm as adapter
+
+    out = []
+    for name in names:
+        if name == "all":
+            out += [n for n, p in adapter.ENGINE_CONFIGS.items() if not p.unreachable and n not in out]
+        elif name not in adapter.ENGINE_CONFIGS:
+            raise SystemExit(f"--engine-config {name!r}: the adapter names {sorted(adapter.ENGINE_CONFIGS)} (or all)")
+        elif name not in out:
+            out.append(name)
+    return out or [None]
 
 
 def _drawn(cert) -> int:
@@ -122,7 +145,7 @@ def main() -> None:
 
     ap.add_argument("--method", "--factory", dest="method", nargs="+", default=list(FACTORIES), choices=list(METHODS))
     ap.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--engine-config", default=None, help="a preset of the factory's engine_configs, e.g. patched")
+    ap.add_argument("--engine-config", nargs="+", default=[], help="presets of engine_configs (vllm_configs); all")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--without", nargs="*", default=[], help="scenarios left out of the full matrix")
@@ -139,17 +162,18 @@ def main() -> None:
 
         scenarios = [n for n in (scenarios or matrix("checkpoint")) if n not in set(args.without)]
     for method in args.method:
-        run_one(
-            method,
-            args.level,
-            scenarios,
-            args.isolation,
-            args.timeout,
-            False if args.fixed else (True if args.sequential else None),
-            args.json_dir,
-            args.engine_option,
-            args.engine_config,
-        )
+        for engine_config in configurations(args.engine_config):
+            run_one(
+                method,
+                args.level,
+                scenarios,
+                args.isolation,
+                args.timeout,
+                False if args.fixed else (True if args.sequential else None),
+                args.json_dir,
+                args.engine_option,
+                engine_config,
+            )
 
 
 if __name__ == "__main__":
