@@ -76,6 +76,11 @@ def _certify(args, out, err) -> int:
         config = RunConfig.from_args(args)
         if names and (config.shard is not None or args.counts_out):
             raise InvalidArgument("--engine-config with --shard: shard one configuration's run at a time.")
+        given = [f for f, v in (("--resume", args.resume), ("--block-draws", args.block_draws)) if v is not None]
+        if given and names:
+            raise InvalidArgument(f"{' and '.join(given)} with --engine-config: certify one configuration per run.")
+        if args.resume is not None and getattr(args, "executor", None) == "ray":
+            raise InvalidArgument("--resume with --executor ray: a Ray run retries its lost parts itself.")
         if config.shard is not None and not args.counts_out:
             raise InvalidArgument(
                 "--shard needs --counts-out PATH: a shard's evidence is its counts file (merge them)."
@@ -98,7 +103,7 @@ def _certify(args, out, err) -> int:
         return _certify_configurations(config, names, args, out, err)
     try:
         if on_ray is None:
-            cert = run_certification(config, _progress(err))
+            cert = run_certification(config, _progress(err), **_split_options(args))
         else:
             from specverify.certification.ray_executor import run_on_ray
 
@@ -137,6 +142,19 @@ def _executor(args, names) -> dict | None:
         if workers < 1:
             raise InvalidArgument(f"--ray-workers={args.ray_workers!r} must be an int >= 1 (engine actors), e.g. 2.")
     return {"address": args.ray_address, "workers": workers}
+
+
+def _split_options(args) -> dict:
+    """``run_certification``'s keywords from ``--block-draws`` and ``--resume`` (only those given)."""
+    from specverify.errors import InvalidArgument
+
+    out = {} if args.resume is None else {"resume": args.resume}
+    if args.block_draws is None:
+        return out
+    try:
+        return dict(out, block_draws=int(args.block_draws))
+    except ValueError:
+        raise InvalidArgument(f"--block-draws={args.block_draws!r} must be an int >= 1, e.g. 65536.") from None
 
 
 def _certify_configurations(config, names, args, out, err) -> int:

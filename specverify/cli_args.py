@@ -52,6 +52,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
     c.add_argument("--counts-out", metavar="PATH", help="with --shard (required there): write the shard's counts file")
     c.add_argument(
+        "--block-draws",
+        metavar="N",
+        help="run in parts: each sampling scenario's draws in blocks of N, decided in block order (with --shard the "
+        "shards split the parts, so a run spreads over more jobs than it has scenarios; docs/ci.md); the same "
+        "verdict and seeded counts as without",
+    )
+    c.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="write the run's counts to PATH after every decoder call (atomically); the same command with the same "
+        "PATH after a kill continues where it stopped, with the same verdict and seeded counts (docs/ci.md); a "
+        "missing PATH starts afresh",
+    )
+    c.add_argument(
         "--executor",
         choices=("local", "ray"),
         default="local",
@@ -152,6 +166,7 @@ def check_outputs(args) -> str | None:
         ("--report", getattr(args, "report", None), False),
         ("--html", getattr(args, "html", None), False),
         ("--counts-out", getattr(args, "counts_out", None), False),
+        ("--resume", getattr(args, "resume", None), False),
         ("--plots", getattr(args, "plots", None), True),
     ]
     return next((why for flag, path, d in checks if (why := _unwritable(flag, path, directory=d))), None)

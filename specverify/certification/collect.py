@@ -85,6 +85,7 @@ class Session:
         self._valid: dict = {}  # pair spec -> set
         self._valid_outcomes: dict = {}  # (pair spec, params) -> set of (tokens, reason)
         self.counters = None  # the open CounterScope of the scenario being run (counters_check.py), if any
+        self.journal = None  # the resume file's journal of the scenario being run (resume.py), if any
 
     def decoder(self, scenario) -> DecoderHandle:
         spec = scenario.pair
@@ -192,10 +193,16 @@ class Session:
     def draw(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:
         """Draws ``start`` .. ``start + n - 1`` of ``request``'s stream of independent outcomes. Seeded requests:
         on the slow path draw i gets seed ``request.seed + i``; on the fast path ``decoder.sample`` is called in
-        chunks (:meth:`_draw_fast`), so no call can outlast the per-call time limit because n is large."""
+        chunks (:meth:`_draw_fast`), so no call can outlast the per-call time limit because n is large. With a
+        ``journal`` (``--resume``), the counts are recorded after every call and a recorded draw continues from
+        its last recorded call."""
+        entry = None if self.journal is None else self.journal.open(request, n, start)
         if handle.has_sample:
-            return self._draw_fast(handle, request, n, start)
+            return self._draw_fast(handle, request, n, start, entry)
         seeded = handle.seeded and request.seed is not None
+        done = entry.done if entry is not None and entry.done else 0
+        if done == n:
+            return entry.state()
         requests = (
             Request(
                 request.prompt,
@@ -203,20 +210,25 @@ class Session:
                 request.num_draft_tokens,
                 seed=(request.seed + start + i) % 2**63 if seeded else None,
             )
-            for i in range(n)
+            for i in range(done, n)
         )
-        tally = Tally(request.num_draft_tokens, handle.prefill_tokens, handle.draft_law)
-        for _, completions in self.calls(handle, requests, handle.requests_per_call()):
+        tally = entry.state() if done else Tally(request.num_draft_tokens, handle.prefill_tokens, handle.draft_law)
+        for batch, completions in self.calls(handle, requests, handle.requests_per_call()):
             tally.add_all(completions)
+            done += len(batch)
+            if entry is not None:
+                entry.save(tally if done < n else tally.draws(n), done)
         return tally.draws(n)
 
-    def _draw_fast(self, handle: DecoderHandle, request: Request, n: int, start: int = 0) -> Draws:
+    def _draw_fast(self, handle: DecoderHandle, request: Request, n: int, start: int = 0, entry=None) -> Draws:
         """``decoder.sample`` in chunks. With the ``start`` offset the first call takes ``FIRST_SAMPLE`` draws and
         each later one what the measured speed fits in ``1 / SAMPLE_SHARE`` of the time limit: draw i depends on
         (seed, i) only, so the split changes no count. Without it every call takes ``FIXED_SAMPLE`` draws and a
         seeded request's chunk gets :func:`chunk_seed` (a fixed split, so the same seed gives the same counts)."""
         limit = getattr(self.runner, "timeout_s", None) or 120.0
         draws, done, size = None, 0, FIRST_SAMPLE if handle.sample_start else FIXED_SAMPLE
+        if entry is not None and entry.done:  # recorded draws: a fixed split resumes at a chunk's start
+            draws, done = entry.state(), entry.done
         while done < n or draws is None:
             take = min(size, n - done)
             began = _now()
@@ -227,6 +239,8 @@ class Session:
                 part = self._sample_once(handle, replace(request, seed=seed), take, 0)
             draws = merge_draws(draws, part)
             done += take
+            if entry is not None:
+                entry.save(draws, done)
             if handle.sample_start:
                 rate = take / max(_now() - began, 1e-6)
                 size = max(32, int(rate * limit / SAMPLE_SHARE))

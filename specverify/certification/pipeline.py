@@ -8,6 +8,7 @@ verdict rules (``verdict.finish_certificate``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import replace
 from typing import Callable, Optional
@@ -40,6 +41,7 @@ def certify(
     *,
     progress: Optional[Callable[[str], None]] = None,
     block_draws: Optional[int] = None,
+    resume: Optional[str] = None,
     **options: object,
 ) -> Certificate:
     """Certify the decoder made by ``factory(target, draft)`` (a callable or ``"module:attr"``).
@@ -53,6 +55,9 @@ def certify(
     block_draws : int, optional
         Run in parts (``specverify.certification.parts``): each sampling scenario's draws in blocks of this many,
         decided at the merge in block order; the same verdict and seeded counts as without (``--block-draws``).
+    resume : str, optional
+        A resume file (``specverify.certification.resume``, ``--resume PATH``): the counts are written there after
+        every decoder call, and a run of the same options with the same path continues where it was killed.
     **options
         Every field of :class:`~specverify.certification.config.RunConfig` (``level``, ``seed``, ``alpha``,
         ``power``, ``models``, ``drafts``, ``scenarios``, ``isolation``, ``timeout_s``, ``threads``, ``budget_s``,
@@ -76,11 +81,15 @@ def certify(
         config = RunConfig.create(factory=factory, **options)
     elif options or not isinstance(config, RunConfig):
         raise InvalidArgument(f"config={config!r} must be a RunConfig, given alone (no other options).")
-    return run_certification(config, progress, block_draws=block_draws)
+    return run_certification(config, progress, block_draws=block_draws, resume=resume)
 
 
 def run_certification(
-    config: RunConfig, progress: Optional[Callable[[str], None]] = None, *, block_draws: Optional[int] = None
+    config: RunConfig,
+    progress: Optional[Callable[[str], None]] = None,
+    *,
+    block_draws: Optional[int] = None,
+    resume: Optional[str] = None,
 ) -> Certificate:
     """:func:`certify` of a ``RunConfig`` already built."""
     started = _now()
@@ -88,6 +97,11 @@ def run_certification(
         config = config.with_factory_drafts(resolve_factory(config.factory))
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
+    if resume is not None and block_draws is not None:
+        raise InvalidArgument(
+            f"resume={resume!r} with block_draws={block_draws!r}: a run in parts resumes by running its missing "
+            "parts again (specverify merge names them); leave one of the two out."
+        )
     if block_draws is not None:  # a run in parts (parts.py): the same counts, decided at the merge
         from specverify.certification.parts import check_split, run_parts
 
@@ -100,7 +114,10 @@ def run_certification(
         chosen = [s for s in chosen if shard_of(family.position(s.name), config.shard[1]) == config.shard[0]]
     plan = AlphaPlan(config.alpha, config.level.epsilon, config.power, checks.num_tests(family))
     try:
-        results, violation, repro, timings, engine = _run_guarded(config, family, plan, chosen, progress, started)
+        journal = None if resume is None else _resume_file(resume, config, progress)
+        results, violation, repro, timings, engine = _run_guarded(
+            config, family, plan, chosen, progress, started, journal
+        )
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
     cert = finish_certificate(
@@ -110,7 +127,20 @@ def run_certification(
     return cert if config.shard is None else shard_certificate(cert, violation)
 
 
-def _run_guarded(config, family, plan, chosen, progress, started) -> tuple:
+def _resume_file(path, config, progress):
+    """The run's resume file (``resume.py``), saying on ``progress`` what it already holds."""
+    from specverify.certification.resume import ResumeFile
+
+    journal = ResumeFile(path, config)
+    if progress and journal.resumed:
+        flight = ", ".join(f"{n} ({d} draws recorded)" for n, d in journal.in_flight().items()) or "none"
+        progress(
+            f"specverify: resuming {path}: {len(journal.data['finished'])} scenarios finished; in flight: {flight}"
+        )
+    return journal
+
+
+def _run_guarded(config, family, plan, chosen, progress, started, journal=None) -> tuple:
     """Build the runners and the ``Run``, run every chosen scenario, close the runners (set-up failures propagate)."""
     end = None if config.budget_s is None else _wall() + config.budget_s
     runners = [make_runner(config.factory, config)]
@@ -121,7 +151,7 @@ def _run_guarded(config, family, plan, chosen, progress, started) -> tuple:
         run = Run(config, family, plan, sessions[0], sessions[1] if config.against else None, started=started)
         if config.budget_s is not None or config.max_samples is not None:
             run = replace(run, allocation=_allocate(run, chosen))
-        return _run_all(run, chosen, progress)
+        return _run_all(run, chosen, progress, journal)
     finally:
         for runner in runners:
             runner.close()
@@ -159,7 +189,7 @@ def _progress_line(i, total, name, elapsed) -> str:
     return f"specverify: [{i + 1}/{total}] {name} (elapsed {elapsed:.0f} s{eta})"
 
 
-def _run_all(run, chosen, progress) -> tuple:
+def _run_all(run, chosen, progress, journal=None) -> tuple:
     """Run the scenarios in :func:`~specverify.certification.scenarios.run_order` (by pair, then γ: an engine that
     fixes γ per instance restarts on every change), or as given under a time budget (the order is then the
     priority: core first); the results are listed in ``chosen``'s (matrix) order."""
@@ -171,10 +201,19 @@ def _run_all(run, chosen, progress) -> tuple:
             why, note = (NotRun.BROKE, _BROKE) if violation else (NotRun.BUDGET, "not run: budget exhausted")
             results.append(ScenarioResult.skipped(scenario, why, note))
             continue
+        kept = None if journal is None else journal.finished(scenario.name)
+        if kept is not None:  # --resume: finished before
+            results.extend(kept)
+            if run.allocation is not None:
+                run.allocation.spend(scenario.name, sum(r.n or 0 for r in kept))
+            continue
         if progress:
             progress(_progress_line(i, len(order), scenario.name, time.perf_counter() - clock))
         try:
-            done = run_scenario(run, scenario)
+            with _recording(run, journal, scenario.name):
+                done = run_scenario(run, scenario)
+            if journal is not None:
+                journal.finish(scenario.name, done)
             results.extend(done)
             if run.allocation is not None:
                 run.allocation.spend(scenario.name, sum(r.n or 0 for r in done))
@@ -184,6 +223,8 @@ def _run_all(run, chosen, progress) -> tuple:
             results.append(ScenarioResult.skipped(scenario, NotRun.BUDGET, "not run: budget exhausted mid-scenario"))
         except ProtocolViolation as exc:
             violation = f"{scenario.name}: {exc}\nReproduce: {run.reproduce(scenario)}"
+            if journal is not None:  # not evidence: a resume asks the decoder again from the last recorded call
+                journal.interrupted(violation)
             broke = ScenarioResult(scenario.name, scenario.kind, scenario.exercises, covered=True, passed=False)
             results.append(
                 replace(broke, violation=str(exc), reproduce=run.reproduce(scenario), note="protocol violation")
@@ -191,7 +232,24 @@ def _run_all(run, chosen, progress) -> tuple:
     results = [r for name in dict.fromkeys(s.name for s in chosen) for r in by_name.get(name, [])]
     if violation is not None:
         return results, violation, (None, "not run: the decoder broke the protocol"), None, None
-    repro = reproducibility(run, chosen)
+    repro = None if journal is None else journal.reproducibility()
+    if repro is None:
+        repro = reproducibility(run, chosen)
+        if journal is not None:
+            journal.record_reproducibility(repro)
     timings = run.session.timings(chosen[0]) if chosen else None  # decoder.timings(), for `speedup --from`
     engine = run.session.engine_info(chosen[0]) if chosen else None  # after the calls: the effective configuration
     return results, violation, repro, timings, engine
+
+
+@contextlib.contextmanager
+def _recording(run, journal, name):
+    """Record ``name``'s draws in the resume file (``Session.journal``) while it runs."""
+    sessions = [x for x in (run.session, run.other) if x is not None]
+    for side, session in enumerate(sessions):
+        session.journal = None if journal is None else journal.journal(name, side)
+    try:
+        yield
+    finally:
+        for session in sessions:
+            session.journal = None

@@ -10,6 +10,7 @@ import pytest
 import specverify as sv
 from specverify.certification.config import RunConfig
 from specverify.certification.parts import PartWorker, merge_parts, needed, plan_parts
+from specverify.cli import ExitCode, main
 
 REF = "specverify.reference:make_decoder"
 SUBSET = ["temperature-1", "eos-in-block", "greedy", "max-tokens-not-multiple"]
@@ -125,3 +126,21 @@ def test_slow_path_and_no_offset_blocks_give_the_unsplit_counts(factory):
     split = sv.certify(spec, block_draws=4096 if factory == "no_offset" else 1000, **opts)
     assert _key(split) == _key(whole) and split.scenarios[0].n > 1000
     _same_statistics(whole, split)
+
+
+def test_cli_shards_of_a_run_in_parts_merge(tmp_path, capsys):
+    """``--shard I/N`` with ``--block-draws``: the shards split the parts; ``specverify merge`` reads their bundles."""
+    base = ["certify", REF, "--level", "quick", "--isolation", "none", "--seed", "3", "--block-draws", "1500"]
+    base += ["--scenario", "temperature-1", "--scenario", "greedy"]
+    for i in (1, 2):
+        assert main([*base, "--shard", f"{i}/2", "--counts-out", str(tmp_path / f"p{i}.json")]) == ExitCode.FALLS_SHORT
+    bundle = json.loads((tmp_path / "p1.json").read_text())
+    assert bundle["kind"] == "specverify-parts" and bundle["shard"] == [1, 2] and len(bundle["parts"]) > 1
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "p2.json"), str(tmp_path / "p1.json")]) == ExitCode.FALLS_SHORT
+    out = capsys.readouterr().out
+    whole = sv.certify(REF, **dict(OPTIONS, scenarios=["temperature-1", "greedy"]))
+    assert "VERDICT: INCONCLUSIVE" in out and whole.verdict == "inconclusive"  # core scenarios left out, as unsplit
+    assert f"pass {whole.scenarios[0].n:12d}" in out
+    assert main(["merge", str(tmp_path / "p1.json")]) == ExitCode.USAGE
+    assert "shard 2/2 is missing" in capsys.readouterr().err

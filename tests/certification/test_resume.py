@@ -1,0 +1,113 @@
+"""``--resume PATH``: after a real SIGKILL — of the decoder's worker process, or of the CLI process itself — the same
+command with the same PATH gives the verdict and the seeded counts of an uninterrupted run; a file of another
+command, or one that cannot be read, is refused naming it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import specverify as sv
+from specverify.cli import ExitCode, main
+
+SCENARIOS = ["greedy", "temperature-1"]
+OPTIONS = dict(level="quick", seed=3, scenarios=SCENARIOS)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOUBLES = "tests.certification.resume_decoders"
+
+
+def _key(cert):
+    """Names, verdicts, N and the worst outcomes' observed counts; the statistic to 1e-9 (the same counts)."""
+    stat = [None if s.statistic is None else pytest.approx(s.statistic, rel=1e-9) for s in cert.scenarios]
+    return [(s.name, s.passed, s.n, s.planned_n, tuple(w[:2] for w in s.worst)) for s in cert.scenarios], stat
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """The reference decoder's run (the doubles are the reference decoder until their fault)."""
+    return sv.certify("specverify.reference:make_decoder", isolation="none", **OPTIONS)
+
+
+def _state(path):
+    with open(path) as fh:
+        data = json.load(fh)
+    in_flight = {name: sum(e["done"] for e in sides["0"]) for name, sides in data["draws"].items()}
+    return data, {name: done for name, done in in_flight.items() if done and name not in data["finished"]}
+
+
+def test_a_sigkilled_worker_is_invalid_and_the_resumed_run_is_uninterrupted(tmp_path, monkeypatch, uninterrupted):
+    path, mark = tmp_path / "run.json", tmp_path / "killed"
+    monkeypatch.setenv("SPECVERIFY_TEST_KILL_MARK", str(mark))
+    monkeypatch.setenv("SPECVERIFY_TEST_KILL_AT", "4")  # temperature-1's second look: the first is recorded
+    factory = f"{DOUBLES}:killed_once"
+    first = sv.certify(factory, isolation="process", resume=str(path), **OPTIONS)
+    assert first.verdict == "invalid" and "worker process died" in first.reason and "exit code -9" in first.reason
+    data, flight = _state(path)
+    assert list(data["finished"]) == ["greedy"] and flight.get("temperature-1", 0) > 0, (data["finished"], flight)
+    assert "exit code -9" in data["interruptions"][0]  # recorded, but not as evidence
+    resumed = sv.certify(factory, isolation="process", resume=str(path), **OPTIONS)
+    assert resumed.verdict == uninterrupted.verdict and _key(resumed) == _key(uninterrupted)
+
+
+def test_a_sigkilled_cli_resumes_with_the_uninterrupted_counts(tmp_path, uninterrupted):
+    path = tmp_path / "run.json"
+    factory = f"{DOUBLES}:paced"
+    words = [sys.executable, "-m", "specverify", "certify", factory, "--level", "quick", "--seed", "3"]
+    words += ["--isolation", "none", "--resume", str(path)] + [w for n in SCENARIOS for w in ("--scenario", n)]
+    env = dict(os.environ, SPECVERIFY_TEST_PACE="0.2")  # 0.2 s per sample call: a window to kill it in
+    proc = subprocess.Popen(words, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if path.exists():
+                data, flight = _state(path)
+                if data["finished"] and flight:
+                    break
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(10) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    data, flight = _state(path)  # what the killed process left: a finished scenario and one in flight
+    assert data["finished"] and flight, (list(data["finished"]), flight)
+    code = main([*words[3:], "--json", str(tmp_path / "cert.json")])  # the same command, in this process
+    assert code == ExitCode.FALLS_SHORT  # inconclusive, as uninterrupted: a core scenario is left out
+    from specverify.report import load_certificate
+
+    resumed = load_certificate(str(tmp_path / "cert.json"))
+    assert resumed.verdict == uninterrupted.verdict
+    assert [(s.name, s.n, s.planned_n) for s in resumed.scenarios] == [
+        (s.name, s.n, s.planned_n) for s in uninterrupted.scenarios
+    ]
+    for got, want in zip(resumed.scenarios, uninterrupted.scenarios):
+        assert [tuple(w[:2]) for w in got.worst] == [tuple(w[:2]) for w in want.worst]
+        assert (got.statistic is None) == (want.statistic is None)
+        if want.statistic is not None:
+            assert got.statistic == pytest.approx(want.statistic, rel=1e-6)  # JSON rounds reals to six digits
+
+
+def test_a_file_of_another_command_or_unreadable_is_refused(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    greedy = dict(OPTIONS, scenarios=["greedy"], isolation="none")
+    sv.certify("specverify.reference:make_decoder", resume=str(path), **greedy)
+    with pytest.raises(sv.InvalidArgument, match=r"another command \(seed: 3 in the file, 4 here\)"):
+        sv.certify("specverify.reference:make_decoder", resume=str(path), **dict(greedy, seed=4))
+    with pytest.raises(sv.InvalidArgument, match=r"scenarios: \['greedy'\] in the file, \['greedy', 'eos-in-block'\]"):
+        sv.certify(
+            "specverify.reference:make_decoder", resume=str(path), **dict(greedy, scenarios=["greedy", "eos-in-block"])
+        )
+    again = sv.certify("specverify.reference:make_decoder", resume=str(path), **dict(greedy, timeout_s=5))
+    assert again.scenarios[0].passed is True  # how the decoder runs is not the run's identity
+    path.write_text("{not json")
+    base = ["certify", "specverify.reference:make_decoder", "--level", "quick", "--scenario", "greedy"]
+    assert main([*base, "--resume", str(path)]) == ExitCode.USAGE
+    assert f"--resume {path} cannot be read as a resume file" in capsys.readouterr().err
+    assert main([*base, "--resume", str(tmp_path)]) == ExitCode.USAGE  # a directory
+    assert main([*base, "--resume", str(path), "--block-draws", "100"]) == ExitCode.USAGE
