@@ -24,10 +24,10 @@ from specverify.errors import check
 from specverify.oracles.acceptance_rounds import (
     AcceptanceLaw,
     _setup,
-    _z_vector,
     acceptance_law,
     first_round_law,
     law_from_moments,
+    round_moments,
 )
 from specverify.oracles.law import first_finish
 from specverify.oracles.round_rules import RoundContext
@@ -162,14 +162,6 @@ def _moments(ctx, round_law, gamma: int, roots: list) -> tuple[dict, dict]:
         transitions[g] = round_law(g)
         todo += [nxt[1] for (nxt, _, _, _) in transitions[g] if nxt[0] == "next" and nxt[1] not in transitions]
     mean, second = {}, {}
-    size = 3 * gamma + 2
     for g in sorted(transitions, key=len, reverse=True):  # every round commits >= 1 token or ends the request
-        f, s = np.zeros(size), np.zeros((size, size))
-        for (nxt, m, tokens, verified), prob in transitions[g].items():
-            z = _z_vector(gamma, m, tokens, verified)
-            f_next = mean[nxt[1]] if nxt[0] == "next" else np.zeros(size)
-            s_next = second[nxt[1]] if nxt[0] == "next" else np.zeros((size, size))
-            f += prob * (z + f_next)
-            s += prob * (np.outer(z, z) + np.outer(z, f_next) + np.outer(f_next, z) + s_next)
-        mean[g], second[g] = f, s
+        mean[g], second[g] = round_moments(gamma, transitions[g], mean, second)
     return mean, second

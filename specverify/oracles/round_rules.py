@@ -76,12 +76,14 @@ class RoundContext:
 
     def _batch_probs(self, logits, generated: list) -> np.ndarray:  # [B, V], B histories of one length -> [B, V]
         """``_probs`` of each row at once: the same penalty history, EOS mask and processors per row."""
-        size, prompt = self.vocab.size, self.prompt
-        seen = torch.zeros((len(generated), size), dtype=torch.bool)
-        counts = torch.zeros((len(generated), size), dtype=torch.float64)
-        for row, g in enumerate(generated):
-            seen[row, list(prompt + g)] = True
-            counts[row] = torch.bincount(torch.as_tensor(g, dtype=torch.long), minlength=size).to(torch.float64)
+        size, prompt, rows = self.vocab.size, self.prompt, len(generated)
+        seen = torch.zeros((rows, size), dtype=torch.bool)
+        seen[:, list(prompt)] = True
+        counts = torch.zeros((rows, size), dtype=torch.float64)
+        if generated[0]:
+            tokens = torch.tensor(generated, dtype=torch.long)  # [B, L]: one length per batch (siblings)
+            seen.scatter_(1, tokens, True)
+            counts.scatter_add_(1, tokens, torch.ones(tokens.shape, dtype=torch.float64))  # whole numbers: exact
         return process_logits(
             logits,
             self.params,
