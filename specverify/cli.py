@@ -133,15 +133,27 @@ def _executor(args, names) -> dict | None:
         return None
     if names:
         raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
+    if getattr(args, "resume", None):  # a retried part starts again from its beginning: Ray's own resume
+        raise InvalidArgument("--resume with --executor ray: a lost part is run again on Ray; resume locally.")
     from specverify.certification.ray_executor import import_ray
 
     import_ray()  # without the extra: a usage error naming it, before anything runs
-    workers = None
-    if args.ray_workers is not None:
-        workers = int(args.ray_workers) if args.ray_workers.strip().isdigit() else 0
-        if workers < 1:
-            raise InvalidArgument(f"--ray-workers={args.ray_workers!r} must be an int >= 1 (engine actors), e.g. 2.")
-    return {"address": args.ray_address, "workers": workers}
+    return {
+        "address": args.ray_address,
+        "workers": _count(args.ray_workers, "--ray-workers", "engine actors, e.g. 2"),
+        "block_draws": _count(getattr(args, "block_draws", None), "--block-draws", "draws per part, e.g. 65536"),
+    }
+
+
+def _count(text, flag: str, what: str) -> int | None:
+    """A command line's positive int (None when not given)."""
+    from specverify.errors import InvalidArgument
+
+    if text is None:
+        return None
+    if not str(text).strip().isdigit() or int(text) < 1:
+        raise InvalidArgument(f"{flag}={text!r} must be an int >= 1 ({what}).")
+    return int(text)
 
 
 def _split_options(args) -> dict:

@@ -1,12 +1,14 @@
 """``--executor ray``: a certification's parts as Ray tasks on engine actors, merged as they arrive (docs/ray.md).
 
-The run is cut into parts that change no count: today scenario shards (``shards.py``: every scenario keeps the
-seeds and the α share of the whole run, shard 1 runs the reproducibility check), so the merged certificate is the
-unsharded one and its reproduce line needs no Ray. Each actor is one engine host: it keeps its runner (the worker
-process, or the in-process host under ``--isolation none``) and its decoders from one part to the next, since
-engines are slow to start, and asks for the resources the factory declares (``factory.ray_resources``). A part
-whose actor dies is run again from its start on a fresh actor (draws depend only on seed, scenario, shard and draw
-block, so a retry gives the same counts); a part lost twice ends the run by DESIGN rule 1 (``ray_units.lost_part``).
+The run is cut into the parts of ``parts.py`` — a sampling scenario's draws in blocks, every other scenario whole,
+the reproducibility check — which change no count: a block's draws depend only on (seed, scenario, block), so the
+merged certificate has the unsplit run's verdict and seeded counts, and its command (``--block-draws N``) reruns it
+without Ray. Each actor is one engine host: it keeps its ``PartWorker`` (its runner: the worker process, or the
+in-process host under ``--isolation none``, and its decoders) from one part to the next, since engines are slow to
+start, and asks for the resources the factory declares (``factory.ray_resources``). Answers are merged as they
+arrive; under sequential looks the merge reads a scenario's blocks in index order, and the parts a decision made
+unneeded are cancelled. A part whose actor dies runs again from its start on a fresh actor (the same counts); a
+part lost twice ends the run by DESIGN rule 1 (``ray_units.lost_part``).
 
 Ray is imported only here, and only when a run asks for it (the ``ray`` extra).
 """
@@ -143,7 +145,8 @@ class _Schedule:
     def _start(self, queue: list) -> None:
         while self.idle and queue:
             actor, part = self.idle.pop(0), queue.pop(0)
-            self.attempts[part.key] = self.attempts.get(part.key, 0) + 1
+            key = self.units.key(part)
+            self.attempts[key] = self.attempts.get(key, 0) + 1
             self.running[actor.run.remote(part)] = (actor, part)
 
     def _lost(self, actor, part, exc: BaseException, queue: list) -> Optional[str]:
@@ -152,10 +155,11 @@ class _Schedule:
             self.ray.kill(actor)
         lines = str(exc).strip().splitlines()
         why = f"{type(exc).__name__}: {lines[0] if lines else ''}"
-        if self.attempts[part.key] >= ATTEMPTS:
+        if self.attempts[self.units.key(part)] >= ATTEMPTS:
             return why
         self.retried += 1
-        self.report(f"specverify: ray: {part.label}: its worker was lost ({why}); running it again on a fresh one")
+        label = self.units.label(part)
+        self.report(f"specverify: ray: {label}: its worker was lost ({why}); running it again on a fresh one")
         queue.insert(0, part)
         fresh = self._fresh()
         self.actors.append(fresh)
@@ -164,12 +168,12 @@ class _Schedule:
 
     def _prune(self, queue: list, docs: list) -> None:
         """Drop the queued parts no longer needed, and cancel the running ones."""
-        needed = self.units.needed(docs)
-        dropped = [p for p in queue if p.key not in needed]
-        queue[:] = [p for p in queue if p.key in needed]
+        needed, key = self.units.needed(docs), self.units.key
+        dropped = [p for p in queue if key(p) not in needed]
+        queue[:] = [p for p in queue if key(p) in needed]
         for ref, (_, part) in self.running.items():
-            if part.key not in needed and part.key not in self.discard:
-                self.discard.add(part.key)
+            if key(part) not in needed and key(part) not in self.discard:
+                self.discard.add(key(part))
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref)  # a running part of a sync actor ends its block first; its answer is dropped
         if dropped:
@@ -186,27 +190,29 @@ class _Schedule:
             actor, part = self.running.pop(ref)
             try:
                 answer = self.ray.get(ref)
-            except self.ray.exceptions.TaskCancelledError:
+            except self.ray.exceptions.TaskCancelledError:  # a part _prune cancelled while it ran
                 self.idle.append(actor)
+                self.cancelled += 1
                 continue
             except infra as exc:
-                if part.key in self.discard:
+                if self.units.key(part) in self.discard:
                     continue
                 why = self._lost(actor, part, exc, queue)
                 if why is not None:
                     return docs, (part, why), None
                 continue
             self.idle.append(actor)
-            if part.key in self.discard:
+            key = self.units.key(part)
+            if key in self.discard:
                 self.cancelled += 1
                 continue
             if "error" in answer:
                 return docs, None, answer["error"]
             docs.append(answer["doc"])
-            again = f", attempt {self.attempts[part.key]}" if self.attempts[part.key] > 1 else ""
+            again = f", attempt {self.attempts[key]}" if self.attempts[key] > 1 else ""
             self.report(
-                f"specverify: ray: [{len(docs)}/{len(parts)}] {part.label} merged, {answer['elapsed_s']:.1f} s "
-                f"(worker pid {answer['pid']}{again})"
+                f"specverify: ray: [{len(docs)}/{len(parts)}] {self.units.label(part)} merged, "
+                f"{answer['elapsed_s']:.1f} s (worker pid {answer['pid']}{again})"
             )
             self._prune(queue, docs)
         return docs, None, None
@@ -222,19 +228,17 @@ class _Schedule:
                 self.ray.kill(actor)
 
 
-def _check_ray_config(config: RunConfig) -> None:
-    """What ``--executor ray`` cannot run (yet), refused before a cluster is started."""
+def _check_ray_config(config: RunConfig, block_draws: int) -> None:
+    """What ``--executor ray`` cannot run, refused before a cluster is started."""
+    from specverify.certification.parts import check_split
+
     check(config.shard is None, f"--shard {config.shard!r} with --executor ray: the executor splits the run itself.")
     check(
         config.budget_s is None and config.max_samples is None,
-        "--budget / --max-samples with --executor ray: a budget is shared out over the whole run, which its parts "
-        "cannot see; run a budgeted certification with --executor local.",
+        "--budget / --max-samples with --executor ray: a budget is shared out within one process, which the "
+        "run's parts cannot see; run a budgeted certification with --executor local.",
     )
-    check(not config.user_pair, "--target/--draft with --executor ray: a user pair's two-sample run is not split.")
-    check(
-        config.draft_family.value == "ar",
-        f"--drafts {config.draft_family} with --executor ray: the parts are shards, which run the AR matrix only.",
-    )
+    check_split(config, block_draws)  # two-sample runs (--against, a user's checkpoints) are not split
 
 
 def run_on_ray(
@@ -242,14 +246,18 @@ def run_on_ray(
     *,
     address: Optional[str] = None,
     workers: Optional[int] = None,
+    block_draws: Optional[int] = None,
     progress: Optional[Callable[[str], None]] = None,
 ) -> Certificate:
-    """Certify ``config`` on Ray: its parts as tasks on engine actors (``workers`` of them, default what the
-    cluster holds, at most one per part), merged into the certificate the same run gives without Ray (docs/ray.md).
+    """Certify ``config`` on Ray: its parts (``parts.py``, blocks of ``block_draws`` draws, default
+    ``DEFAULT_BLOCK_DRAWS``) as tasks on engine actors (``workers`` of them, default what the cluster holds, at most
+    one per part), merged into the verdict and seeded counts the same run gives without Ray (docs/ray.md).
 
     ``address`` connects to a running cluster (``ray start --head``; ``auto``); without it a local cluster is
-    started on the loopback and shut down afterwards; a Ray already initialised in this process is used as it is.
-    The certificate's ``versions["executor"]`` records the executor; its ``command`` runs without Ray."""
+    started and shut down afterwards; a Ray already initialised in this process is used as it is. The
+    certificate's ``versions["executor"]`` records the executor; its ``command`` runs without Ray."""
+    from specverify.certification.ray_units import DEFAULT_BLOCK_DRAWS
+
     ray = import_ray()
     check(
         address is None or (isinstance(address, str) and address.strip() != ""),
@@ -260,10 +268,10 @@ def run_on_ray(
         f"workers={workers!r} must be an int >= 1 (engine actors), or None (as many as the cluster holds).",
     )
     check(isinstance(config, RunConfig), f"config={config!r} must be a RunConfig (RunConfig.create(...)).")
+    block_draws = DEFAULT_BLOCK_DRAWS if block_draws is None else block_draws
     from specverify.certification.factory import SetupFailure, resolve_factory
     from specverify.certification.verdict import error_certificate
 
-    started, report = time.perf_counter(), progress or (lambda line: None)
     try:
         factory = resolve_factory(config.factory)
     except SetupFailure as exc:
@@ -273,13 +281,18 @@ def run_on_ray(
         resources = ray_resources_of(factory)
     except InvalidArgument as exc:  # a malformed declaration of the factory: set-up, like bad capabilities
         return error_certificate(str(exc), config=config, elapsed_s=0.0)
-    _check_ray_config(config)
-    from specverify.certification.ray_units import ShardUnits, lost_part
+    _check_ray_config(config, block_draws)
+    return _run(ray, config, block_draws, resources, address, workers, progress or (lambda line: None))
 
-    units = ShardUnits(config)
+
+def _run(ray, config, block_draws, resources, address, workers, report) -> Certificate:
+    from specverify.certification.part_plan import REPRODUCIBILITY
+    from specverify.certification.ray_units import PartUnits, lost_part
+    from specverify.certification.verdict import error_certificate
+
+    started, units = time.perf_counter(), PartUnits(config, block_draws)
     with _cluster(ray, address, workers, resources):
-        room = _capacity(ray, resources)
-        have = ray.cluster_resources()
+        room, have = _capacity(ray, resources), ray.cluster_resources()
         check(room >= 1, f"the Ray cluster ({have}) cannot hold one engine actor asking {resources}.")
         count = min(workers or room, room, len(units.parts))
         report(f"specverify: ray {ray.__version__}: {len(units.parts)} parts on {count} engine actors ({resources})")
@@ -291,10 +304,14 @@ def run_on_ray(
     elapsed = time.perf_counter() - started
     if error is not None:
         return error_certificate(error.removeprefix("set-up failed: "), config=config, elapsed_s=elapsed)
-    verdict, text = lost_part(config, *lost) if lost else (None, None)
-    if verdict == Verdict.ERROR:
-        return replace(error_certificate(text, config=config, elapsed_s=elapsed), reason=text)
-    cert = units.merge(docs, lost=text, elapsed_s=elapsed)
+    if lost is not None:
+        part, why = lost
+        scenario = None if part.scenario == REPRODUCIBILITY else part.scenario
+        verdict, text = lost_part(config, units.label(part), scenario, why)
+        if verdict == Verdict.ERROR:
+            return replace(error_certificate(text, config=config, elapsed_s=elapsed), reason=text)
+        lost = (part, text)
+    cert = replace(units.merge(docs, lost=lost), elapsed_s=elapsed)
     executor = (
         f"ray {ray.__version__}: {len(units.parts)} parts on {count} engine actors, {schedule.retried} retried, "
         f"{schedule.cancelled} cancelled"

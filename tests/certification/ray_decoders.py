@@ -4,6 +4,7 @@ worker while a part is running; and factories declaring Ray resources. The mark 
 "x")``), so the retried part runs through. Marking changes no draw: counts are the reference's."""
 
 import os
+import signal
 import time
 
 from specverify.reference import VectorizedDecoder
@@ -45,3 +46,19 @@ def negative_gpus_reference(target, draft):
 
 
 negative_gpus_reference.ray_resources = {"num_gpus": -1}  # malformed: a count below 0
+
+
+class _Killing(VectorizedDecoder):
+    """SIGKILLs a process on every sampled call: its own (``who="self"``) or its parent's (``"parent"``)."""
+
+    who = "self"
+
+    def sample(self, request, n, start=0):
+        os.kill(os.getpid() if self.who == "self" else os.getppid(), signal.SIGKILL)
+        time.sleep(60)  # the parent's death reaches this process too: never answer
+
+
+def killing_reference(target, draft, who):
+    decoder = _Killing(target, draft)
+    decoder.who = who
+    return decoder

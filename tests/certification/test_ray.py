@@ -127,18 +127,18 @@ def test_a_malformed_ray_resources_declaration_is_a_set_up_error():
 def test_the_merge_refuses_a_duplicate_part():
     _ray()
     from specverify.certification.config import RunConfig
-    from specverify.certification.ray_units import ShardUnits
+    from specverify.certification.ray_units import PartUnits
 
     config = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=["greedy"], isolation="none")
-    units = ShardUnits(config)
+    units = PartUnits(config, 4096)
     worker = units.worker()
     try:
-        doc = worker.run(units.parts[0])["doc"]
+        docs = [worker.run(part) for part in units.parts]  # greedy whole, then the reproducibility check
     finally:
         worker.close()
-    assert units.merge([doc]).scenarios[0].passed is True
-    with pytest.raises(sv.InvalidArgument, match="part 1/1 given twice"):
-        units.merge([doc, json.loads(json.dumps(doc))])
+    assert units.needed(docs) == set() and units.merge(docs).scenarios[0].passed is True
+    with pytest.raises(sv.InvalidArgument, match="given twice"):
+        units.merge(docs + [json.loads(json.dumps(docs[0]))])
 
 
 @pytest.mark.parametrize("isolation", ["none", "process"])
@@ -156,12 +156,19 @@ def test_ray_gives_the_unsharded_verdict_and_seeded_counts(cluster, tmp_path, ca
     assert doc["verdict"] == whole.verdict == "inconclusive" and doc["reason"] == whole.reason
     assert _counts(doc) == _counts(whole)
     assert doc["reproducible"] is whole.reproducible is True
-    assert doc["versions"]["executor"].startswith("ray ") and "3 parts on 2 engine actors" in err
-    assert err.count("merged") == 3, err  # a progress line per part
+    planned = int(re.search(r"ray \S+: (\d+) parts on 2 engine actors", err).group(1))
+    merged = re.findall(r"specverify: ray: \[(\d+)/(\d+)\] (\S+)", err)  # a progress line per part merged
+    assert merged and all(int(total) == planned for _, total, _ in merged), err
+    assert [int(i) for i, _, _ in merged] == list(range(1, len(merged) + 1))
+    assert {name for _, _, name in merged} == {*SUBSET, "(reproducibility)"}
+    cancelled = int(re.search(r"(\d+) cancelled", doc["versions"]["executor"]).group(1))
+    assert len(merged) + cancelled == planned  # every part merged or cancelled: none lost, none twice
     from specverify.certification.config import RunConfig
 
     same = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=SUBSET, isolation=isolation)
-    assert doc["command"] == same.reproduce() and "ray" not in doc["command"]  # it reruns the verdict without Ray
+    # it reruns without Ray: in parts in this process (--block-draws), and without it the unsplit run (`whole`)
+    assert doc["command"] == same.reproduce().replace(" --seed ", " --block-draws 4096 --seed ")
+    assert "ray" not in doc["command"]
 
 
 def _kill_when_marked(mark: Path, which: int, killed: list, done: threading.Event):
@@ -203,3 +210,24 @@ def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_
     whole = _local(MARKING, engine_options=options)  # the mark exists now: the double no longer pauses
     assert cert.verdict == whole.verdict and _counts(cert) == _counts(whole)
     assert "1 retried" in cert.versions["executor"]
+
+
+@pytest.mark.parametrize(("isolation", "who", "verdict"), [("none", "self", "invalid"), ("process", "parent", "error")])
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_part_that_loses_its_worker_twice_ends_the_run_by_design_rule_1(cluster, isolation, who, verdict):
+    """Under --isolation none the decoder ran inside the Ray worker it killed: invalid, with a reproduce line.
+    Under process its calls ran in a child of that worker, which dies with it: nothing is said of the decoder."""
+    from specverify.certification.config import RunConfig
+    from specverify.certification.ray_executor import run_on_ray
+
+    config = RunConfig.create(
+        factory="tests.certification.ray_decoders:killing_reference", level="quick", seed=5, isolation=isolation,
+        scenarios=["temperature-1", "greedy"], engine_options={"who": who},
+    )  # fmt: skip
+    lines = []
+    cert = run_on_ray(config, workers=1, progress=lines.append)
+    assert cert.verdict == verdict, cert.reason
+    assert sum("its worker was lost" in line for line in lines) == 1, lines  # one retry, then the run ends
+    assert "temperature-1 block 0" in cert.reason and "lost its Ray worker on both attempts" in cert.reason
+    assert "specverify certify tests.certification.ray_decoders:killing_reference" in cert.reason
