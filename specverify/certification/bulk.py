@@ -104,9 +104,30 @@ def clean_outcomes(outcomes) -> bool:
 _TOKENS, _STREAM, _ACCEPTED = (operator.attrgetter(name) for name in ("tokens", "stream", "accepted"))
 
 
+_FEW = 4  # up to this many completions a plain loop beats the bulk sets (~1.5 µs a completion instead of ~9 a call)
+
+
+def _ints(values) -> bool:
+    return type(values) is tuple and all(type(v) is int for v in values)
+
+
+def _clean_few(items: list) -> bool:
+    for item in items:
+        if type(item) is not Completion or not _ints(item.tokens):
+            return False
+        if item.accepted is not None and not _ints(item.accepted):
+            return False
+        stream = item.stream
+        if stream is not None and (type(stream) is not tuple or not all(map(_ints, stream))):
+            return False
+    return True
+
+
 def clean_completions(items: list) -> bool:
     """Every item a ``Completion`` whose tokens, ``accepted`` and stream chunks are tuples of Python ints: the
     common case, checked in bulk (a call returns up to thousands of them) instead of field by field."""
+    if len(items) <= _FEW:  # a call of one or two requests (batch composition's): field by field is cheaper
+        return _clean_few(items)
     if set(map(type, items)) - {Completion}:
         return False
     accepted = [a for a in map(_ACCEPTED, items) if a is not None]

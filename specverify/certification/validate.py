@@ -82,11 +82,14 @@ def completions_violation(completions, requests, vocab, *, known_ok=None) -> str
         len(completions) == len(requests),
         f"len(completions)={len(completions)!r} must equal len(requests)={len(requests)!r} (one per request).",
     )
-    try:
-        keys = zip(map(_FIELDS, completions), map(id, map(_PARAMS, requests)), map(_GAMMA, requests))
-        pairs = dict(zip(keys, zip(completions, requests))).values()  # one per key, in first-appearance order
-    except TypeError:  # an unhashable field: check completion by completion (the checks name it)
+    if len(completions) <= 2:  # a call of one or two requests: nothing worth the dedup's dict
         pairs = zip(completions, requests)
+    else:
+        try:
+            keys = zip(map(_FIELDS, completions), map(id, map(_PARAMS, requests)), map(_GAMMA, requests))
+            pairs = dict(zip(keys, zip(completions, requests))).values()  # one per key, in first-appearance order
+        except TypeError:  # an unhashable field: check completion by completion (the checks name it)
+            pairs = zip(completions, requests)
     for completion, request in pairs:
         problem = completion_violation(completion, request, vocab, known_ok=known_ok)
         if problem:

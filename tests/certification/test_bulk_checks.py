@@ -228,3 +228,25 @@ def test_clean_sample_counts_pass_through_and_others_are_converted(outcomes, sam
     got = _as_counts(SampleCounts(outcomes=outcomes)).outcomes
     assert got == outcomes and all(type(n) is int for n in got.values())
     assert all(type(t) in (int, bool) for tokens, _ in got for t in tokens)
+
+
+def test_the_few_completions_check_agrees_with_the_bulk_one(monkeypatch):
+    """Calls of up to ``_FEW`` completions are checked field by field: the same answer as the bulk sets."""
+    from specverify.certification import bulk
+
+    ok = Completion((1, 2, 3), "length", stream=((1,), (2, 3)), accepted=(1, 0))
+    cases = [
+        [ok],
+        [ok, Completion((4,), "eos")],
+        [ok, Completion((1, np.int64(2)), "length")],
+        [Completion((1, 2), "length", stream=[(1,), (2,)])],
+        [Completion((1, 2), "length", stream=((1,), [2]))],
+        [Completion((1, 2), "length", stream=((1,), (np.int64(2),)))],
+        [Completion((1, 2), "length", accepted=[1])],
+        [Completion((1, 2), "length", accepted=(True,))],
+        [ok, "not a completion"],
+    ]
+    few = [bulk.clean_completions(items) for items in cases]
+    monkeypatch.setattr(bulk, "_FEW", 0)
+    assert few == [bulk.clean_completions(items) for items in cases]
+    assert few == [True, True, False, False, False, False, False, False, False]
