@@ -3,7 +3,8 @@
 
 **llama-server** (tools/server): one server per γ (``--spec-draft-n-max`` is a server flag; per-request speculative
 fields are compiled out, server-schema.cpp ``#if 0``), started on 127.0.0.1 and a free port with ``-np`` slots,
-64 context tokens per slot, one thread. Each request is one ``POST /completion`` with the prompt as token ids,
+64 context tokens per slot, one thread (``slots`` = 4 by default; a call's requests are sent ``slots`` at a
+time). Each request is one ``POST /completion`` with the prompt as token ids,
 ``return_tokens`` and every sampling field explicit; a call's requests are sent concurrently, one per slot.
 The common sampler chain is logit bias, then ``samplers`` in the order given; the adapter sends ``penalties,
 temperature, top_k, top_p, min_p``, the canonical order (common/sampling.cpp, ``common_sampler_init``). The slot's
@@ -19,6 +20,18 @@ nothing (``specverify.adapters._finish``): tokens past an end are returned for t
 raises ``EngineStoppedEarly`` (with the server's ``stop_type``). **Prefill** (``prefill_tokens`` = 1, speculative
 server): the slot samples its first token from the prompt's evaluation (server-context.cpp:3818-3837) before any
 draft is made (:2983, slots in ``SLOT_STATE_GENERATING`` only); declared although the server reports no rounds.
+
+**Engine configurations and their evidence** (``ServerDecoder(slots=, cache_prompt=)``; the presets are in
+``specverify.adapters.llamacpp``). ``cache_prompt`` (a request field, true by default: server-task.h:53) makes
+the slot keep the KV entries of the longest common prefix of its last request's tokens and the new prompt
+(server-context.cpp:3198-3200; a prompt met whole is evaluated from its last token, :3382-3386); false evaluates
+every prompt from its start (:3262-3264). Each response reports the tokens so reused, ``timings.cache_n``
+(``n_prompt_cached``, server-context.cpp:3390, server-common.cpp:86), and the slot that served it, ``id_slot``
+(server-task.cpp:345). Every server runs with ``--metrics``; after each call the adapter reads ``/metrics``:
+``n_decode_total`` and ``n_busy_slots_per_decode``, the mean number of slots busy per ``llama_decode``
+(server-context.cpp:4053-4058, server-task.cpp:1586), whose excess over 1 shows decode calls that served
+several slots at once. ``engine_info["state"]`` (``ServerEvidence``): ``requests``, ``cache_hit_requests``
+(``cache_n`` > 0), ``cached_prompt_tokens``, ``distinct_slots``, ``decode_calls``, ``parallel_slot_decodes``.
 
 **llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (a chain; the tree
 factory ``-np 2 --spec-draft-p-split 0.1``), the
@@ -62,7 +75,16 @@ from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
 from specverify.errors import check
 from specverify.protocol import Completion, Request
 
-__all__ = ["ServerDecoder", "ExampleDecoder", "SERVER_CAPABILITIES", "EXAMPLE_CAPABILITIES", "close_all"]
+__all__ = [
+    "ServerDecoder",
+    "ServerEvidence",
+    "ExampleDecoder",
+    "SERVER_CAPABILITIES",
+    "EXAMPLE_CAPABILITIES",
+    "close_all",
+    "parse_metrics",
+    "spec_args",
+]
 
 N_CTX = 64
 N_PARALLEL = 4
@@ -104,20 +126,25 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _Server:
-    """One ``llama-server`` process on 127.0.0.1 (``draft`` None: no speculation)."""
+def spec_args(draft, gamma: int) -> list:
+    """The speculative flags of one server: a draft model (``draft`` a GGUF path); none for ``draft`` None."""
+    if draft is None:
+        return []
+    # without --spec-type the draft model is loaded and never used ("speculative.types": "none")
+    args = ["--spec-type", "draft-simple", "--spec-draft-model", draft, "--spec-draft-n-max", str(gamma)]
+    return args + ["--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-ctkd", "f32", "-ctvd", "f32"]
 
-    def __init__(self, target: str, draft, gamma: int, timeout_s: float = 60.0):
+
+class _Server:
+    """One ``llama-server`` process on 127.0.0.1 with ``slots`` slots (``draft`` None: no speculation)."""
+
+    def __init__(self, target: str, draft, gamma: int, timeout_s: float = 60.0, *, slots: int = N_PARALLEL):
         self.port = _free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="specverify-llama-server-", suffix=".log", delete=False)
         args = [executable("llama-server"), "-m", target, "--host", "127.0.0.1", "--port", str(self.port)]
-        args += ["-c", str(N_CTX * N_PARALLEL), "-np", str(N_PARALLEL), "-t", "1", "-tb", "1", "--no-webui"]
+        args += ["-c", str(N_CTX * slots), "-np", str(slots), "-t", "1", "-tb", "1", "--no-webui", "--metrics"]
         args += ["-ctk", "f32", "-ctv", "f32"]  # the default F16 KV cache moves logits by up to 5e-3
-        if draft is not None:
-            # without --spec-type the draft model is loaded and never used ("speculative.types": "none")
-            args += ["--spec-type", "draft-simple", "--spec-draft-model", draft, "--spec-draft-n-max", str(gamma)]
-            args += ["--spec-draft-n-min", "0"]
-            args += ["--spec-draft-p-min", "0", "-ctkd", "f32", "-ctvd", "f32"]
+        args += spec_args(draft, gamma)
         self.args = args
         self.proc = subprocess.Popen(
             args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
@@ -177,7 +204,24 @@ class _Server:
             tokens = [int(t) for t in out["tokens"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"llama-server's response is malformed ({exc!r}): {raw[:500]!r}") from None
-        return {"tokens": tokens, "timings": out.get("timings") or {}, "stop_type": out.get("stop_type")}
+        answer = {"tokens": tokens, "timings": out.get("timings") or {}, "stop_type": out.get("stop_type")}
+        answer["id_slot"] = out.get("id_slot")
+        return answer
+
+    def metrics(self) -> dict:
+        """The server's Prometheus counters (``GET /metrics``, ``--metrics``): ``{name without 'llamacpp:': value}``."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10.0)  # fresh: a kept-alive one may be
+        try:  # closed by the server while idle
+            conn.request("GET", "/metrics")
+            response = conn.getresponse()
+            status, raw = response.status, response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise RuntimeError(f"llama-server /metrics failed ({exc!r}): {self.tail()}") from None
+        finally:
+            conn.close()
+        if status != 200:
+            raise RuntimeError(f"llama-server /metrics answered {status}: {raw[:300]!r}")
+        return parse_metrics(raw.decode("utf-8", "replace"))
 
     def close(self) -> None:
         if self in _LIVE:
@@ -191,6 +235,23 @@ class _Server:
         self.log.close()
         if os.path.exists(self.log.name):
             os.unlink(self.log.name)
+
+
+def parse_metrics(text: str) -> dict:
+    """``llamacpp:NAME VALUE`` lines of a /metrics answer as ``{NAME: float}`` (comments skipped).
+
+    >>> parse_metrics("# HELP x\\nllamacpp:n_decode_total 12\\nllamacpp:n_busy_slots_per_decode 1.5\\n")
+    {'n_decode_total': 12.0, 'n_busy_slots_per_decode': 1.5}
+    """
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, _, value = line[len("llamacpp:") :].partition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                continue
+    return out
 
 
 def close_all() -> None:
@@ -234,28 +295,59 @@ def _server_body(request: Request, seed: int, vocab_size: int) -> dict:
 
 
 class ServerDecoder:
-    """``llama-server`` for one model pair; with ``speculative`` one server per γ (at most ``MAX_SERVERS`` live)."""
+    """``llama-server`` for one model pair; with ``speculative`` one server per γ (at most ``MAX_SERVERS`` live).
+    ``slots`` the server's ``-np`` (a call's requests are sent ``slots`` at a time); ``cache_prompt`` sent with
+    every request when not None (None: the server's default, true). ``engine_info["state"]`` counts what the
+    responses and the server's counters show (module docstring, engine configurations)."""
 
-    def __init__(self, target, draft, *, speculative: bool):
+    def __init__(self, target, draft, *, speculative: bool, slots: int = N_PARALLEL, cache_prompt=None):
+        check(
+            isinstance(slots, int) and not isinstance(slots, bool) and 1 <= slots <= 16,
+            f"slots={slots!r} must be an int in [1, 16] (llama-server's -np), e.g. --engine-option slots=4.",
+        )
+        check(
+            cache_prompt is None or isinstance(cache_prompt, bool),
+            f"cache_prompt={cache_prompt!r} must be None (the server's default) or a bool (sent with each request).",
+        )
         self.vocab, self.speculative = target.vocab, speculative
         self.method = "server_draft_model" if speculative else "server_plain"
+        self.slots, self.cache_prompt = slots, cache_prompt
         self.target_file = str(gguf_file(target, "toy"))
         self.draft_file = str(gguf_file(draft, "toy")) if speculative else None
         self.capabilities = SERVER_CAPABILITIES
         self.servers: dict = {}
         self.engine_counters = {"draft_n": 0, "draft_n_accepted": 0, "requests": 0}
+        self.evidence = ServerEvidence()
         if speculative:
             self.prefill_tokens = 1  # the prompt's token comes before the first draft (module docstring)
         self.rng = np.random.default_rng()
         self._server(3)  # fail at set-up, not in the first call
 
+    @property
+    def engine_info(self) -> dict:
+        """docs/adapters.md: what was asked of the server and the states its responses and counters showed."""
+        requested = {"method": self.method, "slots": self.slots, "cache_prompt": self.cache_prompt}
+        return {"name": "llama-server", "requested": requested, "state": self.evidence.state(self.servers.values())}
+
     def _server(self, gamma: int) -> _Server:
         key = gamma if self.speculative else 0
         if key not in self.servers:
             while len(self.servers) >= MAX_SERVERS:
-                self.servers.pop(next(iter(self.servers))).close()
-            self.servers[key] = _Server(self.target_file, self.draft_file, gamma)
+                self._retire(self.servers.pop(next(iter(self.servers))))
+            self.servers[key] = _Server(self.target_file, self.draft_file, gamma, slots=self.slots)
         return self.servers[key]
+
+    def _retire(self, server: _Server) -> None:
+        try:
+            self.evidence.retire(server)
+        finally:
+            server.close()
+
+    def _body(self, request: Request) -> dict:
+        body = _server_body(request, seed32(request.seed, self.rng), self.vocab.size)
+        if self.cache_prompt is not None:
+            body["cache_prompt"] = self.cache_prompt
+        return body
 
     def __call__(self, requests: Sequence[Request]) -> list:
         requests = list(requests)
@@ -267,9 +359,10 @@ class ServerDecoder:
             groups.setdefault(r.num_draft_tokens if self.speculative else 0, []).append(i)
         for gamma, indices in groups.items():
             server = self._server(max(gamma, 1))
-            bodies = [_server_body(requests[i], seed32(requests[i].seed, self.rng), self.vocab.size) for i in indices]
-            with ThreadPoolExecutor(N_PARALLEL) as pool:
+            bodies = [self._body(requests[i]) for i in indices]
+            with ThreadPoolExecutor(self.slots) as pool:
                 answers = list(pool.map(server.complete, bodies))
+            self.evidence.observe(server, answers)
             for i, answer in zip(indices, answers):
                 t = answer["timings"]
                 self.engine_counters["draft_n"] += int(t.get("draft_n", 0) or 0)
@@ -287,8 +380,65 @@ class ServerDecoder:
 
     def close(self) -> None:
         for server in self.servers.values():
-            server.close()
+            self._retire(server)
         self.servers.clear()
+
+
+class ServerEvidence:
+    """The engine states a ``ServerDecoder``'s servers reached (module docstring, engine configurations): from each
+    response, ``timings.cache_n`` (prompt tokens reused from the slot's cache) and ``id_slot``; from each server's
+    ``/metrics``, read after every call and when it is retired, ``n_decode_total`` and
+    ``n_busy_slots_per_decode``."""
+
+    def __init__(self):
+        self.requests = self.cache_hits = self.cached_tokens = 0
+        self.slot_ids: set = set()
+        self.retired = {"decodes": 0.0, "parallel": 0.0}  # counters of the servers already closed
+        self.latest: dict = {}  # id(server) -> its last /metrics reading
+
+    def observe(self, server, answers: Sequence[dict]) -> None:
+        for answer in answers:
+            cached = int(answer["timings"].get("cache_n", 0) or 0)
+            self.requests += 1
+            self.cache_hits += cached > 0
+            self.cached_tokens += cached
+            if answer.get("id_slot") is not None:
+                self.slot_ids.add(int(answer["id_slot"]))
+        self.latest[id(server)] = server.metrics()
+
+    def retire(self, server) -> None:
+        reading = self.latest.pop(id(server), None)
+        if reading is not None:
+            decodes, parallel = _decodes(reading)
+            self.retired["decodes"] += decodes
+            self.retired["parallel"] += parallel
+
+    def state(self, live) -> dict:
+        """``engine_info["state"]``: requests, cache_hit_requests, cached_prompt_tokens, distinct_slots,
+        decode_calls and parallel_slot_decodes (the busy slots beyond one summed over decode calls, from the mean
+        the server reports: > 0 only when some llama_decode served two slots or more)."""
+        decodes, parallel = self.retired["decodes"], self.retired["parallel"]
+        for server in live:
+            reading = self.latest.get(id(server))
+            if reading is not None:
+                d, p = _decodes(reading)
+                decodes, parallel = decodes + d, parallel + p
+        return {
+            "requests": self.requests,
+            "cache_hit_requests": self.cache_hits,
+            "cached_prompt_tokens": self.cached_tokens,
+            "distinct_slots": len(self.slot_ids),
+            "decode_calls": int(decodes),
+            "parallel_slot_decodes": int(round(parallel)),
+        }
+
+
+def _decodes(reading: dict) -> tuple:
+    """(decode calls, busy slots beyond one summed over them) of one /metrics reading. The server prints the mean
+    with 6 significant digits, so the second is good to about decode calls × 5e-6."""
+    decodes = float(reading.get("n_decode_total", 0.0))
+    mean_busy = float(reading.get("n_busy_slots_per_decode", 0.0))
+    return decodes, max(0.0, (mean_busy - 1.0) * decodes)
 
 
 class ExampleDecoder:

@@ -49,6 +49,20 @@ draft calls). Not declared: ``repetition_penalty`` (prompt not penalised), ``ign
 ``stream``. top-p / min-p before the temperature are canonical only at temperature 1 (or 0); other temperatures are
 refused with ``InvalidArgument``.
 
+**Engine configurations** (docs/adapters.md; ``--engine-config NAME``). The Python factories: ``cache-prompt``
+(``cache_prompt=True``, the default) is ``generate()``'s own prompt cache: it keeps the KV entries of the longest
+common prefix of the previous call's tokens and the new prompt (llama.py:917-968; a prompt met whole is evaluated
+from its last token, or, when the context holds exactly it and its logits are live, sampled at once without any
+evaluation, :929-938); ``no-cache-prompt`` (``cache_prompt=False``) calls ``Llama.reset()`` before each request
+(``n_tokens`` = 0, :656), so every prompt is evaluated from its first token. The evidence is read from the engine:
+``Llama.n_tokens`` (the tokens its KV cache keeps) at the first ``eval`` of each request, counted in
+``engine_info["state"]`` as ``cache_hit_requests`` and ``cached_prompt_tokens``. The server factories: ``slots``
+(``-np 4``, a call's requests sent four at a time: the default), ``cache-prompt`` (``-np 1``, ``cache_prompt: true``
+sent: each request reuses the slot's common prefix with the last one) and ``no-cache-prompt`` (``-np 1``,
+``cache_prompt: false``); their evidence is in ``_llamacpp_bin`` (``ServerEvidence``). ``context-shift`` is listed,
+never run: no law is defined for what a target continues from once the server has discarded half of a slot's
+context, so it is not covered.
+
 The server and example mappings are in ``_llamacpp_bin``. Set-up failures raise from the factory (verdict
 ``error``); an engine exception, a dead process, a hang or a malformed response in a call raises ``RuntimeError``
 with the engine's message (verdict ``invalid``).
@@ -64,8 +78,8 @@ import numpy as np
 from specverify.adapters._finish import ENDS, Finisher, finish
 from specverify.adapters._llamacpp_common import check_request, seed32
 from specverify.adapters.llamacpp_gguf import gguf_file
-from specverify.errors import InvalidArgument
-from specverify.protocol import Completion, Request
+from specverify.errors import InvalidArgument, check
+from specverify.protocol import Completion, EngineConfig, Request
 
 __all__ = [
     "python_draft_model",
@@ -80,6 +94,8 @@ __all__ = [
     "CAPABILITIES",
     "same_seed_check",
     "N_CTX",
+    "PYTHON_CONFIGS",
+    "SERVER_CONFIGS",
 ]
 
 METHODS = ("python_draft_model", "python_prompt_lookup", "plain")
@@ -191,12 +207,40 @@ def accepted_rounds(calls: Sequence, prompt_len: int, tokens: Sequence[int]) -> 
     return tuple(out)
 
 
-class PythonDecoder:
-    """llama-cpp-python's ``Llama.generate()`` for one model pair and ``method`` in ``METHODS``."""
+class _PromptCacheLog:
+    """Wraps ``Llama.eval`` on the instance: records ``Llama.n_tokens`` (the KV entries kept from the last call)
+    at the first ``eval`` of each request, the engine's own count of prompt tokens served from its cache."""
 
-    def __init__(self, target, draft, method: str):
+    def __init__(self, llm):
+        self.llm, self.inner = llm, llm.eval
+        self.armed, self.requests, self.cache_hits, self.cached_tokens = False, 0, 0, 0
+        llm.eval = self
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def __call__(self, tokens):
+        if self.armed:
+            self.armed = False
+            kept = int(self.llm.n_tokens)
+            self.requests += 1
+            self.cache_hits += kept > 0
+            self.cached_tokens += kept
+        return self.inner(tokens)
+
+
+class PythonDecoder:
+    """llama-cpp-python's ``Llama.generate()`` for one model pair and ``method`` in ``METHODS``; ``cache_prompt``
+    False resets the context before each request (module docstring, engine configurations)."""
+
+    def __init__(self, target, draft, method: str, *, cache_prompt: bool = True):
         if method not in METHODS:
             raise InvalidArgument(f"method={method!r} must be one of {METHODS!r}.")
+        check(
+            isinstance(cache_prompt, bool),
+            f"cache_prompt={cache_prompt!r} must be a bool (True: generate()'s prompt cache, its default; False: "
+            "Llama.reset() before each request), e.g. --engine-option cache_prompt=false.",
+        )
         llama_cpp = import_llama_cpp()
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -217,6 +261,8 @@ class PythonDecoder:
         self.drafter = inner
         self.rounds = _Rounds(inner) if inner is not None else None
         self.llm = _llama(llama_cpp, gguf_file(target, "toy"), seed=0, draft_model=self.rounds)
+        self.cache_prompt = cache_prompt
+        self.prompt_cache = _PromptCacheLog(self.llm)
         self.processor_history: list = []  # (position, len(input_ids) - len(prompt)) per processor call: finding 2
         self.rng = np.random.default_rng()
 
@@ -225,6 +271,15 @@ class PythonDecoder:
 
     def __call__(self, requests: Sequence[Request]) -> list:
         return [self.generate(r) for r in requests]
+
+    @property
+    def engine_info(self) -> dict:
+        """docs/adapters.md: the method, whether the prompt cache was asked for, and what the engine kept."""
+        log = self.prompt_cache
+        state = {"requests": log.requests, "cache_hit_requests": log.cache_hits}
+        state["cached_prompt_tokens"] = log.cached_tokens
+        requested = {"method": self.method, "cache_prompt": self.cache_prompt}
+        return {"name": "llama-cpp-python", "requested": requested, "state": state}
 
     def _processors(self, request: Request, prompt_len: int):
         from llama_cpp import LogitsProcessorList
@@ -255,6 +310,9 @@ class PythonDecoder:
             self.drafter.num_pred_tokens = int(request.num_draft_tokens)
             self.rounds.calls = []
         self.llm.set_seed(seed32(request.seed, self.rng))
+        if not self.cache_prompt:
+            self.llm.reset()  # n_tokens = 0: generate() finds no prefix to keep
+        self.prompt_cache.arm()
         # generate()'s penalty defaults (0.0) are the canonical ones: an unset penalty is left to them; its cut and
         # temperature defaults are not (module docstring, unset fields), so those are always sent
         penalties = {n: float(getattr(p, n)) for n in ("frequency_penalty", "presence_penalty") if p.is_set(n)}
@@ -287,33 +345,81 @@ class PythonDecoder:
         return Completion(done.tokens, done.finish_reason, accepted=accepted)
 
 
-def python_draft_model(target, draft) -> PythonDecoder:
+_UNDEFINED_SHIFT = (
+    "no law is defined for context shift: once a slot's context is full the server discards half of it "
+    "(--context-shift) and the target continues from a history it was not given, which no oracle here models"
+)
+#: The Python factories' configurations (module docstring): generate()'s prompt cache on (the default) or off.
+PYTHON_CONFIGS = {
+    "cache-prompt": EngineConfig(
+        {"cache_prompt": True},
+        doc="generate()'s prompt cache: the KV of the common prefix with the last call kept (the default)",
+        reaches={"cache_hit_requests": 1},
+    ),
+    "no-cache-prompt": EngineConfig(
+        {"cache_prompt": False}, doc="Llama.reset() before each request: every prompt evaluated from its start"
+    ),
+}
+#: The server factories' configurations (module docstring; the evidence: _llamacpp_bin.ServerEvidence).
+SERVER_CONFIGS = {
+    "slots": EngineConfig(
+        {"slots": 4},
+        doc="-np 4, a call's requests served four at a time, distinct slots in one llama_decode (the default)",
+        reaches={"distinct_slots": 2, "parallel_slot_decodes": 1},
+    ),
+    "cache-prompt": EngineConfig(
+        {"slots": 1, "cache_prompt": True},
+        doc="-np 1, cache_prompt: true: each request reuses the slot's common prefix with the last one",
+        reaches={"cache_hit_requests": 1},
+    ),
+    "no-cache-prompt": EngineConfig(
+        {"slots": 1, "cache_prompt": False}, doc="-np 1, cache_prompt: false: every prompt evaluated from its start"
+    ),
+    "context-shift": EngineConfig({}, doc="--context-shift past a slot's context", unreachable=_UNDEFINED_SHIFT),
+}
+
+
+def _configured(presets: dict, default: str):
+    def mark(factory):
+        factory.engine_configs, factory.default_engine_config = presets, default
+        return factory
+
+    return mark
+
+
+@_configured(PYTHON_CONFIGS, "cache-prompt")
+def python_draft_model(target, draft, *, cache_prompt: bool = True) -> PythonDecoder:
     """llama-cpp-python ``Llama(draft_model=...)`` with the draft GGUF proposing γ greedy tokens."""
-    return PythonDecoder(target, draft, "python_draft_model")
+    return PythonDecoder(target, draft, "python_draft_model", cache_prompt=cache_prompt)
 
 
-def python_prompt_lookup(target, draft) -> PythonDecoder:
+@_configured(PYTHON_CONFIGS, "cache-prompt")
+def python_prompt_lookup(target, draft, *, cache_prompt: bool = True) -> PythonDecoder:
     """llama-cpp-python ``Llama(draft_model=LlamaPromptLookupDecoding(...))``; ``draft`` is not used."""
-    return PythonDecoder(target, draft, "python_prompt_lookup")
+    return PythonDecoder(target, draft, "python_prompt_lookup", cache_prompt=cache_prompt)
 
 
-def plain(target, draft) -> PythonDecoder:
+@_configured(PYTHON_CONFIGS, "cache-prompt")
+def plain(target, draft, *, cache_prompt: bool = True) -> PythonDecoder:
     """llama-cpp-python ``Llama.generate()`` without a draft: the control of the Python paths."""
-    return PythonDecoder(target, draft, "plain")
+    return PythonDecoder(target, draft, "plain", cache_prompt=cache_prompt)
 
 
-def server_draft_model(target, draft) -> object:
-    """``llama-server --spec-draft-model`` on 127.0.0.1, γ drafts per round, requests over HTTP."""
+@_configured(SERVER_CONFIGS, "slots")
+def server_draft_model(target, draft, *, slots: int = 4, cache_prompt=None) -> object:
+    """``llama-server --spec-draft-model`` on 127.0.0.1, γ drafts per round, requests over HTTP; ``slots`` (-np)
+    and ``cache_prompt`` (None: not sent, the server's default true) as in the configurations."""
     from specverify.adapters._llamacpp_bin import ServerDecoder
 
-    return ServerDecoder(target, draft, speculative=True)
+    return ServerDecoder(target, draft, speculative=True, slots=slots, cache_prompt=cache_prompt)
 
 
-def server_plain(target, draft) -> object:
+@_configured(SERVER_CONFIGS, "slots")
+def server_plain(target, draft, *, slots: int = 4, cache_prompt=None) -> object:
     """``llama-server`` without a draft model: the control of ``server_draft_model``."""
     from specverify.adapters._llamacpp_bin import ServerDecoder
 
-    return ServerDecoder(target, draft, speculative=False)
+    return ServerDecoder(target, draft, speculative=False, slots=slots, cache_prompt=cache_prompt)
 
 
 def speculative_example(target, draft) -> object:

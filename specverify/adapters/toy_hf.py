@@ -11,9 +11,9 @@ own code, and ``tests/adapters/test_transformers.py`` runs the same operation se
 ``DynamicCache`` of float tensors to show it. With ``cache_implementation="static"`` (the adapter's
 ``static-cache`` configuration) ``generate`` builds a ``StaticCache`` instead, whose one layer holds the same
 entries in preallocated tensors; the entry before a call's first token is read at the cache's stored length
-(``get_seq_length()``), so a crop that leaves its length wrong changes the law here too. ``forward`` reads the entry before its first token from the cache
-(the root entry when the cache is empty), never from ``input_ids`` history, so the logits come only from what the
-cache stores.
+(``get_seq_length()``), so a crop that leaves its length wrong changes the law here too. ``forward`` reads the
+entry before its first token from the cache (the root entry when the cache is empty), never from ``input_ids``
+history, so the logits come only from what the cache stores.
 
 This module imports transformers at module level; ``specverify.adapters.transformers`` imports it lazily.
 """

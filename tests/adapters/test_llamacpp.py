@@ -382,6 +382,9 @@ class _FakeServer:
     def complete(self, body):
         return self.answer
 
+    def metrics(self):  # no /metrics: the evidence counts the responses only
+        return {}
+
     def close(self):
         pass
 
