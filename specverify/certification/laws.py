@@ -49,7 +49,6 @@ def greedy_of(scenario, prompt, params) -> tuple:
     return _memo(_GREEDY, _key(scenario.pair, prompt, params), lambda: greedy_outcome(target, prompt, params))
 
 
-
 def greedy_many(scenario, prompts, params) -> list:
     """:func:`greedy_of` of each of ``prompts``; those not known yet are enumerated together in one batched oracle
     walk (``oracles.law.greedy_outcomes``: the same outcomes as one prompt at a time)."""

@@ -142,7 +142,7 @@ def exact_law(target, prompt: Sequence[int], params: SamplingParams) -> ExactLaw
     """
     check(isinstance(params, SamplingParams), f"params={params!r} must be a SamplingParams.")
     prompt = _checked_prompt(target.vocab, prompt)
-    (outcomes, probs), = _enumerate(target, [prompt], params)
+    ((outcomes, probs),) = _enumerate(target, [prompt], params)
     probs = np.asarray(probs, dtype=np.float64)
     total = probs.sum()
     if abs(total - 1.0) > 1e-9:

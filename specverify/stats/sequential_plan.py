@@ -11,12 +11,11 @@ import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from specverify.errors import InvalidArgument
 from specverify.stats._checks import as_expected, as_positive_float, as_positive_int, as_probability
 from specverify.stats.gof import _lambda_for, _pool
-from specverify.stats.power import noncentrality_needed, plan_sample_size
+from specverify.stats.power import _chi2_isf, _ncx2_ppf, noncentrality_needed, plan_sample_size
 
 __all__ = ["SequentialPlan", "plan_sequential"]
 
@@ -232,11 +231,11 @@ def plan_sequential(
     reference = _pool(expected, float(main[0]), min_expected)
     cells = [_pool(expected, float(n), min_expected) for n in early] + [reference] * looks
     dfs = [int(c.max()) for c in cells]
-    reject = [float(stats.chi2.isf(a, df)) if df > 0 else math.inf for a, df in zip(alpha_spent, dfs)]
+    reject = [_chi2_isf(a, df) if df > 0 else math.inf for a, df in zip(alpha_spent, dfs)]
     passing = [-math.inf] * num_early
     for k in range(looks - 1):
         n, b, df = schedule[num_early + k], beta_spent[num_early + k], dfs[num_early + k]
-        bound = float(stats.ncx2.ppf(b, df, 4.0 * n * epsilon**2)) if df > 0 else -math.inf
+        bound = _ncx2_ppf(b, df, 4.0 * n * epsilon**2) if df > 0 else -math.inf
         passing.append(min(bound, reject[num_early + k]))
     passing.append(reject[-1])
     cells = tuple(_frozen(c) for c in cells)

@@ -120,3 +120,26 @@ def test_family_alpha_per_test():
         family_alpha_per_test(1e-3, 0, 4)
     with pytest.raises(InvalidArgument, match="alpha=2"):
         family_alpha_per_test(2, 1, 1)
+
+
+def test_the_plans_noncentral_sf_is_scipys_bit_for_bit():
+    from scipy import stats as scipy_stats
+
+    from specverify.stats.power import _ncx2_sf
+
+    for df in (1, 7, 38, 250):
+        critical = float(scipy_stats.chi2.isf(1e-9, df))
+        for nc in (0.0, 1e-6, 0.5, 3.0, 47.25, critical, 10 * critical):
+            assert _ncx2_sf(critical, df, nc) == float(scipy_stats.ncx2.sf(critical, df, nc)), (df, nc)
+
+
+def test_the_plans_quantiles_are_scipys_bit_for_bit():
+    from scipy import stats as scipy_stats
+
+    from specverify.stats.power import _chi2_isf, _ncx2_ppf
+
+    for df in (1, 7, 38, 250):
+        for q in (1e-12, 1e-7, 0.05, 0.5, 0.95):
+            assert _chi2_isf(q, df) == float(scipy_stats.chi2.isf(q, df)), (df, q)
+            for nc in (0.0, 0.3, 12.0, 400.0):
+                assert _ncx2_ppf(q, df, nc) == float(scipy_stats.ncx2.ppf(q, df, nc)), (df, q, nc)
