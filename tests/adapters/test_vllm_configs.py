@@ -90,12 +90,13 @@ def test_preemptions_are_counted_and_short_requests_alone_are_not_covered():
 
 
 def test_chunked_prefill_of_seeded_requests_crashes_and_unseeded_ones_split():
-    shipped = _decoder("chunked-prefill")
-    with pytest.raises(RuntimeError, match="CPU Generator does not use offset"):  # finding 3, as shipped
-        shipped(_requests("long-prompt", 20, first_seed=0))
-    assert shipped.engine_info["state"]["partial_prefills"] >= 1
-    shipped.close()
-    va.close_all()
+    for method in ("draft_model", "plain"):  # the rewind is the model runner's, with or without speculation
+        shipped = _decoder("chunked-prefill", method=method)
+        with pytest.raises(RuntimeError, match="CPU Generator does not use offset"):  # finding 3, as shipped
+            shipped(_requests("long-prompt", 20, first_seed=0))
+        assert shipped.engine_info["state"]["partial_prefills"] >= 1
+        shipped.close()
+        va.close_all()
     unseeded = _decoder("chunked-prefill-unseeded")
     assert "seed" not in unseeded.capabilities
     assert unseeded.engine_info["effective"]["3"]["max_num_batched_tokens"] == 64
