@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from specverify.cli_args import ExitCode, check_outputs
+from specverify.cli_args import ExitCode, check_outputs, executor_options
 from specverify.cli_args import parser as _parser
 from specverify.enums import Verdict
 
@@ -90,7 +90,7 @@ def _certify(args, out, err) -> int:
         problem = check_outputs(args)
         if problem:
             raise InvalidArgument(problem)
-        on_ray = _executor(args, names)
+        on_ray = executor_options(args, names)
         resolve_factory(config.factory)  # a missing module is a usage error, before anything heavy is imported
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
@@ -120,40 +120,6 @@ def _certify(args, out, err) -> int:
             json.dump(cert.shard_info, fh, indent=1)
         cert = replace(cert, command=f"{cert.command} --counts-out {shlex.quote(args.counts_out)}")
     return _emit(cert, args, out, err)
-
-
-def _executor(args, names) -> dict | None:
-    """``--executor ray``: ``run_on_ray``'s keyword arguments, checked before any work (None: ``local``)."""
-    from specverify.errors import InvalidArgument
-
-    if args.executor != "ray":
-        given = [f for f, v in (("--ray-address", args.ray_address), ("--ray-workers", args.ray_workers)) if v]
-        if given:
-            raise InvalidArgument(f"{' and '.join(given)} need --executor ray (the default executor is local).")
-        return None
-    if names:
-        raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
-    if getattr(args, "resume", None):  # a retried part starts again from its beginning: Ray's own resume
-        raise InvalidArgument("--resume with --executor ray: a lost part is run again on Ray; resume locally.")
-    from specverify.certification.ray_executor import import_ray
-
-    import_ray()  # without the extra: a usage error naming it, before anything runs
-    return {
-        "address": args.ray_address,
-        "workers": _count(args.ray_workers, "--ray-workers", "engine actors, e.g. 2"),
-        "block_draws": _count(getattr(args, "block_draws", None), "--block-draws", "draws per part, e.g. 65536"),
-    }
-
-
-def _count(text, flag: str, what: str) -> int | None:
-    """A command line's positive int (None when not given)."""
-    from specverify.errors import InvalidArgument
-
-    if text is None:
-        return None
-    if not str(text).strip().isdigit() or int(text) < 1:
-        raise InvalidArgument(f"{flag}={text!r} must be an int >= 1 ({what}).")
-    return int(text)
 
 
 def _split_options(args) -> dict:

@@ -9,7 +9,7 @@ import os
 from specverify.certification.config import add_run_arguments
 from specverify.enums import DraftFamily, ModelFamily, Verdict
 
-__all__ = ["ExitCode", "EPILOG", "parser", "check_outputs"]
+__all__ = ["ExitCode", "EPILOG", "parser", "check_outputs", "executor_options"]
 
 
 class ExitCode(enum.IntEnum):
@@ -170,3 +170,37 @@ def check_outputs(args) -> str | None:
         ("--plots", getattr(args, "plots", None), True),
     ]
     return next((why for flag, path, d in checks if (why := _unwritable(flag, path, directory=d))), None)
+
+
+def executor_options(args, names) -> dict | None:
+    """``--executor ray``: ``run_on_ray``'s keyword arguments, checked before any work (None: ``local``)."""
+    from specverify.errors import InvalidArgument
+
+    if args.executor != "ray":
+        given = [f for f, v in (("--ray-address", args.ray_address), ("--ray-workers", args.ray_workers)) if v]
+        if given:
+            raise InvalidArgument(f"{' and '.join(given)} need --executor ray (the default executor is local).")
+        return None
+    if names:
+        raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
+    if getattr(args, "resume", None):  # a retried part starts again from its beginning: Ray's own resume
+        raise InvalidArgument("--resume with --executor ray: a lost part is run again on Ray; resume locally.")
+    from specverify.certification.ray_executor import import_ray
+
+    import_ray()  # without the extra: a usage error naming it, before anything runs
+    return {
+        "address": args.ray_address,
+        "workers": _count(args.ray_workers, "--ray-workers", "engine actors, e.g. 2"),
+        "block_draws": _count(getattr(args, "block_draws", None), "--block-draws", "draws per part, e.g. 65536"),
+    }
+
+
+def _count(text, flag: str, what: str) -> int | None:
+    """A command line's positive int (None when not given)."""
+    from specverify.errors import InvalidArgument
+
+    if text is None:
+        return None
+    if not str(text).strip().isdigit() or int(text) < 1:
+        raise InvalidArgument(f"{flag}={text!r} must be an int >= 1 ({what}).")
+    return int(text)

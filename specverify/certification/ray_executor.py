@@ -110,16 +110,17 @@ def _capacity(ray, resources: dict) -> int:
 
 @contextlib.contextmanager
 def _cluster(ray, address: Optional[str], workers: Optional[int], resources: dict):
-    """Connect to ``address``, or start a local cluster on the loopback (shut down afterwards); a Ray already
+    """Connect to ``address``, or start a local cluster on this machine (shut down afterwards); a Ray already
     initialised in this process is used as it is."""
     if ray.is_initialized():
         yield
         return
     if address:
         ray.init(address=address, log_to_driver=False)
-    else:
+    else:  # Ray binds the node's own address (it maps 127.0.0.1 there), with its token authentication on
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing anywhere
         cpus = max(os.cpu_count() or 1, (workers or 1) * max(1, int(resources.get("num_cpus", 1) + 0.999)))
-        ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         yield
     finally:

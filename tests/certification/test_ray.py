@@ -28,9 +28,10 @@ def _ray():
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One local cluster on the loopback for the module (``run_on_ray`` uses a Ray already initialised)."""
+    """One local cluster of 2 CPUs for the module (``run_on_ray`` uses a Ray already initialised); Ray binds this
+    machine's own address (it maps 127.0.0.1 there), so nothing outside the machine is involved."""
     ray = _ray()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
