@@ -77,11 +77,16 @@ OPS = [("append", [0, 1, 2]), ("crop", 0), ("append", [3]), ("crop", -2), ("crop
 OPS += [("append", [1, 1]), ("crop", -10), ("crop", -1), ("append", [2]), ("crop", 1), ("append", [0, 3])]
 
 
-def _run_ops(model, cache, probe):
-    """Apply OPS; after each, the stored length, the exception (if any) and the logits after the stored prefix
+# a StaticCache crops by moving its length back, so crop(-10) past its start would leave a negative length
+# (StaticLayer.crop, cache_utils.py:510-521); generate() never crops more than the rejected drafts
+STATIC_OPS = [op for op in OPS if op != ("crop", -10)]
+
+
+def _run_ops(model, cache, probe, ops=OPS):
+    """Apply ``ops``; after each, the stored length, the exception (if any) and the logits after the stored prefix
     plus ``probe`` computed through the cache (then cropped away again)."""
     trace = []
-    for op, arg in OPS:
+    for op, arg in ops:
         error = None
         try:
             if op == "append":
@@ -90,7 +95,7 @@ def _run_ops(model, cache, probe):
                 cache.crop(arg)
         except Exception as exc:  # noqa: BLE001 - the exception type is what is compared
             error = type(exc).__name__
-        length = cache.get_seq_length()
+        length = int(cache.get_seq_length())  # a StaticCache returns its length tensor, mutated in place later
         logits = model(input_ids=torch.tensor([[probe]]), cache=cache, use_cache=True).logits[0, -1]
         cache.crop(-1)
         trace.append((op, arg, error, length, logits))
@@ -126,6 +131,41 @@ def test_toy_cache_conformance(toy_pair, checkpoint_pair):
         llama_expect = checkpoint_pair.target.logits([tuple(stored) + (2,)])[0].to(torch.float32)
         assert torch.allclose(llama_logits, llama_expect, atol=1e-4), (op, arg)
     assert [e for _, _, e, _, _ in toy_trace].count("ValueError") == 2  # crop(2) and crop(1): positive
+    assert len(stored_prefix_keys(toy_cache)) == len(stored)
+
+
+def test_toy_static_cache_conformance(toy_pair, checkpoint_pair):
+    """The static-cache configuration: the same operation sequence on the toy model's StaticCache and on a real
+    Llama's, same lengths and errors (crop(+n) raises), the toy's logits only from what is stored up to the
+    cache's length (its tensors are preallocated: the tail past the length is stale and never read)."""
+    from transformers import LlamaForCausalLM, StaticCache
+
+    from specverify.adapters.toy_hf import stored_prefix_keys, wrap_toy
+
+    toy = wrap_toy(toy_pair.target)
+    llama = LlamaForCausalLM.from_pretrained(str(checkpoint_pair.target.path), dtype=torch.float32).eval()
+    out = toy.generate(torch.tensor([[0, 1]]), max_new_tokens=2, do_sample=False, return_dict_in_generate=True,
+                       cache_implementation="static")  # fmt: skip
+    assert type(out.cache) is StaticCache and type(out.cache.layers[0]).__name__ == "StaticLayer"
+    toy_cache, llama_cache = StaticCache(config=toy.config, max_cache_len=16), StaticCache(config=llama.config,
+                                                                                             max_cache_len=16)  # fmt: skip
+    with torch.no_grad():
+        toy_trace = _run_ops(toy, toy_cache, probe=2, ops=STATIC_OPS)
+        llama_trace = _run_ops(llama, llama_cache, probe=2, ops=STATIC_OPS)
+    stored = []
+    for (op, arg, error, length, logits), (_, _, llama_error, llama_length, llama_logits) in zip(
+        toy_trace, llama_trace
+    ):
+        if op == "append":
+            stored += arg
+        elif error is None and arg < 0:
+            stored = stored[:arg]
+        assert (error, length) == (llama_error, llama_length) == (error, len(stored)), (op, arg)
+        expect = toy_pair.target.logits([tuple(stored) + (2,)])[0].to(torch.float32)
+        assert torch.equal(logits, expect), (op, arg)
+        llama_expect = checkpoint_pair.target.logits([tuple(stored) + (2,)])[0].to(torch.float32)
+        assert torch.allclose(llama_logits, llama_expect, atol=1e-4), (op, arg)
+    assert [e for _, _, e, _, _ in toy_trace].count("RuntimeError") == 2  # crop(2) and crop(1): positive
     assert len(stored_prefix_keys(toy_cache)) == len(stored)
 
 
