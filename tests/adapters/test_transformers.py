@@ -147,8 +147,8 @@ def test_toy_static_cache_conformance(toy_pair, checkpoint_pair):
     out = toy.generate(torch.tensor([[0, 1]]), max_new_tokens=2, do_sample=False, return_dict_in_generate=True,
                        cache_implementation="static")  # fmt: skip
     assert type(out.cache) is StaticCache and type(out.cache.layers[0]).__name__ == "StaticLayer"
-    toy_cache, llama_cache = StaticCache(config=toy.config, max_cache_len=16), StaticCache(config=llama.config,
-                                                                                             max_cache_len=16)  # fmt: skip
+    toy_cache = StaticCache(config=toy.config, max_cache_len=16)
+    llama_cache = StaticCache(config=llama.config, max_cache_len=16)
     with torch.no_grad():
         toy_trace = _run_ops(toy, toy_cache, probe=2, ops=STATIC_OPS)
         llama_trace = _run_ops(llama, llama_cache, probe=2, ops=STATIC_OPS)
