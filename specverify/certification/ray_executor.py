@@ -116,7 +116,14 @@ def _cluster(ray, address: Optional[str], workers: Optional[int], resources: dic
         yield
         return
     if address:
-        ray.init(address=address, log_to_driver=False)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except ConnectionError as exc:
+            raise InvalidArgument(
+                f"--ray-address {address!r}: cannot connect to a Ray cluster there ({str(exc).splitlines()[0]}). A "
+                "cluster started by `ray start` asks for its token: set RAY_AUTH_MODE=token, with the token in "
+                "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/ray.md)."
+            ) from None
     else:  # Ray binds the node's own address (it maps 127.0.0.1 there), with its token authentication on
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing anywhere
         cpus = max(os.cpu_count() or 1, (workers or 1) * max(1, int(resources.get("num_cpus", 1) + 0.999)))
