@@ -86,6 +86,7 @@ class Session:
         self._valid_outcomes: dict = {}  # (pair spec, params) -> set of (tokens, reason)
         self.counters = None  # the open CounterScope of the scenario being run (counters_check.py), if any
         self.journal = None  # the resume file's journal of the scenario being run (resume.py), if any
+        self.on_draws = None  # called (draws done, draws asked for) after every call of a draw (progress lines)
 
     def decoder(self, scenario) -> DecoderHandle:
         spec = scenario.pair
@@ -218,6 +219,8 @@ class Session:
             done += len(batch)
             if entry is not None:
                 entry.save(tally if done < n else tally.draws(n), done)
+            if self.on_draws is not None:
+                self.on_draws(start + done, start + n)
         return tally.draws(n)
 
     def _draw_fast(self, handle: DecoderHandle, request: Request, n: int, start: int = 0, entry=None) -> Draws:
@@ -241,6 +244,8 @@ class Session:
             done += take
             if entry is not None:
                 entry.save(draws, done)
+            if self.on_draws is not None:
+                self.on_draws(start + done, start + n)
             if handle.sample_start:
                 rate = take / max(_now() - began, 1e-6)
                 size = max(32, int(rate * limit / SAMPLE_SHARE))

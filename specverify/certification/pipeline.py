@@ -34,6 +34,7 @@ __all__ = ["certify", "run_certification"]
 _now = time.perf_counter  # the budget's clock (tests replace it)
 _wall = time.perf_counter  # the between-calls deadline's clock (tests replace it: a loaded machine is slower)
 _BROKE = "not run: the decoder already broke the protocol"
+DRAW_PROGRESS_S = 10.0  # seconds between two progress lines inside one scenario's draws
 
 
 def certify(
@@ -210,7 +211,8 @@ def _run_all(run, chosen, progress, journal=None) -> tuple:
         if progress:
             progress(_progress_line(i, len(order), scenario.name, time.perf_counter() - clock))
         try:
-            with _recording(run, journal, scenario.name):
+            head = _progress_line(i, len(order), scenario.name, 0).split(" (")[0]
+            with _recording(run, journal, scenario.name, progress and _draw_progress(progress, head)):
                 done = run_scenario(run, scenario)
             if journal is not None:
                 journal.finish(scenario.name, done)
@@ -243,13 +245,29 @@ def _run_all(run, chosen, progress, journal=None) -> tuple:
 
 
 @contextlib.contextmanager
-def _recording(run, journal, name):
-    """Record ``name``'s draws in the resume file (``Session.journal``) while it runs."""
+def _recording(run, journal, name, on_draws=None):
+    """While ``name`` runs: its draws recorded in the resume file (``Session.journal``), and ``on_draws`` told
+    of each call's progress."""
     sessions = [x for x in (run.session, run.other) if x is not None]
     for side, session in enumerate(sessions):
         session.journal = None if journal is None else journal.journal(name, side)
+        session.on_draws = on_draws or None
     try:
         yield
     finally:
         for session in sessions:
-            session.journal = None
+            session.journal = session.on_draws = None
+
+
+def _draw_progress(progress, head: str):
+    """A ``Session.on_draws`` that says, at most every ``DRAW_PROGRESS_S`` seconds, how far a long draw is:
+    ``specverify: [3/12] temperature-1: 40 960 of 65 536 draws`` (of the look being drawn, under sequential looks)."""
+    last = [time.perf_counter()]
+
+    def report(done: int, upto: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= DRAW_PROGRESS_S:
+            last[0] = now
+            progress(f"{head}: {done:,} of {upto:,} draws".replace(",", " "))
+
+    return report

@@ -111,3 +111,14 @@ def test_a_file_of_another_command_or_unreadable_is_refused(tmp_path, capsys):
     assert f"--resume {path} cannot be read as a resume file" in capsys.readouterr().err
     assert main([*base, "--resume", str(tmp_path)]) == ExitCode.USAGE  # a directory
     assert main([*base, "--resume", str(path), "--block-draws", "100"]) == ExitCode.USAGE
+
+
+def test_a_long_scenario_says_how_far_its_draws_are(monkeypatch, uninterrupted):
+    from specverify.certification import pipeline
+
+    monkeypatch.setattr(pipeline, "DRAW_PROGRESS_S", 0.0)  # a line after every call (default: every 10 s)
+    lines = []
+    cert = sv.certify("specverify.reference:make_decoder", isolation="none", progress=lines.append, **OPTIONS)
+    inside = [line for line in lines if line.startswith("specverify: [2/2] temperature-1: ")]
+    n = f"{cert.scenarios[1].n:,}".replace(",", " ")
+    assert len(inside) > 2 and inside[-1] == f"specverify: [2/2] temperature-1: {n} of {n} draws", inside
