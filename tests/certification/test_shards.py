@@ -120,3 +120,13 @@ def test_cli_shard_counts_out_and_merge(tmp_path, capsys):
     (tmp_path / "list.json").write_text("[]")
     assert main(["merge", str(tmp_path / "list.json")]) == ExitCode.USAGE
     assert "list.json: holds a JSON list" in capsys.readouterr().err
+
+
+def test_shards_by_scenario_and_shards_of_a_run_in_parts_do_not_merge(shard_infos):
+    """``--shard`` with ``--block-draws`` writes bundles of part documents (test_parts.py); a set mixing them with
+    shards split by scenario is refused before anything is read."""
+    bundle = {"kind": "specverify-parts", "schema_version": 2, "shard": [2, 2], "run": shard_infos[1]["run"]}
+    with pytest.raises(sv.InvalidArgument, match="a run split by scenario cannot be merged together"):
+        merge_shards([shard_infos[0], bundle])
+    with pytest.raises(sv.InvalidArgument, match="a shard given twice"):
+        merge_shards([bundle, bundle])
