@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from typing import Optional, Sequence
@@ -217,6 +218,10 @@ def documents_of(parts: Sequence[object]) -> list:
     out = []
     for item in parts:
         doc = item
+        check(
+            isinstance(item, (dict, str, os.PathLike)),
+            f"parts item {item!r} must be a part document (a dict) or the path of a JSON file of them.",
+        )
         if not isinstance(item, dict):
             try:
                 with open(item) as fh:

@@ -155,7 +155,8 @@ class Journal:
         self.owner, self.entries, self.cursor = owner, entries, 0
 
     def open(self, request, n: int, start: int) -> Entry:
-        key = dict(prompt=list(request.prompt), gamma=request.num_draft_tokens, seed=request.seed, n=n, start=start)
+        key = dict(prompt=list(request.prompt), params=repr(request.params), gamma=request.num_draft_tokens,
+                   seed=request.seed, n=n, start=start)  # fmt: skip
         k, self.cursor = self.cursor, self.cursor + 1
         if k < len(self.entries) and self.entries[k]["key"] == json.loads(json.dumps(key)):
             return Entry(self.owner, self.entries[k])

@@ -9,7 +9,7 @@ import pytest
 
 import specverify as sv
 from specverify.certification.config import RunConfig
-from specverify.certification.parts import PartWorker, merge_parts, needed, plan_parts
+from specverify.certification.parts import PartWorker, documents_of, merge_parts, needed, plan_parts
 from specverify.cli import ExitCode, main
 
 REF = "specverify.reference:make_decoder"
@@ -136,6 +136,8 @@ def test_cli_shards_of_a_run_in_parts_merge(tmp_path, capsys):
         assert main([*base, "--shard", f"{i}/2", "--counts-out", str(tmp_path / f"p{i}.json")]) == ExitCode.FALLS_SHORT
     bundle = json.loads((tmp_path / "p1.json").read_text())
     assert bundle["kind"] == "specverify-parts" and bundle["shard"] == [1, 2] and len(bundle["parts"]) > 1
+    flat = documents_of([tmp_path / "p1.json", bundle["parts"][0]])  # files (bundles) and documents, flattened
+    assert len(flat) == len(bundle["parts"]) + 1 and all(d["kind"] == "specverify-part" for d in flat)
     capsys.readouterr()
     assert main(["merge", str(tmp_path / "p2.json"), str(tmp_path / "p1.json")]) == ExitCode.FALLS_SHORT
     out = capsys.readouterr().out
