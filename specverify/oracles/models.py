@@ -175,11 +175,16 @@ class ToyModel:
             probs = torch.where(torch.isfinite(self._table[rows]), probs, torch.zeros_like(probs))
         return torch.log(probs)
 
+    @property
+    def groups_by_table(self) -> bool:
+        """Whether ``head_distinct`` groups states by table row (cheap: a look-up over TABLE_ROWS), not by entry."""
+        return (self.base is None or self.mix == 1.0) and type(self).head is ToyModel.head
+
     def head_distinct(self, kv: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:  # uint64 [n] -> [m, V], int [n]
         """``head(kv)`` once per distinct state: (logits [m, V], index [n]) with ``head(kv) == logits[index]``.
         A table model's logits are its table row, so rows reaching the same table row share one entry; otherwise
         (a mixed draft, a subclass with its own ``head``) one entry per distinct KV entry."""
-        if (self.base is None or self.mix == 1.0) and type(self).head is ToyModel.head:
+        if self.groups_by_table:
             with np.errstate(over="ignore"):
                 rows = (_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
             present = np.zeros(TABLE_ROWS, dtype=bool)
@@ -248,6 +253,23 @@ class ToyCache:
         del self.tokens[length:], self.kv[length:]
 
 
+def _grouped(entries: np.ndarray, groups: np.ndarray, tokens: np.ndarray, vocab: int) -> Optional[tuple]:
+    """(distinct entries [m], index [n]) by (group, token), or None where a group's rows hold different entries."""
+    codes = groups.astype(np.int64) * vocab + tokens
+    size = int(codes.max(initial=0)) + 1
+    present = np.zeros(size, dtype=bool)
+    present[codes] = True
+    values = np.flatnonzero(present)
+    lookup = np.empty(size, dtype=np.int64)
+    lookup[values] = np.arange(values.size)
+    index = lookup[codes]
+    states = np.empty(values.size, dtype=np.uint64)
+    states[index] = entries  # one of each group's rows writes its entry
+    if not np.array_equal(states[index], entries):
+        return None
+    return states, index
+
+
 class BatchCache:
     """A cache over B rows in arrays (for vectorized decoders): ``kv`` uint64 [B, capacity], ``lengths`` [B]."""
 
@@ -263,10 +285,24 @@ class BatchCache:
         n, k = tokens.shape
         return self.model.head(self._store(rows, tokens).reshape(-1)).reshape(n, k, -1)
 
-    def forward_distinct(self, rows: np.ndarray, tokens: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+    def forward_distinct(
+        self, rows: np.ndarray, tokens: np.ndarray, groups: Optional[np.ndarray] = None
+    ) -> tuple[torch.Tensor, np.ndarray]:
         """``forward`` with the logits once per distinct state: (logits [m, V], index int64 [n, k]) such that
-        ``forward(rows, tokens)[i, j] == logits[index[i, j]]``. [n], [n, k] -> [m, V], [n, k]."""
-        logits, index = self.model.head_distinct(self._store(rows, tokens).reshape(-1))
+        ``forward(rows, tokens)[i, j] == logits[index[i, j]]``. [n], [n, k] -> [m, V], [n, k].
+
+        ``groups`` (int [n], one token per row): a hint that rows of equal ``groups`` held the same entry before
+        ``tokens``, e.g. the index this method returned for them one token earlier. Rows are then grouped by
+        (group, token) in O(n) instead of by sorting their new entries; the hint is checked against the stored
+        entries (every row must hold its group's entry) and ignored where it does not hold, so the logits always
+        come from what each row stores. Used where the model has no table to group by (a mixed draft)."""
+        new = self._store(rows, tokens)  # [n, k]
+        if groups is not None and tokens.shape[1] == 1 and not self.model.groups_by_table:
+            grouped = _grouped(new[:, 0], groups, tokens[:, 0], self.model.vocab.size)
+            if grouped is not None:
+                states, index = grouped
+                return self.model.head(states), index[:, None]
+        logits, index = self.model.head_distinct(new.reshape(-1))
         return logits, index.reshape(tokens.shape)
 
     def fill(self, rows: np.ndarray, tokens: np.ndarray) -> None:  # [n], [k]

@@ -103,9 +103,11 @@ def _propose(dec, st, rows: np.ndarray) -> tuple:
     drafts = np.zeros((n, gamma), dtype=np.int64)
     draft_len = np.full(n, gamma, dtype=np.int64)
     laws = []
-    feed = st.last[rows]
+    feed, groups = st.last[rows], None
     for k in range(gamma):
-        logits, index = st.draft_cache.forward_distinct(rows, feed[:, None])  # [m, V], [n, 1]
+        # rows of one state a token ago that draft the same token share a state: the cache's hint (checked there)
+        logits, index = st.draft_cache.forward_distinct(rows, feed[:, None], groups=groups)  # [m, V], [n, 1]
+        groups = index[:, 0]
         law = _laws(dec, st, logits, index[:, 0], st.n_gen[rows] + k)
         tok = sample_rows(law.probs, law.index, dec.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
         draft_len[(tok < 0) & (draft_len == gamma)] = k
@@ -139,10 +141,26 @@ def _judge(dec, st, rows, sel, k, x, target: Laws, p_index, draft: Laws, tok, en
     rej = np.flatnonzero(~ok)
     if rej.size:
         u = dec.uniforms(st, rows[sel[rej]], k, Purpose.TARGET)
-        p_rows = target.probs.index_select(0, torch.from_numpy(p_index[rej]))
-        q_rows = draft.probs.index_select(0, torch.from_numpy(q_index[rej]))
-        tok[rej] = sample_from_uniforms(residual_probs(p_rows, q_rows), u).numpy()
+        residual = _residuals(target.probs, p_index[rej], draft.probs, q_index[rej])
+        tok[rej] = sample_rows(residual.probs, residual.index, u).numpy()
         ends[rej] = True
+
+
+def _residuals(target_probs, p_index, draft_probs, q_index) -> Laws:
+    """``residual_probs(target_probs[p_index], draft_probs[q_index])`` once per distinct (target, draft) pair of
+    laws: a residual row is a function of its two rows alone. [m_p, V], int [r], [m_q, V], int [r] -> Laws."""
+    m_q = draft_probs.shape[0]
+    pair = p_index * m_q + q_index
+    size = target_probs.shape[0] * m_q
+    if size <= 8 * pair.size + 65536:  # a dense look-up costs O(size): only where it is not much above O(r)
+        values, index = _dense(pair, size)
+    else:
+        values, index = np.unique(pair, return_inverse=True)
+        index = index.reshape(-1)
+    values = torch.from_numpy(values)
+    return Laws(
+        residual_probs(target_probs.index_select(0, values // m_q), draft_probs.index_select(0, values % m_q)), index
+    )
 
 
 def _accept_and_commit(dec, st, rows, drafts, draft_laws, draft_len, target: Laws) -> None:

@@ -7,9 +7,28 @@ import numpy as np
 import torch
 
 from specverify.errors import check
+from specverify.keyed import _GOLDEN, _MIX1, _mix64
 from specverify.reference.stops import stop_tables
 
-__all__ = ["_State"]
+__all__ = ["_State", "keyed_stems", "keyed_draws"]
+
+_OFFSET = np.uint64(0x632BE59BD9B4E019)
+_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+
+
+def keyed_stems(seeds: np.ndarray, purpose: int) -> np.ndarray:  # uint64 [b] -> uint64 [b]
+    """The first half of ``keyed_uniforms(seeds, positions, purpose)``: the mix of (seed, purpose), which no
+    position changes, computed once per group and purpose instead of at every draw."""
+    with np.errstate(over="ignore"):
+        return _mix64(seeds.astype(np.uint64, copy=False) * _GOLDEN + np.uint64(purpose))
+
+
+def keyed_draws(stems: np.ndarray, positions: np.ndarray) -> np.ndarray:  # uint64 [n], int [n] -> float64 [n]
+    """``keyed_uniforms(seeds, positions, purpose)`` from the seeds' ``keyed_stems``: the same uniforms, bit for bit
+    (``tests/reference/test_keyed_stems.py``)."""
+    with np.errstate(over="ignore"):
+        x = _mix64(stems ^ (positions.astype(np.uint64, copy=False) * _MIX1 + _OFFSET))
+    return (x >> np.uint64(11)).astype(np.float64) * _UNIT
 
 
 def _rows_by_prompt(prompt, b: int) -> dict:
@@ -79,3 +98,10 @@ class _State:
         self.accepted = np.full((b, params.max_tokens), -1, dtype=np.int64)
         self.verified = np.full((b, params.max_tokens), -1, dtype=np.int64)  # drafts the target judged per round
         self.chunks = np.zeros((b, params.max_tokens), dtype=np.int64)
+        self._stems: dict = {}  # purpose -> keyed_stems(seeds, purpose)
+
+    def stems(self, purpose: int) -> np.ndarray:  # -> uint64 [b]
+        """Each row's ``keyed_stems`` for ``purpose`` (made at its first draw)."""
+        if purpose not in self._stems:
+            self._stems[purpose] = keyed_stems(self.seeds, purpose)
+        return self._stems[purpose]

@@ -17,7 +17,7 @@ from specverify.params import PROCESSOR_FIELDS, SamplingParams
 from specverify.protocol import Request, SampleCounts
 from specverify.reference import distinct
 from specverify.reference.finish import EOS, LENGTH, NO_TOKEN, STOP, finish_codes, stop_step  # noqa: F401 (zoo)
-from specverify.reference.group_state import _State
+from specverify.reference.group_state import _State, keyed_draws
 from specverify.reference.outcomes import GroupResult, completions_of, count_accepted, count_outcomes, count_positions
 from specverify.sampling import (
     Purpose,
@@ -138,6 +138,8 @@ class VectorizedDecoder:
     def uniforms(self, st, rows, offset, purpose) -> torch.Tensor:
         """Keyed draws for the token at generated position (round start + offset) of each row."""
         positions = st.round_start[rows] + offset
+        if isinstance(st, _State):  # keyed_uniforms(seeds, positions, purpose), its (seed, purpose) half made once
+            return torch.from_numpy(keyed_draws(st.stems(purpose)[rows], positions))
         return torch.from_numpy(keyed_uniforms(st.seeds[rows], positions, purpose))
 
     def law(self, st, logits, prov, num_generated, params=None) -> torch.Tensor:  # [n, V] -> [n, V]

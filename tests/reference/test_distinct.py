@@ -140,6 +140,26 @@ def test_forward_distinct_expands_to_forward(model):
         assert np.array_equal(a.kv, b.kv) and np.array_equal(a.lengths, b.lengths)
 
 
+@pytest.mark.parametrize("model", [TARGET, DRAFT, PAIRS["draft_zero"][1]], ids=["table", "mix", "mix_zero"])
+def test_forward_distinct_with_group_hints_expands_to_forward(model):
+    """The (group, token) hint gives the same logits as forward, and a wrong hint is caught and ignored."""
+    rng = np.random.default_rng(1)
+    a, b = model.new_batch_cache(300, 8), model.new_batch_cache(300, 8)
+    rows = np.arange(300)
+    tokens = rng.integers(0, 3, (300, 1))
+    a.forward(rows, tokens)
+    _, groups = b.forward_distinct(rows, tokens)
+    groups = groups[:, 0]
+    for hint in ("right", "wrong", "right"):
+        tokens = rng.integers(0, 3, (300, 1))
+        full = a.forward(rows, tokens)
+        given = groups if hint == "right" else np.zeros_like(groups)  # "wrong": every row one group
+        logits, index = b.forward_distinct(rows, tokens, groups=given)
+        assert torch.equal(logits[torch.from_numpy(index)], full), hint
+        assert logits.shape[0] < 300 and np.array_equal(a.kv, b.kv)
+        groups = index[:, 0]
+
+
 def test_fill_stores_what_forward_stores():
     a, b = TARGET.new_batch_cache(50, 6), TARGET.new_batch_cache(50, 6)
     rows = np.arange(10, 40)
