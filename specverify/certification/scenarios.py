@@ -24,6 +24,7 @@ __all__ = [
     "matrix_of",
     "configured_matrix",
     "engine_config_matrix",
+    "configuration_scenario_names",
     "scenario_names",
     "check_names",
     "select_scenarios",
@@ -389,6 +390,17 @@ def engine_config_matrix(family: Matrix, factory: object, engine_config: str | N
 
 
 _CONFIGURED: dict = {}
+
+
+def configuration_scenario_names(models: str = ModelFamily.TOY) -> tuple:
+    """The names an engine configuration may add to the matrix of ``models`` (``EngineConfig.scenarios``): what
+    ``RunConfig`` accepts in ``scenarios`` beside the default matrix's when an ``engine_config`` is given (the
+    configured matrix checks them again once built)."""
+    if ModelFamily.parse(models, "models") != ModelFamily.CHECKPOINT:
+        return ()
+    from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
+
+    return CONFIGURATION_SCENARIOS
 
 
 def matrix_of(pair: PairSpec) -> Matrix:

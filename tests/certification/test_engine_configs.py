@@ -127,6 +127,15 @@ def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_i
     assert engine_config_matrix(base, config_decoders.with_scenarios, None, "checkpoint") is base
 
 
+def test_the_configuration_scenario_names_by_family():
+    from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
+    from specverify.certification.scenarios import configuration_scenario_names
+
+    assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
+        "second-block", "long-prompt", "multi-turn")  # fmt: skip
+    assert configuration_scenario_names("toy") == ()  # the toy matrix holds its own
+
+
 def test_the_checkpoint_configuration_scenarios_create_their_state():
     from specverify.certification.matrix_checkpoint import TURN_1_OUTPUT, TURN_1_PROMPT, configuration_scenarios
     from specverify.certification.scenarios import SCENARIOS
@@ -152,3 +161,12 @@ def test_a_run_with_the_configuration_runs_its_scenarios():
 
     config = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns")
     assert list(matrix_for(config))[-3:] == ["second-block", "long-prompt", "multi-turn"]
+
+
+@pytest.mark.xfail(strict=True, reason="needs the hook in certification/config.py _check_combinations (issue 25)")
+def test_a_configuration_scenario_can_be_run_alone():  # what the reproduce line of its failure asks for
+    from specverify.certification.config import RunConfig
+
+    alone = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns",
+                             scenarios=["multi-turn"])  # fmt: skip
+    assert alone.scenarios == ("multi-turn",)
