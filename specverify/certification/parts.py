@@ -28,11 +28,11 @@ a decision there (or an outcome of exact probability 0) ends the scenario, and b
 unsplit run would not have drawn them). It refuses a part given twice, a part of another run or split, and a set
 missing a part still needed, naming each.
 
-Not split: a run under ``--budget`` / ``--max-samples`` (the allocation is shared within one process), two-sample
-runs (``--against``, a user's checkpoints). A split scenario's engine counters (``counters``) are each block's
-window, combined: every window's identities must hold. An impossible outcome at the first look ends the scenario
-at that look (the unsplit run then draws the fixed plan's N from the start: the verdict is the same, rejected at
-once, its N smaller).
+Refused (``check_split``): a run under ``--budget`` / ``--max-samples`` (the allocation is shared within one
+process) and two-sample runs (``--against``, a user's checkpoints). A split scenario's engine counters
+(``counters``) are each block's window, combined: every window's identities must hold. An impossible outcome at
+the first look ends the scenario at that look (the unsplit run then draws the fixed plan's N from the start: the
+verdict is the same, rejected at once, its N smaller).
 """
 
 from __future__ import annotations
