@@ -149,3 +149,18 @@ def test_cli_shards_of_a_run_in_parts_merge(tmp_path, capsys, whole):
     assert f"pass {whole.scenarios[0].n:12d}" in out
     assert main(["merge", str(tmp_path / "p1.json")]) == ExitCode.USAGE
     assert "shard 2/2 is missing" in capsys.readouterr().err
+
+
+def test_a_violation_in_a_part_makes_the_run_invalid_and_cancels_the_rest():
+    """A part that breaks the protocol is recorded with how to reproduce it, not raised; nothing else is needed."""
+    config = RunConfig.create(
+        factory="tests.certification.bad_decoders:out_of_vocab", **dict(OPTIONS, scenarios=["greedy", "eos-in-block"])
+    )
+    parts = plan_parts(config, block_draws=B)
+    with PartWorker(config, block_draws=B) as worker:
+        doc = worker.run(next(p for p in parts if p.scenario == "eos-in-block"))
+    assert "token" in doc["violation"] and "Reproduce: specverify certify" in doc["violation"]
+    assert needed(config, [doc], block_draws=B) == []
+    cert = merge_parts(config, [doc], block_draws=B)
+    assert cert.verdict == "invalid" and "eos-in-block" in cert.reason
+    assert [s.not_run for s in cert.scenarios if s.scenario == "greedy"] == ["broke"]
