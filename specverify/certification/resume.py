@@ -26,6 +26,7 @@ usage error naming it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -66,6 +67,7 @@ class ResumeFile:
         self.data = self._load() if os.path.exists(self.path) else self._fresh()
         self.resumed = bool(self.data["finished"] or self.data["draws"])
         self._finished_text = json.dumps(self.data["finished"])
+        self._remove_stale()
         self.write()  # an unwritable PATH fails here, before any work
 
     def _fresh(self) -> dict:
@@ -125,13 +127,24 @@ class ResumeFile:
         """``{scenario: draws recorded}`` of the scenarios with recorded draws that have not finished."""
         return {n: sum(e["done"] for side in d.values() for e in side) for n, d in self.data["draws"].items()}
 
+    def _temporary(self) -> tuple:
+        return os.path.dirname(self.path), f".{os.path.basename(self.path)}.", ".tmp"
+
+    def _remove_stale(self) -> None:
+        """Temporary files of PATH a kill left behind mid-write (never read: PATH is replaced only when whole)."""
+        folder, prefix, suffix = self._temporary()
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            if name.startswith(prefix) and name.endswith(suffix):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+
     def write(self) -> None:
         """The whole file, atomically: a temporary file in PATH's directory, fsynced, then renamed over PATH."""
         rest = {k: v for k, v in self.data.items() if k != "finished"}
         text = json.dumps(rest)[:-1] + ', "finished": ' + self._finished_text + "}"
-        folder = os.path.dirname(self.path)
+        folder, prefix, suffix = self._temporary()
         try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".specverify-resume-", suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
         except OSError as exc:
             raise InvalidArgument(f"--resume {self.path}: cannot write in {folder} ({exc}).") from None
         try:

@@ -77,11 +77,13 @@ def test_a_sigkilled_cli_resumes_with_the_uninterrupted_counts(tmp_path, uninter
             proc.wait()
     data, flight = _state(path)  # what the killed process left: a finished scenario and one in flight
     assert data["finished"] and flight, (list(data["finished"]), flight)
+    (tmp_path / ".run.json.x1.tmp").write_text("{half a wri")  # as a kill in the middle of a write leaves it
     code = main([*words[3:], "--json", str(tmp_path / "cert.json")])  # the same command, in this process
     assert code == ExitCode.FALLS_SHORT  # inconclusive, as uninterrupted: a core scenario is left out
     from specverify.report import load_certificate
 
     resumed = load_certificate(str(tmp_path / "cert.json"))
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]  # the resume removed it, and left none
     assert resumed.verdict == uninterrupted.verdict
     assert [(s.name, s.n, s.planned_n) for s in resumed.scenarios] == [
         (s.name, s.n, s.planned_n) for s in uninterrupted.scenarios
