@@ -37,6 +37,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _STEP = np.uint64(0x9E3779B97F4A7C15)
 _ROOT_KV = np.uint64(0x2545F4914F6CDD1D)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,37 @@ def make_vocab(size: int) -> Vocab:
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+    """splitmix64's finaliser on uint64 values (wrapping arithmetic); ``x`` is left as it is."""
+    if np.ndim(x) == 0:
+        x = (x ^ (x >> _S30)) * _M1
+        x = (x ^ (x >> _S27)) * _M2
+        return x ^ (x >> _S31)
+    return _mix_in_place(np.array(x, dtype=np.uint64))
+
+
+def _mix_in_place(x: np.ndarray) -> np.ndarray:  # uint64 [...] (ndim >= 1) -> the same array, mixed
+    """:func:`_mix` written into ``x`` itself: one scratch array instead of seven temporaries (the same values)."""
+    scratch = np.right_shift(x, _S30)
+    x ^= scratch
+    x *= _M1
+    np.right_shift(x, _S27, out=scratch)
+    x ^= scratch
+    x *= _M2
+    np.right_shift(x, _S31, out=scratch)
+    x ^= scratch
+    return x
 
 
 def step_kv(prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """The KV entry after ``tokens`` given the previous entries (uint64 arrays, broadcast)."""
     with np.errstate(over="ignore"):
-        return _mix(prev ^ ((np.asarray(tokens).astype(np.uint64) + np.uint64(1)) * _STEP))
+        x = np.asarray(tokens).astype(np.uint64)  # a fresh array, mixed in place where the shapes allow
+        if x.ndim == 0 or x.shape != np.broadcast_shapes(x.shape, np.shape(prev)):
+            return _mix(prev ^ ((x + np.uint64(1)) * _STEP))
+        x += np.uint64(1)
+        x *= _STEP
+        np.bitwise_xor(x, prev, out=x)
+        return _mix_in_place(x)
 
 
 _MASK64 = (1 << 64) - 1
@@ -167,7 +190,7 @@ class ToyModel:
     def head(self, kv: np.ndarray) -> torch.Tensor:
         """Logits [B, V] read from the last KV entry of each row."""
         with np.errstate(over="ignore"):
-            rows = torch.from_numpy((_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64))
+            rows = torch.from_numpy((_mix_in_place(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64))
         if self.base is None or self.mix == 1.0:
             return self._table[rows]
         probs = torch.lerp(self.base.head_probs(kv), self._probs[rows], self.mix)
@@ -186,7 +209,7 @@ class ToyModel:
         (a mixed draft, a subclass with its own ``head``) one entry per distinct KV entry."""
         if self.groups_by_table:
             with np.errstate(over="ignore"):
-                rows = (_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
+                rows = (_mix_in_place(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
             present = np.zeros(TABLE_ROWS, dtype=bool)
             present[rows] = True
             used = np.flatnonzero(present)
@@ -200,7 +223,7 @@ class ToyModel:
         """softmax(head(kv)), from a precomputed table where possible."""
         if self.base is None or self.mix == 1.0:
             with np.errstate(over="ignore"):
-                rows = (_mix(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
+                rows = (_mix_in_place(kv ^ np.uint64(self.seed)) % np.uint64(TABLE_ROWS)).astype(np.int64)
             return self._probs[torch.from_numpy(rows)]
         return torch.softmax(self.head(kv), -1)
 
@@ -331,11 +354,16 @@ class BatchCache:
             prev = kv[first - 1]
         else:
             prev = np.where(start > 0, kv[np.where(start > 0, first - 1, first)], _ROOT_KV)
+        if k == 1:  # a draft step: 1-D indices, no [n, 1] copies
+            new = step_kv(prev, tokens[:, 0])
+            kv[first], stored[first] = new, tokens[:, 0]
+            self.lengths[rows] = start + 1
+            return new[:, None]
         out = np.empty((n, k), dtype=np.uint64)
         for j in range(k):
             prev = step_kv(prev, tokens[:, j])
             out[:, j] = prev
-        flat = first[:, None] + np.arange(k) if k > 1 else first[:, None]
+        flat = first[:, None] + np.arange(k)
         kv[flat] = out
         stored[flat] = tokens
         self.lengths[rows] = start + k

@@ -42,9 +42,16 @@ def finish_codes(
     tokens: np.ndarray, stop_hit: np.ndarray, num_generated: np.ndarray, params: SamplingParams, eos_token_id: int
 ) -> np.ndarray:  # int [n], bool [n], int [n] -> int [n]
     """The finish code (index into ``REASONS``) after each row's newest token; 0 while unfinished."""
-    is_eos = (np.asarray(tokens) == eos_token_id) & (not params.ignore_eos)
+    tokens, stop_hit = np.asarray(tokens), np.asarray(stop_hit, dtype=bool)
     at_cap = np.asarray(num_generated) >= params.max_tokens
-    return np.where(is_eos, EOS, np.where(stop_hit, STOP, np.where(at_cap, LENGTH, 0)))
+    shape = np.broadcast_shapes(tokens.shape, stop_hit.shape, at_cap.shape)
+    codes = np.broadcast_to(at_cap, shape).astype(np.int64) * LENGTH
+    # each rule written over the ones it beats: EOS over a stop string over the length
+    if stop_hit.any():
+        np.copyto(codes, STOP, where=stop_hit)
+    if not params.ignore_eos:
+        np.copyto(codes, EOS, where=tokens == eos_token_id)
+    return codes
 
 
 def finish_reason(

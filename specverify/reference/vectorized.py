@@ -319,7 +319,7 @@ class VectorizedDecoder:
         """Append one token per row to the committed state and decide finishing (``finish.py``)."""
         params = st.params
         pos = st.n_gen[rows]
-        st.out[rows, pos] = tokens
+        st.out.reshape(-1)[rows * st.out.shape[1] + pos] = tokens  # flat: ~2x cheaper than [rows, pos] pairs
         st.n_gen[rows] = pos + 1
         if st.penalized:
             idx, tok = torch.from_numpy(rows), torch.from_numpy(tokens)
