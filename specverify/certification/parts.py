@@ -158,11 +158,12 @@ def _run_block(run, scenario, part: Part) -> dict:
     return {"draws": draws_to_dict(draws), "draft_law": handle.draft_law, "counters": counters}
 
 
-def run_parts(config: RunConfig, *, block_draws: int, progress=None) -> Certificate:
+def run_parts(config: RunConfig, *, block_draws: int, progress=None, resume=None) -> Certificate:
     """A run in parts in this process (``certify(block_draws=N)``): every part of the plan in order, skipping those
     a decision made unneeded, then :func:`merge_parts` — or, with ``shard=(I, N)``, part k of the plan when
     ``k % N + 1 == I``, and an ``inconclusive`` certificate whose ``shard_info`` is the shard's bundle of part
-    documents (kind ``specverify-parts``: ``specverify merge`` reads it)."""
+    documents (kind ``specverify-parts``: ``specverify merge`` reads it). ``resume`` (a path, ``--resume``):
+    each finished part's document is kept there, and a block in flight after each call (``resume.py``)."""
     from specverify.certification.factory import SetupFailure
     from specverify.certification.verdict import error_certificate, finish_certificate
 
@@ -174,13 +175,15 @@ def run_parts(config: RunConfig, *, block_draws: int, progress=None) -> Certific
             index, total = config.shard
             mine = [p for k, p in enumerate(plan.parts) if k % total + 1 == index]
         docs: list = []
+        journal = None if resume is None else _resume_file(resume, config, block_draws, progress)
         with PartWorker(config, block_draws=block_draws) as worker:
             for i, part in enumerate(mine):
                 if part.id not in {p.id for p in needed(config, docs, block_draws=block_draws)}:
                     continue  # a decision at an earlier look of its scenario, or a violation
-                if progress:
+                kept = None if journal is None else journal.part(part.id)
+                if kept is None and progress:
                     progress(_progress_line(i, len(mine), part, time.perf_counter() - started))
-                docs.append(worker.run(part))
+                docs.append(kept or _run_recorded(worker, part, journal))
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=time.perf_counter() - started)
     if config.shard is None:
@@ -194,6 +197,33 @@ def run_parts(config: RunConfig, *, block_draws: int, progress=None) -> Certific
     reason = f"shard {index}/{total} of a run in parts only: merge every shard's --counts-out with `specverify merge`"
     command = command_of(config, block_draws)
     return replace(cert, verdict=Verdict.INCONCLUSIVE, reason=reason, shard_info=bundle, command=command)
+
+
+def _resume_file(path, config: RunConfig, block_draws: int, progress=None):
+    from specverify.certification.resume import ResumeFile
+
+    journal = ResumeFile(path, config, block_draws=block_draws)
+    if progress and journal.resumed:
+        done = sum(1 for k in journal.data["finished"] if k.startswith("part "))
+        progress(f"specverify: resuming {path}: {done} parts finished")
+    return journal
+
+
+def _run_recorded(worker: PartWorker, part: Part, journal) -> dict:
+    """``worker.run(part)``, its draws recorded in the resume file as they come and its document once whole (a
+    violation is not recorded: a resume runs the part again)."""
+    if journal is None:
+        return worker.run(part)
+    worker.session.journal = journal.journal(part.id)
+    try:
+        doc = worker.run(part)
+    finally:
+        worker.session.journal = None
+    if doc.get("violation"):
+        journal.interrupted(doc["violation"])
+    else:
+        journal.finish_part(part.id, doc)
+    return doc
 
 
 def _progress_line(i: int, total: int, part: Part, elapsed: float) -> str:

@@ -98,16 +98,11 @@ def run_certification(
         config = config.with_factory_drafts(resolve_factory(config.factory))
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
-    if resume is not None and block_draws is not None:
-        raise InvalidArgument(
-            f"resume={resume!r} with block_draws={block_draws!r}: a run in parts resumes by running its missing "
-            "parts again (specverify merge names them); leave one of the two out."
-        )
     if block_draws is not None:  # a run in parts (parts.py): the same counts, decided at the merge
         from specverify.certification.parts import check_split, run_parts
 
         check_split(config, block_draws)
-        return run_parts(config, block_draws=block_draws, progress=progress)
+        return run_parts(config, block_draws=block_draws, progress=progress, resume=resume)
     family = matrix_for(config)
     check_names(config.scenarios, family)
     chosen = [family[n] for n in config.scenarios] if config.scenarios else list(family.values())

@@ -59,10 +59,10 @@ class ResumeFile:
     records them; ``journal(name, side)`` is what a ``Session`` records a scenario's draws in (``side`` 1: the
     ``--against`` decoder's session)."""
 
-    def __init__(self, path: str, config: RunConfig):
+    def __init__(self, path: str, config: RunConfig, *, block_draws: Optional[int] = None):
         check(isinstance(path, (str, os.PathLike)) and str(path), f"resume={path!r} must be a file path.")
         self.path = os.path.abspath(os.fspath(path))
-        self.identity = identity_of(config)
+        self.identity = dict(identity_of(config), block_draws=block_draws)  # a run in parts is another run
         self.command = config.reproduce()
         self.data = self._load() if os.path.exists(self.path) else self._fresh()
         self.resumed = bool(self.data["finished"] or self.data["draws"])
@@ -100,11 +100,20 @@ class ResumeFile:
         rows = self.data["finished"].get(name)
         return None if rows is None else [ScenarioResult.from_dict(r) for r in rows]
 
-    def finish(self, name: str, results: list) -> None:
-        self.data["finished"][name] = [r.to_dict() for r in results]
+    def finish(self, name: str, results) -> None:
+        """Record ``name``'s results (a list of ``ScenarioResult``, or a part's document) and drop its draws."""
+        self.data["finished"][name] = results if isinstance(results, dict) else [r.to_dict() for r in results]
         self.data["draws"].pop(name, None)
         self._finished_text = json.dumps(self.data["finished"])
         self.write()
+
+    def part(self, part_id: str) -> Optional[dict]:
+        """A finished part's document (a run in parts, ``parts.run_parts``), None if not finished."""
+        return self.data["finished"].get(f"part {part_id}")
+
+    def finish_part(self, part_id: str, doc: dict) -> None:
+        self.data["draws"].pop(part_id, None)  # the block's draws, recorded under its id while it ran
+        self.finish(f"part {part_id}", doc)
 
     def reproducibility(self) -> Optional[tuple]:
         got = self.data.get("reproducibility")

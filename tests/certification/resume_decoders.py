@@ -51,6 +51,25 @@ class _KilledOnce(VectorizedDecoder):
         return super().sample(request, n, start=start)
 
 
+class _FailsOnce(VectorizedDecoder):
+    """Raises in its ``SPECVERIFY_TEST_FAIL_AT``-th ``sample`` call unless the file ``SPECVERIFY_TEST_FAIL_MARK``
+    exists (it creates it first): a protocol violation in-process, once."""
+
+    calls = 0
+
+    def sample(self, request, n, start=0):
+        type(self).calls += 1
+        mark = os.environ.get("SPECVERIFY_TEST_FAIL_MARK")
+        if mark and type(self).calls >= int(os.environ["SPECVERIFY_TEST_FAIL_AT"]) and not os.path.exists(mark):
+            open(mark, "w").close()
+            raise RuntimeError("engine lost its KV cache")
+        return super().sample(request, n, start=start)
+
+
+def fails_once(target, draft):
+    return _FailsOnce(target, draft)
+
+
 def slow_path(target, draft):
     return _SlowPath(target, draft)
 

@@ -164,3 +164,24 @@ def test_a_violation_in_a_part_makes_the_run_invalid_and_cancels_the_rest():
     cert = merge_parts(config, [doc], block_draws=B)
     assert cert.verdict == "invalid" and "eos-in-block" in cert.reason
     assert [s.not_run for s in cert.scenarios if s.scenario == "greedy"] == ["broke"]
+
+
+def test_a_run_in_parts_resumes_from_its_finished_parts_and_its_block_in_flight(tmp_path, monkeypatch, whole):
+    """``--resume`` with ``--block-draws``: finished parts are taken from the file, the block that failed is run
+    again from its last recorded call; the counts are the unsplit run's."""
+    path, mark = tmp_path / "run.json", tmp_path / "failed"
+    monkeypatch.setenv("SPECVERIFY_TEST_FAIL_MARK", str(mark))
+    monkeypatch.setenv("SPECVERIFY_TEST_FAIL_AT", "5")
+    opts = dict(OPTIONS, scenarios=["greedy", "temperature-1"])
+    factory = "tests.certification.resume_decoders:fails_once"
+    first = sv.certify(factory, block_draws=B, resume=str(path), **opts)
+    assert first.verdict == "invalid" and "engine lost its KV cache" in first.reason
+    kept = [k for k in json.loads(path.read_text())["finished"] if k.startswith("part ")]
+    assert len(kept) >= 3 and "part greedy#0" in kept
+    lines = []
+    resumed = sv.certify(factory, block_draws=B, resume=str(path), progress=lines.append, **opts)
+    assert lines[0] == f"specverify: resuming {path}: {len(kept)} parts finished"
+    assert not any(f"temperature-1 block {k} " in line for line in lines for k in range(len(kept) - 1))
+    assert resumed.scenarios[1].n == whole.scenarios[0].n and resumed.scenarios[1].worst == whole.scenarios[0].worst
+    with pytest.raises(sv.InvalidArgument, match=r"block_draws: 700 in the file, None here"):
+        sv.certify(factory, resume=str(path), **opts)
