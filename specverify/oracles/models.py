@@ -338,9 +338,12 @@ class BatchCache:
         if rows.size == 0 or len(tokens) == 0:
             return
         one = self._store(rows[:1], np.asarray(tokens, dtype=np.int64)[None, :])  # [1, k]
-        self.kv[rows, : one.shape[1]] = one
-        self.tokens[rows, : one.shape[1]] = tokens
-        self.lengths[rows] = one.shape[1]
+        k = one.shape[1]
+        if rows[-1] - rows[0] == rows.size - 1 and bool(np.all(np.diff(rows) == 1)):
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)  # consecutive rows (a whole group): a slice, ~10x cheaper
+        self.kv[rows, :k] = one
+        self.tokens[rows, :k] = tokens
+        self.lengths[rows] = k
 
     def _store(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:  # [n], [n, k] -> uint64 [n, k]
         """Append ``tokens`` to each row's entries; returns the new entries."""

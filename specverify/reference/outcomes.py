@@ -96,9 +96,18 @@ def _decoded(keys: np.ndarray, counts: np.ndarray, span: int, powers: np.ndarray
     """{(tokens, reason): count} from distinct keys: the reason above ``span``, below it one digit per position,
     token + 1 over the row's length and 0 after it."""
     digits = (keys[:, None] % span) // powers % base  # [m, width]
+    lengths = (digits > 0).sum(axis=1)  # a row's digits are nonzero up to its length, zero after it
+    order = np.argsort(lengths, kind="stable")
+    bounds = np.searchsorted(lengths[order], np.arange(digits.shape[1] + 2))
     with gc_paused():
         reasons = [REASONS[r] for r in (keys // span).tolist()]
-        tokens = [tuple(d - 1 for d in row if d) for row in digits.tolist()]
+        by_length = []  # the tuples of the rows of each length in turn, made by C-level maps (no frame per row)
+        for length in range(digits.shape[1] + 1):
+            rows = order[bounds[length] : bounds[length + 1]]
+            by_length.extend(map(tuple, (digits[rows, :length] - 1).tolist()))
+        where = np.empty(order.size, dtype=np.int64)
+        where[order] = np.arange(order.size)
+        tokens = map(by_length.__getitem__, where.tolist())  # back in key order
         return dict(zip(zip(tokens, reasons), counts.tolist()))
 
 

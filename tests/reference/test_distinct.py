@@ -160,9 +160,9 @@ def test_forward_distinct_with_group_hints_expands_to_forward(model):
         groups = index[:, 0]
 
 
-def test_fill_stores_what_forward_stores():
+@pytest.mark.parametrize("rows", [np.arange(10, 40), np.array([3, 7, 8, 20, 49]), np.array([5])])
+def test_fill_stores_what_forward_stores(rows):
     a, b = TARGET.new_batch_cache(50, 6), TARGET.new_batch_cache(50, 6)
-    rows = np.arange(10, 40)
     a.forward(rows, np.tile(np.array([4, 0, 2]), (rows.size, 1)))
     b.fill(rows, np.array([4, 0, 2]))
     assert np.array_equal(a.kv, b.kv) and np.array_equal(a.tokens, b.tokens)
