@@ -92,7 +92,10 @@ class PartWorker:
         doc = _document(self.plan, part)
         run = replace(self.run_state, greedy_answers={}, started=started)
         scenario = None if part.scenario == REPRODUCIBILITY else self.plan.matrix[part.scenario]
+        home = (self.plan.chosen[0].pair,) if self.plan.chosen else ()  # the reproducibility check's pair
         try:
+            if scenario is not None:  # engines hold memory: close other pairs' decoders, as the unsplit run does
+                self.session.release_unused([scenario], keep=home)
             if scenario is None:
                 doc["reproducible"] = list(reproducibility(run, self.plan.chosen))
                 first = self.plan.chosen[0] if self.plan.chosen else None

@@ -185,3 +185,34 @@ def test_a_run_in_parts_resumes_from_its_finished_parts_and_its_block_in_flight(
     assert resumed.scenarios[1].n == whole.scenarios[0].n and resumed.scenarios[1].worst == whole.scenarios[0].worst
     with pytest.raises(sv.InvalidArgument, match=r"block_draws: 700 in the file, None here"):
         sv.certify(factory, resume=str(path), **opts)
+
+
+class _Closing:
+    """The reference decoder, recording when the certifier closes it."""
+
+    log: list = []
+
+    def __init__(self, target, draft):
+        from specverify.reference import make_decoder
+
+        self.inner = make_decoder(target, draft)
+        self.capabilities, self.sample = self.inner.capabilities, self.inner.sample
+
+    def __call__(self, requests):
+        return self.inner(requests)
+
+    def close(self):
+        _Closing.log.append(id(self))
+
+
+def test_a_worker_closes_a_pair_s_decoder_when_it_moves_on_keeping_the_first_pair():
+    _Closing.log.clear()
+    names = ["temperature-1", "near-deterministic", "penalties"]  # three model pairs, in plan order
+    config = RunConfig.create(factory=_Closing, **dict(OPTIONS, scenarios=names))
+    with PartWorker(config, block_draws=B) as worker:
+        docs = []
+        for part in plan_parts(config, block_draws=B):
+            if part.id in {p.id for p in needed(config, docs, block_draws=B)}:
+                docs.append(worker.run(part))
+        assert len(_Closing.log) == 1  # near-deterministic's, when penalties started; the first pair's is kept
+    assert len(_Closing.log) == 3 and len(set(_Closing.log)) == 3  # the rest at the end, each once
