@@ -32,36 +32,45 @@ def _identity(run: dict) -> dict:
 
 
 def _check_docs(plan, docs: Sequence[dict]) -> dict:
-    """``{part id: document}``, every document checked to be a part of this run and given once."""
-    want = dict(_identity(plan.config.to_dict()), block_draws=plan.block_draws)
+    """``{part id: document}``, every document checked to be a part of this run and given once (a document
+    already checked, the same object, is not checked again: a scheduler asks after every arrival)."""
     out: dict = {}
     for doc in docs:
-        check(
-            isinstance(doc, dict) and doc.get("kind") == "specverify-part",
-            f"{str(doc)[:80]!r} is not a specverify part document (kind 'specverify-part'): give what "
-            "PartWorker.run / `specverify certify --block-draws N --shard I/N --counts-out PATH` wrote.",
-        )
-        check(
-            doc.get("schema_version") == PART_SCHEMA_VERSION,
-            f"part {doc['part'].get('id')!r} has schema_version {doc.get('schema_version')!r}, expected "
-            f"{PART_SCHEMA_VERSION}: written by another specverify version; run it again.",
-        )
-        have = dict(_identity(doc["run"]), block_draws=doc.get("block_draws"))
-        differ = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-        check(
-            not differ,
-            f"part {doc['part']['id']!r} is of another run: {_differences(have, want, differ)}. Merge the parts of "
-            "one command (same factory, flags, --seed).",
-        )
-        part = Part(**{k: v for k, v in doc["part"].items() if k != "id"})
-        check(
-            plan.by_id.get(part.id) == part,
-            f"part {part.id!r} ({part}) is not in this run's plan (another --block-draws or split?): "
-            f"the plan has {len(plan.parts)} parts.",
-        )
-        check(part.id not in out, f"part {part.id!r} given twice: a retry's document must replace the first.")
-        out[part.id] = doc
+        seen = plan.checked.get(id(doc))
+        part_id = seen[1] if seen is not None and seen[0] is doc else _check_doc(plan, doc)
+        plan.checked[id(doc)] = (doc, part_id)
+        check(part_id not in out, f"part {part_id!r} given twice: a retry's document must replace the first.")
+        out[part_id] = doc
     return out
+
+
+def _check_doc(plan, doc) -> str:
+    """The id of the part ``doc`` is a document of, once checked against the run and its plan."""
+    check(
+        isinstance(doc, dict) and doc.get("kind") == "specverify-part",
+        f"{str(doc)[:80]!r} is not a specverify part document (kind 'specverify-part'): give what "
+        "PartWorker.run / `specverify certify --block-draws N --shard I/N --counts-out PATH` wrote.",
+    )
+    check(
+        doc.get("schema_version") == PART_SCHEMA_VERSION,
+        f"part {doc['part'].get('id')!r} has schema_version {doc.get('schema_version')!r}, expected "
+        f"{PART_SCHEMA_VERSION}: written by another specverify version; run it again.",
+    )
+    want = dict(_identity(plan.config.to_dict()), block_draws=plan.block_draws)
+    have = dict(_identity(doc["run"]), block_draws=doc.get("block_draws"))
+    differ = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+    check(
+        not differ,
+        f"part {doc['part']['id']!r} is of another run: {_differences(have, want, differ)}. Merge the parts of "
+        "one command (same factory, flags, --seed).",
+    )
+    part = Part(**{k: v for k, v in doc["part"].items() if k != "id"})
+    check(
+        plan.by_id.get(part.id) == part,
+        f"part {part.id!r} ({part}) is not in this run's plan (another --block-draws or split?): "
+        f"the plan has {len(plan.parts)} parts.",
+    )
+    return part.id
 
 
 def _differences(have: dict, want: dict, keys: list) -> str:

@@ -72,6 +72,7 @@ class _Plan:
         self.by_id = {p.id: p for p in self.parts}
         self.blocks: dict = {}  # scenario -> its parts (blocks_of)
         self.states: dict = {}  # scenario -> what part_merge last read of its blocks
+        self.checked: dict = {}  # id(document) -> (document, part id): part_merge checked it
 
     def split(self, scenario) -> bool:
         return isinstance(checks.check_for(scenario, self.config, self.matrix), SamplingCheck)
