@@ -118,8 +118,11 @@ class RunConfig:
                 known = {n for family in DraftFamily for n in matrix(self.models, family)}  # of any family waits for it
                 unknown = [n for n in self.scenarios if n not in known]
                 check_names(unknown, matrix(self.models, DraftFamily.AR))
-            else:
-                check_names(self.scenarios, matrix(self.models, self.draft_family))
+            else:  # with an engine configuration, the names it may add are checked once its matrix is built
+                from specverify.certification.scenarios import configuration_scenario_names
+
+                added = configuration_scenario_names(self.models) if self.engine_config else ()
+                check_names([n for n in self.scenarios if n not in added], matrix(self.models, self.draft_family))
 
     @classmethod
     def create(cls, surface: str = "python", **values: object) -> RunConfig:

@@ -163,7 +163,6 @@ def test_a_run_with_the_configuration_runs_its_scenarios():
     assert list(matrix_for(config))[-3:] == ["second-block", "long-prompt", "multi-turn"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the hook in certification/config.py _check_combinations (issue 25)")
 def test_a_configuration_scenario_can_be_run_alone():  # what the reproduce line of its failure asks for
     from specverify.certification.config import RunConfig
 
