@@ -191,10 +191,13 @@ class _Closing:
     """The reference decoder, recording when the certifier closes it."""
 
     log: list = []
+    made = 0
 
     def __init__(self, target, draft):
         from specverify.reference import make_decoder
 
+        type(self).made += 1
+        self.serial = type(self).made  # not id(self): a closed decoder's id may be reused by the next one
         self.inner = make_decoder(target, draft)
         self.capabilities, self.sample = self.inner.capabilities, self.inner.sample
 
@@ -202,7 +205,7 @@ class _Closing:
         return self.inner(requests)
 
     def close(self):
-        _Closing.log.append(id(self))
+        _Closing.log.append(self.serial)
 
 
 def test_a_worker_closes_a_pair_s_decoder_when_it_moves_on_keeping_the_first_pair():
