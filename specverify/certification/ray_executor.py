@@ -127,7 +127,8 @@ def _cluster(ray, address: Optional[str], workers: Optional[int], resources: dic
     else:  # Ray binds the node's own address (it maps 127.0.0.1 there), with its token authentication on
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing anywhere
         cpus = max(os.cpu_count() or 1, (workers or 1) * max(1, int(resources.get("num_cpus", 1) + 0.999)))
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        # address="local": a new instance, even where an earlier `ray start` left its address behind
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         yield
     finally:

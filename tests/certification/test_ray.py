@@ -33,7 +33,7 @@ def cluster():
     """One local cluster of 2 CPUs for the module (``run_on_ray`` uses a Ray already initialised); Ray binds this
     machine's own address (it maps 127.0.0.1 there), so nothing outside the machine is involved."""
     ray = _ray()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a `ray start` one
     yield ray
     ray.shutdown()
 
