@@ -138,7 +138,7 @@ def _cluster(ray, address: Optional[str], workers: Optional[int], resources: dic
 class _Schedule:
     """The parts' queue on ``count`` engine actors: each idle actor takes the next part still needed (plan order);
     answers are merged as they arrive; a part whose actor died runs again, first, on a fresh actor; parts a merged
-    answer made unneeded are cancelled (a queued one is dropped, a running one's answer is discarded)."""
+    answer made unneeded are cancelled (a queued one is dropped, a running one's answer is thrown away)."""
 
     def __init__(self, ray, units, resources: dict, count: int, report: Callable[[str], None]):
         from specverify.certification.ray_units import EngineHost
@@ -160,8 +160,6 @@ class _Schedule:
 
     def _lost(self, actor, part, exc: BaseException, queue: list) -> Optional[str]:
         """Run ``part`` again on a fresh actor; what lost it, once it has failed ``ATTEMPTS`` times."""
-        with contextlib.suppress(Exception):
-            self.ray.kill(actor)
         lines = str(exc).strip().splitlines()
         why = f"{type(exc).__name__}: {lines[0] if lines else ''}"
         if self.attempts[self.units.key(part)] >= ATTEMPTS:
@@ -170,21 +168,25 @@ class _Schedule:
         label = self.units.label(part)
         self.report(f"specverify: ray: {label}: its worker was lost ({why}); running it again on a fresh one")
         queue.insert(0, part)
+        self._replace(actor)
+        return None
+
+    def _replace(self, actor) -> None:
+        """A fresh actor in place of a dead one."""
+        with contextlib.suppress(Exception):
+            self.ray.kill(actor)
         fresh = self._fresh()
         self.actors.append(fresh)
         self.idle.append(fresh)
-        return None
 
     def _prune(self, queue: list, docs: list) -> None:
         """Drop the queued parts no longer needed, and cancel the running ones."""
         needed, key = self.units.needed(docs), self.units.key
         dropped = [p for p in queue if key(p) not in needed]
         queue[:] = [p for p in queue if key(p) in needed]
-        for ref, (_, part) in self.running.items():
-            if key(part) not in needed and key(part) not in self.discard:
-                self.discard.add(key(part))
-                with contextlib.suppress(Exception):
-                    self.ray.cancel(ref)  # a running part of a sync actor ends its block first; its answer is dropped
+        # a running part is left to end its block (Ray cannot stop a running call of a sync actor; interrupting
+        # one mid-call would desynchronise its worker's pipe): its answer is dropped when it comes
+        self.discard.update(key(p) for _, p in self.running.values() if key(p) not in needed)
         if dropped:
             self.cancelled += len(dropped)
             self.report(f"specverify: ray: {len(dropped)} parts no longer needed, cancelled")
@@ -199,12 +201,10 @@ class _Schedule:
             actor, part = self.running.pop(ref)
             try:
                 answer = self.ray.get(ref)
-            except self.ray.exceptions.TaskCancelledError:  # a part _prune cancelled while it ran
-                self.idle.append(actor)
-                self.cancelled += 1
-                continue
             except infra as exc:
-                if self.units.key(part) in self.discard:
+                if self.units.key(part) in self.discard:  # not needed any more: only the actor is replaced
+                    self._replace(actor)
+                    self.cancelled += 1
                     continue
                 why = self._lost(actor, part, exc, queue)
                 if why is not None:
