@@ -135,6 +135,7 @@ def clean_completions(items: list) -> bool:
     common case, checked in bulk (a call returns up to thousands of them) instead of field by field."""
     if len(items) <= _FEW:  # a call of one or two requests (batch composition's): field by field is cheaper
         return _clean_few(items)
+    items = list(dict(zip(map(id, items), items)).values())  # each object once (a decoder may share equal ones)
     if set(map(type, items)) - {Completion}:
         return False
     accepted = [a for a in map(_ACCEPTED, items) if a is not None]

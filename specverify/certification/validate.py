@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from operator import attrgetter
 
 from specverify.errors import check
@@ -51,7 +52,7 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
         if known_ok is not None:
             known_ok.add(key)
     if completion.stream is not None:
-        joined = tuple(t for chunk in completion.stream for t in chunk)
+        joined = tuple(itertools.chain.from_iterable(completion.stream))
         if joined != completion.tokens:
             return f"stream {completion.stream!r} does not concatenate to the tokens {completion.tokens!r}"
     accepted = completion.accepted
@@ -85,11 +86,15 @@ def completions_violation(completions, requests, vocab, *, known_ok=None) -> str
     if len(completions) <= 2:  # a call of one or two requests: nothing worth the dedup's dict
         pairs = zip(completions, requests)
     else:
+        # first one per (object, params, γ): cheap int keys, and a decoder that hands out one object for equal
+        # completions (the reference) leaves few; then one per equal fields
+        shapes = zip(map(id, completions), map(id, map(_PARAMS, requests)), map(_GAMMA, requests))
+        objects = dict(zip(shapes, zip(completions, requests))).values()
         try:
-            keys = zip(map(_FIELDS, completions), map(id, map(_PARAMS, requests)), map(_GAMMA, requests))
-            pairs = dict(zip(keys, zip(completions, requests))).values()  # one per key, in first-appearance order
+            keys = ((_FIELDS(c), id(r.params), r.num_draft_tokens) for c, r in objects)
+            pairs = dict(zip(keys, objects)).values()  # one per key, in first-appearance order
         except TypeError:  # an unhashable field: check completion by completion (the checks name it)
-            pairs = zip(completions, requests)
+            pairs = objects
     for completion, request in pairs:
         problem = completion_violation(completion, request, vocab, known_ok=known_ok)
         if problem:

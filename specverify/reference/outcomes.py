@@ -29,8 +29,55 @@ class GroupResult:
     verified: Optional[np.ndarray] = None
 
 
+_SHARE_FROM = 64  # rows per group from which equal rows share one Completion
+
+
 def completions_of(result: GroupResult) -> list:
-    """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round)."""
+    """One ``Completion`` per row (tokens, finish reason, stream chunks per round, accepted drafts per round).
+
+    Rows equal in all of these share one (immutable) ``Completion``, built once: a large call repeats few outcomes
+    and round shapes, and a consumer that checks each distinct object once gains too."""
+    if result.tokens.shape[0] >= _SHARE_FROM:
+        key = _row_keys(result)
+        if key is not None:
+            distinct, inverse = np.unique(key, return_inverse=True)
+            first = np.empty(distinct.size, dtype=np.int64)
+            first[inverse.reshape(-1)] = np.arange(key.size)  # one row of each distinct key
+            made = _completions(_rows(result, first))
+            return list(map(made.__getitem__, inverse.reshape(-1).tolist()))
+    return _completions(result)
+
+
+def _rows(result: GroupResult, rows: np.ndarray) -> GroupResult:
+    return GroupResult(
+        tokens=result.tokens[rows],
+        lengths=result.lengths[rows],
+        reasons=result.reasons[rows],
+        accepted=result.accepted[rows],
+        chunk_sizes=result.chunk_sizes[rows],
+    )
+
+
+def _row_keys(result: GroupResult) -> Optional[np.ndarray]:
+    """One int64 per row, equal exactly where every field ``completions_of`` reads is equal (a mixed-radix number
+    of the columns), or None where the columns need more than 62 bits."""
+    width = result.tokens.shape[1]
+    valid = np.arange(width)[None, :] < result.lengths[:, None]
+    columns = [result.reasons[:, None], result.lengths[:, None], np.where(valid, result.tokens + 1, 0)]
+    columns += [result.chunk_sizes, result.accepted + 1]  # accepted is -1 padded
+    table = np.concatenate(columns, axis=1).astype(np.int64, copy=False)  # [n, c], entries >= 0
+    if table.size == 0 or int(table.min()) < 0:
+        return None
+    radix = table.max(axis=0) + 1  # [c]
+    if float(np.log2(radix.astype(np.float64)).sum()) >= 62:
+        return None
+    key = np.zeros(table.shape[0], dtype=np.int64)
+    for column, size in zip(table.T, radix.tolist()):
+        key = key * size + column
+    return key
+
+
+def _completions(result: GroupResult) -> list:
     out = []
     for tokens, n, reason, sizes, accepted in zip(
         result.tokens.tolist(),

@@ -71,6 +71,20 @@ def test_the_bulk_check_checks_an_equal_completion_under_other_params_again():
     assert "3 tokens > max_tokens=2" in completions_violation([comp, comp], requests, VOCAB, known_ok=set())
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_completion_objects_are_checked_under_each_request_shape(seed):
+    """A decoder may hand out one object for equal completions (the reference does): the first violation is still
+    the loop's, whichever request shape each copy answers."""
+    rng = np.random.default_rng(seed)
+    params = (SamplingParams(max_tokens=8), SamplingParams(max_tokens=8, temperature=0.5), SamplingParams(max_tokens=2))
+    pool = _random_completions(rng, 20, bad_rate=0.05 * seed)
+    completions = [pool[i] for i in rng.integers(0, len(pool), 400)]
+    requests = [Request((0,), params[int(i)], 2, seed=j) for j, i in enumerate(rng.integers(0, 3, 400))]
+    want = _one_by_one(completions, requests)
+    assert want is not None  # max_tokens 2 makes longer completions violations
+    assert completions_violation(completions, requests, VOCAB, known_ok=set()) == want
+
+
 def test_an_unhashable_field_is_named_not_a_crash():
     odd = Completion((1, 2, 3), "length", accepted=([1], 0))
     request = Request((0,), SamplingParams(max_tokens=3), 2)

@@ -30,3 +30,21 @@ def test_counts_equal_a_row_by_row_count(width, vocab):
     if width * np.log2(vocab + 1) + 3 < 62:  # the keyed path lists outcomes by (reason, digits) key
         keys = [(REASONS.index(r), tuple(t + 1 for t in tokens) + (0,) * (width - len(tokens))) for tokens, r in got]
         assert keys == sorted(keys)
+
+
+def test_completions_share_objects_only_between_equal_rows():
+    from specverify.reference.outcomes import _completions, completions_of
+
+    rng = np.random.default_rng(5)
+    rows, width, rounds = 2000, 2, 2  # at most 768 distinct rows: some repeat
+    res = _result(rng, rows, width, 2)
+    res.chunk_sizes = rng.integers(0, 2, (rows, rounds))
+    res.accepted = rng.integers(-1, 1, (rows, rounds))
+    shared, alone = completions_of(res), _completions(res)
+    assert shared == alone  # field by field, row by row
+    assert len({id(c) for c in shared}) < rows  # equal rows share one object
+    by_id = {}
+    for c in shared:
+        assert by_id.setdefault(id(c), c) == c
+    small = _result(rng, 10, width, 3)  # below the sharing threshold: one object per row
+    assert len({id(c) for c in completions_of(small)}) == 10
