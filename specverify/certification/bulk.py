@@ -115,7 +115,12 @@ _FEW = 4  # up to this many completions a plain loop beats the bulk sets (~1.5 Â
 
 
 def _ints(values) -> bool:
-    return type(values) is tuple and all(type(v) is int for v in values)
+    if type(values) is not tuple:
+        return False
+    for value in values:  # a loop: ~2x cheaper than all() over a generator for the few ints of a completion
+        if type(value) is not int:
+            return False
+    return True
 
 
 def _clean_few(items: list) -> bool:
@@ -125,8 +130,12 @@ def _clean_few(items: list) -> bool:
         if item.accepted is not None and not _ints(item.accepted):
             return False
         stream = item.stream
-        if stream is not None and (type(stream) is not tuple or not all(map(_ints, stream))):
-            return False
+        if stream is not None:
+            if type(stream) is not tuple:
+                return False
+            for chunk in stream:
+                if not _ints(chunk):
+                    return False
     return True
 
 
