@@ -154,11 +154,12 @@ def preemptions(metrics) -> int:
 def packed(requests) -> list:
     """``parallel_n``: the indices of ``requests`` grouped into vLLM requests, in order of first appearance; every
     group of identical unseeded requests (prompt, params, γ) becomes one request with ``n`` = its size, and each
-    seeded request stays alone (vLLM would give packed seeded children ``seed + index``)."""
+    seeded request stays alone (vLLM would give packed seeded children ``seed + index``), and so does a greedy one
+    (vLLM refuses ``n`` > 1 at temperature 0: "n must be 1 when using greedy sampling")."""
     groups: list = []
     shared: dict = {}
     for i, request in enumerate(requests):
-        if request.seed is not None or request.tree is not None:
+        if request.seed is not None or request.tree is not None or request.params.temperature == 0:
             groups.append([i])
             continue
         key = (request.prompt, request.params, request.num_draft_tokens)

@@ -54,7 +54,8 @@ def test_packing_groups_identical_unseeded_requests_only():
     a, b = STATE["long-prompt"], STATE["multi-turn"]
     requests = [Request(a.prompt, a.params, 3), Request(b.prompt, b.params, 3), Request(a.prompt, a.params, 3),
                 Request(a.prompt, a.params, 3, seed=7), Request(a.prompt, a.params, 2)]  # fmt: skip
-    assert vllm_configs.packed(requests) == [[0, 2], [1], [3], [4]]
+    greedy = Request(a.prompt, sv.SamplingParams(temperature=0.0, max_tokens=3), 3)
+    assert vllm_configs.packed(requests + [greedy, greedy]) == [[0, 2], [1], [3], [4], [5], [6]]
 
 
 def test_prefix_cache_hits_and_their_absence_without_it():
