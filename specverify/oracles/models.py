@@ -88,7 +88,11 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def _mix_in_place(x: np.ndarray) -> np.ndarray:  # uint64 [...] (ndim >= 1) -> the same array, mixed
-    """:func:`_mix` written into ``x`` itself: one scratch array instead of seven temporaries (the same values)."""
+    """:func:`_mix` written into ``x`` itself: one scratch array instead of seven temporaries (the same values);
+    a few entries in Python ints (eight numpy calls cost more than the arithmetic)."""
+    if x.size <= 4:
+        x[...] = np.array([_mix_int(v) for v in x.reshape(-1).tolist()], dtype=np.uint64).reshape(x.shape)
+        return x
     scratch = np.right_shift(x, _S30)
     x ^= scratch
     x *= _M1
@@ -104,7 +108,7 @@ def step_kv(prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """The KV entry after ``tokens`` given the previous entries (uint64 arrays, broadcast)."""
     with np.errstate(over="ignore"):
         x = np.asarray(tokens).astype(np.uint64)  # a fresh array, mixed in place where the shapes allow
-        if x.ndim == 0 or x.shape != np.broadcast_shapes(x.shape, np.shape(prev)):
+        if x.ndim == 0 or x.shape != np.shape(prev):
             return _mix(prev ^ ((x + np.uint64(1)) * _STEP))
         x += np.uint64(1)
         x *= _STEP
@@ -114,6 +118,13 @@ def step_kv(prev: np.ndarray, tokens: np.ndarray) -> np.ndarray:
 
 _MASK64 = (1 << 64) - 1
 _M1_INT, _M2_INT, _STEP_INT, _ROOT_INT = int(_M1), int(_M2), int(_STEP), int(_ROOT_KV)
+
+
+def _mix_int(x: int) -> int:
+    """:func:`_mix` of one value in Python ints (the same wrapping uint64 arithmetic)."""
+    x = ((x ^ (x >> 30)) * _M1_INT) & _MASK64
+    x = ((x ^ (x >> 27)) * _M2_INT) & _MASK64
+    return x ^ (x >> 31)
 
 
 def _prefix_kv(prefix: Sequence[int]) -> int:

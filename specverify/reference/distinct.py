@@ -20,6 +20,7 @@ import torch
 
 from specverify.reference.finish import NO_TOKEN
 from specverify.sampling import (
+    _COLUMNWISE,
     Purpose,
     _running_sum,
     process_logits,
@@ -50,6 +51,8 @@ def applies(dec, st) -> bool:
     )
 
 
+_FEW_ROWS = 64  # below this many rows a dedup's extra numpy calls cost more than the rows they save
+
 _BYTES = np.uint64(0x0101010101010101)  # x * _BYTES >> 56 sums the 8 bytes of x (each 0 or 1 here)
 
 
@@ -59,7 +62,9 @@ def sample_rows(probs: torch.Tensor, index: np.ndarray, uniforms: torch.Tensor) 
 
     The same comparisons as the sampler's: a row's draw is how many entries of its running sum are ``<=``
     uniform × total, counted here as bytes of the [n, V] comparison (8 per uint64) instead of column by column."""
-    cdf = _running_sum(probs).numpy()  # a row's running sum is the same wherever it is computed
+    # left to right, as the sampler's _running_sum (numpy's accumulate is sequential: the same sums, bit for bit,
+    # without a torch call per column)
+    cdf = np.add.accumulate(probs.numpy(), axis=1) if probs.shape[-1] <= _COLUMNWISE else _running_sum(probs).numpy()
     rows = cdf.take(index, axis=0)  # [n, V]
     below = rows <= (uniforms.numpy().astype(np.float64, copy=False) * rows[:, -1])[:, None]
     if below.shape[1] % 8:
@@ -103,11 +108,11 @@ def _propose(dec, st, rows: np.ndarray) -> tuple:
     drafts = np.zeros((n, gamma), dtype=np.int64)
     draft_len = np.full(n, gamma, dtype=np.int64)
     laws = []
-    feed, groups = st.last[rows], None
+    feed, hint = st.last[rows], None
     for k in range(gamma):
         # rows of one state a token ago that draft the same token share a state: the cache's hint (checked there)
-        logits, index = st.draft_cache.forward_distinct(rows, feed[:, None], groups=groups)  # [m, V], [n, 1]
-        groups = index[:, 0]
+        logits, index = st.draft_cache.forward_distinct(rows, feed[:, None], groups=hint)  # [m, V], [n, 1]
+        hint = index[:, 0] if rows.size > _FEW_ROWS else None  # small calls: np.unique is as cheap
         law = _laws(dec, st, logits, index[:, 0], st.n_gen[rows] + k)
         tok = sample_rows(law.probs, law.index, dec.uniforms(st, rows, k, Purpose.DRAFT)).numpy()
         draft_len[(tok < 0) & (draft_len == gamma)] = k
@@ -149,6 +154,9 @@ def _judge(dec, st, rows, sel, k, x, target: Laws, p_index, draft: Laws, tok, en
 def _residuals(target_probs, p_index, draft_probs, q_index) -> Laws:
     """``residual_probs(target_probs[p_index], draft_probs[q_index])`` once per distinct (target, draft) pair of
     laws: a residual row is a function of its two rows alone. [m_p, V], int [r], [m_q, V], int [r] -> Laws."""
+    if p_index.size <= _FEW_ROWS:  # a small call: the dedup costs more numpy calls than it saves
+        rows = residual_probs(target_probs[torch.from_numpy(p_index)], draft_probs[torch.from_numpy(q_index)])
+        return Laws(rows, np.arange(p_index.size))
     m_q = draft_probs.shape[0]
     pair = p_index * m_q + q_index
     size = target_probs.shape[0] * m_q

@@ -44,8 +44,10 @@ def finish_codes(
     """The finish code (index into ``REASONS``) after each row's newest token; 0 while unfinished."""
     tokens, stop_hit = np.asarray(tokens), np.asarray(stop_hit, dtype=bool)
     at_cap = np.asarray(num_generated) >= params.max_tokens
-    shape = np.broadcast_shapes(tokens.shape, stop_hit.shape, at_cap.shape)
-    codes = np.broadcast_to(at_cap, shape).astype(np.int64) * LENGTH
+    if not at_cap.shape == stop_hit.shape == tokens.shape:  # a scalar count (plain.py): broadcast
+        shape = np.broadcast_shapes(tokens.shape, stop_hit.shape, at_cap.shape)
+        at_cap, stop_hit, tokens = (np.broadcast_to(a, shape) for a in (at_cap, stop_hit, tokens))
+    codes = at_cap.astype(np.int64) * LENGTH
     # each rule written over the ones it beats: EOS over a stop string over the length
     if stop_hit.any():
         np.copyto(codes, STOP, where=stop_hit)
