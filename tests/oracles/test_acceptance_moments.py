@@ -29,7 +29,7 @@ def test_z_matrix_rows_are_z_vectors():
 
 
 @pytest.mark.parametrize("gamma", [1, 3])
-@pytest.mark.parametrize("params", [SamplingParams(max_tokens=5), SamplingParams(max_tokens=4, min_tokens=2)])
+@pytest.mark.parametrize("params", [SamplingParams(max_tokens=3), SamplingParams(max_tokens=4, min_tokens=2)])
 def test_round_moments_equal_the_definition(gamma, params):
     target = random_target(make_vocab(6), seed=4, eos_bias=-0.5)
     ctx, round_law, _ = _setup(target, draft_near(target, distance=0.4, seed=9), (0, 1), params, gamma, None, None)
