@@ -160,8 +160,9 @@ def _decoded(keys: np.ndarray, counts: np.ndarray, span: int, powers: np.ndarray
 
 def count_accepted(accepted: np.ndarray) -> dict:
     """{accepted drafts: count} over the non-negative entries of ``accepted``."""
-    values, counts = np.unique(accepted[accepted >= 0], return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts)}
+    counts = np.bincount(accepted[accepted >= 0].ravel())  # small non-negative counts: no sort
+    values = np.flatnonzero(counts)
+    return dict(zip(values.tolist(), counts[values].tolist()))
 
 
 def count_positions(result: GroupResult, num_draft_tokens: int) -> Optional[tuple]:
@@ -169,7 +170,10 @@ def count_positions(result: GroupResult, num_draft_tokens: int) -> Optional[tupl
     the decoder did not record what it verified."""
     if result.verified is None:
         return None
-    k = np.arange(num_draft_tokens)[:, None, None]
-    verified = (result.verified[None] > k).sum(axis=(1, 2))
-    accepted = (result.accepted[None] > k).sum(axis=(1, 2))
+
+    def above(values: np.ndarray) -> np.ndarray:  # [γ]: how many entries exceed k, for k = 0 .. γ-1
+        counts = np.bincount(values[values >= 0].ravel(), minlength=num_draft_tokens + 1)
+        return counts[::-1].cumsum()[::-1][1 : num_draft_tokens + 1]
+
+    verified, accepted = above(result.verified), above(result.accepted)
     return tuple((int(v), int(a)) for v, a in zip(verified.tolist(), accepted.tolist()))

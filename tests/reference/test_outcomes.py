@@ -48,3 +48,17 @@ def test_completions_share_objects_only_between_equal_rows():
         assert by_id.setdefault(id(c), c) == c
     small = _result(rng, 10, width, 3)  # below the sharing threshold: one object per row
     assert len({id(c) for c in completions_of(small)}) == 10
+
+
+def test_accepted_and_position_counts_equal_a_row_by_row_count():
+    from specverify.reference.outcomes import count_accepted, count_positions
+
+    rng = np.random.default_rng(3)
+    gamma = 3
+    res = _result(rng, 500, 6, 8)
+    res.accepted = rng.integers(-1, gamma + 1, (500, 4))
+    res.verified = np.maximum(res.accepted, rng.integers(-1, gamma + 1, (500, 4)))
+    assert count_accepted(res.accepted) == dict(Counter(int(a) for a in res.accepted.ravel() if a >= 0))
+    want = tuple((int((res.verified > k).sum()), int((res.accepted > k).sum())) for k in range(gamma))
+    assert count_positions(res, gamma) == want
+    assert count_accepted(np.full((3, 2), -1)) == {}
