@@ -87,6 +87,7 @@ class Session:
         self.counters = None  # the open CounterScope of the scenario being run (counters_check.py), if any
         self.journal = None  # the resume file's journal of the scenario being run (resume.py), if any
         self.on_draws = None  # called (draws done, draws asked for) after every call of a draw (progress lines)
+        self._released: dict = {}  # pair spec -> its decoder's engine_info when it was closed (run_engine_info)
 
     def decoder(self, scenario) -> DecoderHandle:
         spec = scenario.pair
@@ -102,7 +103,7 @@ class Session:
         or ``keep`` uses: engines hold memory, and scenarios are ordered by pair. A pair needed again is re-made."""
         needed = {sc.pair for sc in upcoming} | set(keep)
         for spec in [s for s in self._made if s not in needed]:
-            del self._made[spec]
+            self._released[spec] = self._engine_info_of(self._made.pop(spec))  # its state counts for the run
             self.runner.request("release", spec)
 
     def engine_info(self, scenario) -> Optional[dict]:
@@ -113,6 +114,36 @@ class Session:
             return self.runner.request("engine_info", handle.pair.spec)
         except Exception:  # noqa: BLE001 - a description of the engine, never evidence for the verdict
             return handle.engine
+
+    def _engine_info_of(self, handle: DecoderHandle) -> Optional[dict]:
+        try:
+            return self.runner.request("engine_info", handle.pair.spec)
+        except Exception:  # noqa: BLE001 - a description of the engine, never evidence for the verdict
+            return handle.engine
+
+    def run_engine_info(self, scenario) -> Optional[dict]:
+        """The ``engine_info`` of the run, after the calls: ``scenario``'s decoder's (as closed, if it was closed:
+        never a fresh one made to ask), with ``state`` over every decoder of the run, each key the largest value
+        one decoder reached (``EngineConfig.reaches`` asks whether the state was reached; a decoder closed when
+        the run moved to another model pair counts as it was then)."""
+        spec = scenario.pair
+        records = dict(self._released)
+        records.update({s: self._engine_info_of(h) for s, h in self._made.items()})
+        info = records.get(spec)
+        if info is None:
+            info = self.engine_info(scenario)
+        states = [r.get("state") for r in records.values() if isinstance(r, dict) and isinstance(r.get("state"), dict)]
+        if not isinstance(info, dict) or not states:
+            return info
+        merged: dict = {}
+        for state in states:
+            for key, value in state.items():
+                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if key not in merged:
+                    merged[key] = value
+                elif numeric and isinstance(merged[key], (int, float)) and not isinstance(merged[key], bool):
+                    merged[key] = max(merged[key], value)
+        return {**info, "state": merged}
 
     def timings(self, scenario) -> Optional[dict]:
         """The optional ``decoder.timings()`` of the scenario's decoder (None when it has none, or on failure:

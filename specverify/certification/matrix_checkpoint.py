@@ -144,8 +144,9 @@ _CONFIGURATION_OVERRIDES = {
     "second-block": (
         "long-prompt",
         "main",
-        dict(name="second-block", prompt=TURN_1_PROMPT[:28], num_draft_tokens=3, params=P(max_tokens=3),
-             exercises=_GROW),
+        dict(
+            name="second-block", prompt=TURN_1_PROMPT[:28], num_draft_tokens=3, params=P(max_tokens=3), exercises=_GROW
+        ),
     ),  # fmt: skip
     "long-prompt": (
         "long-prompt",

@@ -235,7 +235,7 @@ def _run_all(run, chosen, progress, journal=None) -> tuple:
         if journal is not None:
             journal.record_reproducibility(repro)
     timings = run.session.timings(chosen[0]) if chosen else None  # decoder.timings(), for `speedup --from`
-    engine = run.session.engine_info(chosen[0]) if chosen else None  # after the calls: the effective configuration
+    engine = run.session.run_engine_info(chosen[0]) if chosen else None  # after the calls, state over the run
     return results, violation, repro, timings, engine
 
 

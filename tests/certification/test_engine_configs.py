@@ -113,7 +113,7 @@ def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_i
     base = matrix("checkpoint")
     names = ("second-block", "long-prompt", "multi-turn")
     ext = configured_matrix(base, names, "checkpoint")
-    assert list(ext)[: len(base)] == list(base) and list(ext)[len(base):] == list(names)  # default places kept
+    assert list(ext)[: len(base)] == list(base) and list(ext)[len(base) :] == list(names)  # default places kept
     assert checks.num_tests(ext) == checks.num_tests(base) + 3  # its own α plan counts them
     assert configured_matrix(base, names, "checkpoint") is ext  # built once
     toy = matrix("toy")
@@ -169,3 +169,49 @@ def test_a_configuration_scenario_can_be_run_alone():  # what the reproduce line
     alone = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns",
                              scenarios=["multi-turn"])  # fmt: skip
     assert alone.scenarios == ("multi-turn",)
+
+
+class _FakeRunner:
+    """A runner whose decoders report a state per model pair; it counts the decoders it makes."""
+
+    def __init__(self, states):
+        self.states, self.made, self.live = states, [], set()
+
+    def request(self, op, spec, *rest):
+        if op == "make":
+            self.made.append(spec)
+            self.live.add(spec)
+            return {"capabilities": ["batch"], "has_sample": False}
+        if op == "release":
+            self.live.discard(spec)
+            return None
+        if op == "engine_info":
+            assert spec in self.live, f"engine_info asked of a closed decoder {spec!r}"
+            return {"name": "fake", "state": dict(self.states[spec])}
+        raise AssertionError(op)
+
+
+class _Scenario:
+    def __init__(self, pair):
+        self.pair = pair
+
+    def models(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(target=None, draft=None, spec=self.pair)
+
+
+def test_the_run_state_counts_every_decoder_even_one_closed_before_the_end():
+    # a run that moved on from pair "a" closes its decoder: its state must still count, and asking must not make a
+    # fresh decoder (whose state would be empty: a reached configuration reported "not covered")
+    from specverify.certification.collect import Session
+
+    runner = _FakeRunner({"a": {"cached_tokens": 40, "preemptions": 0}, "b": {"cached_tokens": 3, "preemptions": 2}})
+    session = Session(runner)
+    first, second = _Scenario("a"), _Scenario("b")
+    session.decoder(first)
+    session.release_unused([second])
+    session.decoder(second)
+    info = session.run_engine_info(first)
+    assert info["state"] == {"cached_tokens": 40, "preemptions": 2}
+    assert runner.made == ["a", "b"]  # no decoder re-made to be asked
