@@ -232,7 +232,7 @@ class EngineConfig:
     ``engine_info["state"]`` after the run (a configuration whose state was not reached is *not covered*, never a
     pass); ``unreachable``, why it cannot run on this kind of machine (GPU-only: listed, never run); ``doc``, one
     line on what it exercises; ``scenarios``, names of the scenarios that create the state, added to the matrix the
-    configuration runs (its own α plan counts them; ``certification.scenarios.configured_matrix``).
+    configuration runs (its own α plan counts them; ``certification.configured.configured_matrix``).
     ``specverify certify FACTORY --engine-config NAME`` certifies it as its own decoder (docs/adapters.md, "Engine
     configurations")."""
 

@@ -119,7 +119,7 @@ class RunConfig:
                 unknown = [n for n in self.scenarios if n not in known]
                 check_names(unknown, matrix(self.models, DraftFamily.AR))
             else:  # with an engine configuration, the names it may add are checked once its matrix is built
-                from specverify.certification.scenarios import configuration_scenario_names
+                from specverify.certification.configured import configuration_scenario_names
 
                 added = configuration_scenario_names(self.models) if self.engine_config else ()
                 check_names([n for n in self.scenarios if n not in added], matrix(self.models, self.draft_family))

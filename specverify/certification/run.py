@@ -129,6 +129,6 @@ def matrix_for(config: RunConfig) -> Matrix:
     family = matrix(config.models, config.draft_family, pairs)
     if factory is None or not config.engine_config:
         return family
-    from specverify.certification.scenarios import engine_config_matrix  # a configuration's added scenarios
+    from specverify.certification.configured import engine_config_matrix  # a configuration's added scenarios
 
     return engine_config_matrix(family, factory, config.engine_config, config.models, pairs)

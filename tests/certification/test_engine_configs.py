@@ -108,7 +108,8 @@ def test_a_configuration_names_its_own_scenarios():
 
 def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_in_m():
     from specverify.certification import checks
-    from specverify.certification.scenarios import configured_matrix, engine_config_matrix, matrix
+    from specverify.certification.configured import configured_matrix, engine_config_matrix
+    from specverify.certification.scenarios import matrix
 
     base = matrix("checkpoint")
     names = ("second-block", "long-prompt", "multi-turn")
@@ -128,8 +129,8 @@ def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_i
 
 
 def test_the_configuration_scenario_names_by_family():
+    from specverify.certification.configured import configuration_scenario_names
     from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
-    from specverify.certification.scenarios import configuration_scenario_names
 
     assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
         "second-block", "long-prompt", "multi-turn")  # fmt: skip
