@@ -5,6 +5,11 @@ import os
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# TRITON_INTERPRET (no CUDA) before any test module is collected: triton reads it when it defines its own jit
+# functions, and a module collected before tests/kernels may import triton (transformers' generation utilities do);
+# set later, the kernels run interpreted but call triton.language's compiled helpers and fail
+import tests._triton_env  # noqa: E402, F401
+
 pytest_plugins = ["pytester"]
 
 
