@@ -81,23 +81,32 @@ a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_ru
 declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2). Not declared: ``grammar`` (vLLM's
 structured outputs take a JSON schema / regex / EBNF, not a token automaton), ``ignore_eos``, ``stop_after_min_tokens``,
 ``stream``. Counters: ``reported_metrics()``. Layout: ``vllm_methods`` (the table, re-exported), ``_vllm_mapping``,
-``vllm_patches``, ``vllm_heads``, ``vllm_suffix``.
+``_vllm_engine`` (the live engines, their shutdown, the load checks; re-exported), ``vllm_patches``, ``vllm_heads``,
+``vllm_suffix``.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import os
 import random
-import sys
 import time
 import weakref
-from collections import OrderedDict
 from typing import Callable, Optional, Sequence
 
 from specverify.adapters import _vllm_metrics, vllm_configs, vllm_patches
+from specverify.adapters._vllm_engine import (  # noqa: F401 -- re-exported: close_all (API), the rest the tests' seams
+    _ENV,
+    _LIVE,
+    MAX_MODEL_LEN,
+    MAX_NUM_SEQS,
+    _check_draft_family,
+    _HideLlvmliteLib,
+    _max_engines,
+    _path,
+    _shutdown,
+    close_all,
+)
 from specverify.adapters._vllm_mapping import (  # noqa: F401 -- _check_request, _vllm_params: the tests' seams
     _add,
     _check_request,
@@ -139,52 +148,7 @@ __all__ = [
     "completion",
 ]
 
-MAX_MODEL_LEN = 64
-MAX_NUM_SEQS = 1024
-_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-_LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first
 _DECODERS: "weakref.WeakSet" = weakref.WeakSet()  # decoders not closed yet (the workaround's one-setting rule)
-
-
-def _max_engines() -> int:
-    value = os.environ.get("SPECVERIFY_VLLM_MAX_ENGINES", "1")
-    if not value.isdigit() or int(value) < 1:
-        raise InvalidArgument(f"SPECVERIFY_VLLM_MAX_ENGINES={value!r} must be an int >= 1.")
-    return int(value)
-
-
-def _path(model, role: str) -> str:
-    path = getattr(model, "path", None)
-    if path is None:
-        raise InvalidArgument(
-            f"{role}={model!r} has no .path: the vLLM adapter loads checkpoints from disk, so it needs "
-            "CheckpointModel s (CheckpointPairSpec(...).build(), or certify(..., models='checkpoint')); "
-            "toy models cannot be loaded by vLLM."
-        )
-    return str(path)
-
-
-class _HideLlvmliteLib:
-    """vLLM's CPU kernel registration scans every module's attributes (triton_utils/dispatcher.py:138) and breaks on
-    ``llvmlite.binding.ffi.lib`` (its ``__dict__`` is a C function wrapper), so no engine can start in a process that
-    has imported numba, as the n-gram proposer does. Hide that one module during start-up (docs/findings/vllm.md)."""
-
-    def __enter__(self):
-        self.module = sys.modules.pop("llvmlite.binding.ffi", None)
-
-    def __exit__(self, *exc):
-        if self.module is not None:
-            sys.modules["llvmlite.binding.ffi"] = self.module
-
-
-def _check_draft_family(draft) -> None:
-    family = getattr(draft, "family", "ar")
-    if family != "ar":
-        raise InvalidArgument(
-            f"draft={type(draft).__name__} of family {family!r} (--drafts {family}): the vLLM adapter runs the AR "
-            "matrix on the checkpoint pairs only (--models checkpoint, --drafts ar); the other draft families are toy "
-            "objects vLLM cannot load. Leave --drafts out."
-        )
 
 
 def _check_one_workaround_setting(decoder) -> None:
@@ -384,22 +348,6 @@ class VllmDecoder:
     def __del__(self):
         with contextlib.suppress(Exception):  # never raise from a finaliser
             self.close()
-
-
-def _shutdown(llm) -> None:
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    finally:
-        gc.collect()
-
-
-def close_all() -> None:
-    """Shut down every live engine of this process (registered with atexit)."""
-    while _LIVE:
-        _shutdown(_LIVE.popitem(last=False)[1])
-
-
-atexit.register(close_all)
 
 
 def _factory(name: str) -> Callable:
