@@ -1,0 +1,83 @@
+"""The text-level grammar (specverify.grammar_regex): our automaton against ``re.fullmatch``, refusals, the lifting."""
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specverify.errors import InvalidArgument
+from specverify.grammar import Grammar
+from specverify.grammar_regex import RegexGrammar, compile_regex
+
+STRINGS = ("a", "b", "ab", " ", "ba", "")  # the checkpoint vocabulary of size 6, EOS last
+PATTERNS = ["(ab|b)+ ?", "a*b", "[ab]+( [ab]+)?", "(a|ba)*", "b?a+", "x\\.y", "(a|)b", "[a-c ]*c", "((a|b) )+"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(text=st.text(alphabet="ab c.xy", max_size=8))
+def test_automaton_equals_re_fullmatch(pattern, text):
+    assert compile_regex(pattern).fullmatch(text) == (re.fullmatch(pattern, text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize(
+    "bad", [".", "a{2}", "^a", "a$", "(?:a)", "[^a]", "\\d", "(a", "a)", "*a", "[a", "[b-a]", "a\\"]
+)
+def test_outside_the_subset_is_refused(bad):
+    with pytest.raises(InvalidArgument, match="pattern="):
+        compile_regex(bad)
+
+
+def _token_texts(grammar, max_len):
+    """Every token sequence of at most max_len tokens the grammar allows, with whether EOS may follow."""
+    out, frontier = [], [((), grammar.initial_state)]
+    for _ in range(max_len + 1):
+        nxt = []
+        for tokens, state in frontier:
+            out.append((tokens, grammar.accepting(state), state))
+            for tok in grammar.allowed(state):
+                nxt.append((tokens + (tok,), grammar.advance(state, tok)))
+        frontier = nxt
+    return out
+
+
+@pytest.mark.parametrize("pattern", ["(ab|b)+ ?", "[ab]+( [ab]+)?", "(a|ba)*", "b?a+ "])
+def test_lifting_allows_exactly_the_live_prefixes(pattern):
+    g = RegexGrammar(pattern, STRINGS, eos_token_id=5)
+    assert isinstance(g, Grammar)
+    dfa = compile_regex(pattern)
+    for tokens, accepting, state in _token_texts(g, 4):
+        text = "".join(STRINGS[t] for t in tokens)
+        assert accepting == (re.fullmatch(pattern, text) is not None), (pattern, tokens)
+        for tok in range(5):  # non-EOS ids: allowed iff the text stays a prefix of some match (a live DFA state)
+            assert (tok in g.allowed(state)) == (dfa.step(0, text + STRINGS[tok]) is not None), (tokens, tok)
+        assert 5 not in g.allowed(state)
+
+
+def test_empty_and_special_tokens_are_never_allowed():
+    g = RegexGrammar("a*", ("a", "", "aa", "b"), eos_token_id=3, special_token_ids=(2,))
+    assert g.allowed(0) == frozenset({0}) and g.accepting(0)
+
+
+def test_tables_and_hash_follow_the_toy_automaton():
+    g = RegexGrammar("(ab|b)+", STRINGS, eos_token_id=5)
+    allowed, nxt = g.tables(6, 5)
+    assert allowed.shape == (g.num_states, 6)
+    assert [set(allowed[s].nonzero()[0]) for s in range(g.num_states)] == [
+        set(g.allowed(s)) | ({5} if g.accepting(s) else set()) for s in range(g.num_states)
+    ]
+    assert g == RegexGrammar("(ab|b)+", STRINGS, eos_token_id=5) and len({g, RegexGrammar("(ab|b)+", STRINGS, 5)}) == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(pattern="a", strings=(), eos_token_id=0),
+        dict(pattern="a", strings=("a", ""), eos_token_id=2),
+        dict(pattern=3, strings=("a", ""), eos_token_id=1),
+    ],
+)
+def test_bad_arguments(kwargs):
+    with pytest.raises(InvalidArgument):
+        RegexGrammar(**kwargs)
