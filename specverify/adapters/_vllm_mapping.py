@@ -110,12 +110,17 @@ def _effective_config(llm, options: Mapping) -> dict:
     return out
 
 
-def _check_request(request: Request, method: str) -> None:
+def _check_request(request: Request, method: str, structured: bool = False) -> None:
     p = request.params
     speculative = METHODS[method].vllm_method is not None
-    if p.grammar is not None or p.ignore_eos:
+    if p.ignore_eos:
+        raise InvalidArgument(f"params={p!r}: the vLLM adapter does not map ignore_eos (not declared); drop it.")
+    if p.grammar is not None and not (structured and isinstance(getattr(p.grammar, "pattern", None), str)):
         raise InvalidArgument(
-            f"params={p!r}: the vLLM adapter maps neither grammar nor ignore_eos (not declared); drop them."
+            f"grammar={p.grammar!r}: vLLM's structured outputs take a grammar as text, so the adapter maps only a "
+            "specverify.grammar_regex.RegexGrammar (its .pattern as a regex), and only with --engine-config "
+            "structured (structured_outputs=true); a token-level ToyGrammar has no text form (grammar-dead-end, "
+            "greedy-grammar: not covered). Run --engine-config structured --scenario structured greedy-structured."
         )
     if p.logits_processors:
         raise InvalidArgument(
@@ -163,6 +168,10 @@ def vllm_kwargs(request: Request, vocab_size: int) -> dict:
     kwargs = {name: cast(getattr(p, name)) for name, cast in _SAME_NAME.items() if p.is_set(name)}
     if p.is_set("stop"):
         kwargs["stop"] = list(p.stop) or None
+    if p.grammar is not None:  # checked by _check_request: a RegexGrammar (text form) under structured_outputs
+        from vllm.sampling_params import StructuredOutputsParams
+
+        kwargs["structured_outputs"] = StructuredOutputsParams(regex=p.grammar.pattern)
     if p.is_set("bad_token_ids"):
         allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
         if not allowed:

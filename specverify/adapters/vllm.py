@@ -191,7 +191,7 @@ class VllmDecoder:
             )
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
-        caps = frozenset(spec.capabilities)
+        caps = frozenset(spec.capabilities) | ({"grammar"} if self.options["structured_outputs"] else frozenset())
         self.capabilities = caps if self.options["declare_seed"] else caps - {"seed"}  # vllm_configs: finding 3
         self.fixed_gamma = self._speculative  # one engine per γ (docs/adapters.md); plain ignores γ
         law = spec.law(self.options)  # what the drafts are (specverify.protocol.draft_law_of)
@@ -279,6 +279,8 @@ class VllmDecoder:
             )
         if budget is not None:
             vllm_configs.count_partial_prefills(llm, self._state)
+        if self.options["structured_outputs"]:
+            vllm_configs.count_grammar_cuts(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
         if spec is not None and "stop-metrics" in vllm_patches.workarounds_of(self.options["workaround"]):
             vllm_patches.attach_running_metrics(llm)
@@ -295,7 +297,7 @@ class VllmDecoder:
             raise InvalidArgument("this VllmDecoder was closed; make a new one with the factory.")
         requests = list(requests)
         for request in requests:
-            _check_request(request, self.method)
+            _check_request(request, self.method, self.options["structured_outputs"])
         groups: dict = {}
         for i, request in enumerate(requests):
             groups.setdefault(request.num_draft_tokens if self._speculative else 0, []).append(i)

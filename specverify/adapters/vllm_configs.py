@@ -17,6 +17,8 @@ configuration          engine options                                       evid
 ``parallel-n``         ``parallel_n=true``: identical unseeded requests     ``parallel_requests`` >= 1
                        of a call are one vLLM request with ``n = k``
 ``patched``            every workaround of ``vllm_patches``                 none
+``structured``         ``structured_outputs=true``: ``grammar`` declared,    ``structured_requests`` >= 1,
+                       a ``RegexGrammar`` sent as a regex                   ``drafts_cut`` >= 1
 =====================  ===================================================  ==========================================
 
 - ``cached_tokens`` sums ``RequestOutput.num_cached_tokens`` (outputs.py:153, set from the scheduler's
@@ -41,6 +43,13 @@ configuration          engine options                                       evid
   (v1/engine/parallel_sampling.py:52-81; seeded children get ``seed + index``, so only unseeded requests are packed).
   The certifier's collision test pairs requests (2i, 2i + 1) of a call, which are siblings of one packed request here.
 
+- ``structured_requests`` counts the distinct vLLM requests with structured outputs whose drafts the scheduler
+  validated, and ``drafts_cut`` the draft tokens it cut: ``Scheduler.update_draft_token_ids`` keeps the longest
+  grammar-valid prefix of each request's drafts (``StructuredOutputManager.validate_tokens``,
+  v1/core/sched/scheduler.py:2550-2569, v1/structured_output/__init__.py:310-328); a wrapper around that one method of
+  the in-process engine's manager, counting only. The scenarios ``structured`` and ``greedy-structured``
+  (``matrix_checkpoint``) run under a regex the unmasked draft often violates.
+
 ``async-scheduling`` (forced off on CPU, platforms/cpu.py:331) and ``dynamic-gamma`` (Model Runner V2 only, which
 needs Triton) are listed as unreachable here.
 """
@@ -51,11 +60,12 @@ from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "preemptions"]  # fmt: skip
+           "count_partial_prefills", "count_grammar_cuts", "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
 STATE_SCENARIOS = ("second-block", "long-prompt", "multi-turn")
 CHUNK_BUDGET = 64  # tokens per step: two of the configuration scenarios' prompts do not fit
+STRUCTURED_SCENARIOS = ("structured", "greedy-structured")
 PREEMPT_BLOCKS = 32  # blocks of 32 tokens: 32 second-block requests admitted, each needing a second block
 
 ENGINE_CONFIGS: dict = {
@@ -97,6 +107,12 @@ ENGINE_CONFIGS: dict = {
         options={"workaround": list(vllm_patches.WORKAROUNDS)},
         doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus)",
     ),
+    "structured": EngineConfig(
+        options={"structured_outputs": True},
+        doc="guided decoding under speculation: a text-level regex (grammar_regex) sent as structured_outputs",
+        reaches={"structured_requests": 1, "drafts_cut": 1},
+        scenarios=STRUCTURED_SCENARIOS,
+    ),
     "async-scheduling": EngineConfig(
         doc="async scheduling (placeholder drafts)",
         unreachable="async scheduling is forced off on CPU (platforms/cpu.py:331)",
@@ -110,7 +126,7 @@ ENGINE_CONFIGS: dict = {
 DEFAULT_ENGINE_CONFIG = "prefix-cache"
 
 STATE_KEYS = ("requests", "cached_tokens", "prefix_hits", "partial_prefills", "preemptions", "parallel_requests",
-              "parallel_samples")  # fmt: skip
+              "parallel_samples", "structured_requests", "drafts_cut")  # fmt: skip
 
 
 def new_state() -> dict:
@@ -144,6 +160,27 @@ def count_partial_prefills(llm, state: dict) -> None:
         return out
 
     scheduler.schedule = schedule
+
+
+def count_grammar_cuts(llm, state: dict) -> None:
+    """Count, in ``state``, the requests with structured outputs whose drafts vLLM validated against their grammar
+    (``structured_requests``) and the draft tokens it cut (``drafts_cut``): a wrapper around the in-process engine's
+    ``StructuredOutputManager.validate_tokens``, counting only (its result is returned unchanged)."""
+    from vllm.v1.structured_output.utils import strip_speculative_padding
+
+    manager = llm.llm_engine.engine_core.engine_core.scheduler.structured_output_manager
+    original, seen = manager.validate_tokens, set()
+
+    def validate_tokens(request, spec_tokens):  # noqa: ANN001, ANN202 - vLLM's signature
+        out = original(request, spec_tokens)
+        if request.use_structured_output:
+            if request.request_id not in seen:
+                seen.add(request.request_id)
+                state["structured_requests"] += 1
+            state["drafts_cut"] += len(strip_speculative_padding(list(spec_tokens))) - len(out)
+        return out
+
+    manager.validate_tokens = validate_tokens
 
 
 def preemptions(metrics) -> int:

@@ -53,6 +53,7 @@ COMMON_OPTIONS: dict = {
     "num_gpu_blocks_override": None,
     "parallel_n": False,
     "declare_seed": True,
+    "structured_outputs": False,  # vllm_configs "structured": declare grammar (text-level grammars only)
 }
 
 
@@ -100,6 +101,7 @@ OPTION_CHECKS: dict = {
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),
     "reset_suffix_cache": vllm_suffix.check_reset,
     "enable_prefix_caching": _flag("enable_prefix_caching", none=True),
+    "structured_outputs": _flag("structured_outputs"),
     "max_num_batched_tokens": _optional_int("max_num_batched_tokens", 2),  # a 1-token budget cannot hold γ + 1
     "num_gpu_blocks_override": _optional_int("num_gpu_blocks_override", 2),  # one request of max_model_len 64
     "parallel_n": _flag("parallel_n"),

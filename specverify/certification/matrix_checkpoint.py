@@ -136,6 +136,24 @@ def checkpoint_matrix(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
     return out
 
 
+#: The structured scenarios' regex over the main pair's strings ("a", "b", "ab", " ", "ba"; EOS 5): words "ab" or "b"
+#: separated by one space. It forbids " " and "ba" first and allows only " " (and EOS) after a word, so the unmasked
+#: draft (vLLM's draft sees no grammar) often proposes a token the grammar cuts.
+STRUCTURED_PATTERN = "(ab|b)( (ab|b))*"
+_GRAMMAR = None
+
+
+def structured_grammar():
+    """The ``RegexGrammar`` of :data:`STRUCTURED_PATTERN` over the checkpoint vocabulary of the main pair."""
+    global _GRAMMAR
+    if _GRAMMAR is None:
+        from specverify.grammar_regex import RegexGrammar
+
+        vocab = CHECKPOINT_PAIRS["main"].target.vocab
+        _GRAMMAR = RegexGrammar(STRUCTURED_PATTERN, vocab.strings, vocab.eos_token_id)
+    return _GRAMMAR
+
+
 _GROW = "a 28-token prompt: the first round needs a second 32-token KV block after admission (preempted there)"
 _LONG = "a 31-token prompt: the first round's drafts straddle a 32-token KV block, filled while decoding (turn 1)"
 _TURN_2 = "turn 2: turn 1's prompt and whole output, EOS included (33 tokens), its first block cached by turn 1"
@@ -159,8 +177,32 @@ _CONFIGURATION_OVERRIDES = {
         dict(prompt=TURN_1_PROMPT + TURN_1_OUTPUT, params=P(max_tokens=3), exercises=_TURN_2),
     ),
 }
+_STRUCTURED = "temperature 1 under a text-level regex the unmasked draft often violates: drafts cut by the grammar"
+_GREEDY_STRUCTURED = "greedy under the same regex: the cut drafts' positions decided by the masked argmax"
+
+
+def _structured_overrides() -> dict:
+    g = structured_grammar()
+    return {
+        "structured": (
+            "temperature-1",
+            "main",
+            dict(name="structured", params=P(max_tokens=3, grammar=g), num_draft_tokens=3, exercises=_STRUCTURED),
+        ),
+        "greedy-structured": (
+            "greedy",
+            "main",
+            dict(
+                name="greedy-structured",
+                params=P(temperature=0.0, max_tokens=4, grammar=g),
+                exercises=_GREEDY_STRUCTURED,
+            ),
+        ),
+    }  # fmt: skip
+
+
 #: The scenarios an engine configuration may add to the checkpoint matrix (``EngineConfig.scenarios``).
-CONFIGURATION_SCENARIOS = tuple(_CONFIGURATION_OVERRIDES)
+CONFIGURATION_SCENARIOS = (*_CONFIGURATION_OVERRIDES, "structured", "greedy-structured")
 
 
 def configuration_scenarios(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
@@ -169,7 +211,7 @@ def configuration_scenarios(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
     chosen = _pair_set(pairs, "pairs")
     return {
         name: replace(toy[base], pair=_SPECS[chosen[pair]], **changes)
-        for name, (base, pair, changes) in _CONFIGURATION_OVERRIDES.items()
+        for name, (base, pair, changes) in {**_CONFIGURATION_OVERRIDES, **_structured_overrides()}.items()
     }
 
 

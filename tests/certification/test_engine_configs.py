@@ -133,7 +133,7 @@ def test_the_configuration_scenario_names_by_family():
     from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
 
     assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
-        "second-block", "long-prompt", "multi-turn")  # fmt: skip
+        "second-block", "long-prompt", "multi-turn", "structured", "greedy-structured")  # fmt: skip
     assert configuration_scenario_names("toy") == ()  # the toy matrix holds its own
 
 
