@@ -33,7 +33,9 @@ __all__ = [
 TIMING_PHASES = ("draft", "verify", "sample", "state", "ttft", "tpot")
 
 FINISH_REASONS = ("eos", "stop", "length", "no_token")
-EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted")
+# "text-grammar": the decoder takes a grammar that has a text form (``.pattern``, specverify.grammar_regex), as
+# engines' structured outputs do, but not a token-level automaton; "grammar" (any Grammar) implies it.
+EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted", "text-grammar")
 # decoder.draft_law (optional; docs/adapters.md): what the decoder's drafts are, so the acceptance evidence compares
 # its reported acceptance with the right exact expectation
 DRAFT_LAWS = ("model", "model-argmax", "model-temperature", "unmodelled")
@@ -135,7 +137,8 @@ def capabilities_of(decoder) -> frozenset[str]:
             + (f" ({'; '.join(hints)})" if hints else "")
             + f"; expected SamplingParams field names or {EXTRA_CAPABILITIES!r}."
         )
-    return frozenset(caps) | MINIMUM_CAPABILITIES
+    implied = {"text-grammar"} if "grammar" in caps else set()
+    return frozenset(caps) | MINIMUM_CAPABILITIES | implied
 
 
 def draft_law_of(decoder) -> str:

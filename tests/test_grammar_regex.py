@@ -81,3 +81,27 @@ def test_tables_and_hash_follow_the_toy_automaton():
 def test_bad_arguments(kwargs):
     with pytest.raises(InvalidArgument):
         RegexGrammar(**kwargs)
+
+
+def test_a_text_grammar_needs_text_grammar_and_any_grammar_implies_it():
+    """A scenario whose grammar has a text form needs ``text-grammar`` (engines' structured outputs); a token-level
+    ToyGrammar needs ``grammar``, which a text-grammar decoder lacks, so those scenarios read not covered there."""
+    from dataclasses import replace
+
+    from specverify.certification.matrix_checkpoint import structured_grammar
+    from specverify.certification.scenarios import matrix
+    from specverify.protocol import capabilities_of
+
+    token_level = matrix()["grammar-dead-end"]
+    structured = replace(token_level, params=replace(token_level.params, grammar=structured_grammar()))
+    assert "text-grammar" in structured.needs() and "grammar" not in structured.needs()
+    assert "grammar" in token_level.needs()
+
+    class TextOnly:
+        capabilities = ("temperature", "max_tokens", "text-grammar")
+
+    class Full:
+        capabilities = ("temperature", "max_tokens", "grammar")
+
+    assert structured.needs() <= capabilities_of(TextOnly()) and structured.needs() <= capabilities_of(Full())
+    assert not token_level.needs() <= capabilities_of(TextOnly())

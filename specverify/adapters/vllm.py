@@ -79,10 +79,11 @@ proposer drafts nothing while the context holds no match, so such steps commit t
 ``max_num_batched_tokens`` covers every running request's whole prompt, so no prefill is ever split: a split prefill of
 a seeded request crashes vLLM on CPU (``gen.set_offset``, v1/worker/gpu_model_runner.py:3502, finding 3). ``top_k`` is
 declared for ``plain`` only: with speculation vLLM's engine dies on it (finding 2). Not declared: ``grammar`` (vLLM's
-structured outputs take a JSON schema / regex / EBNF, not a token automaton), ``ignore_eos``, ``stop_after_min_tokens``,
-``stream``. Counters: ``reported_metrics()``. Layout: ``vllm_methods`` (the table, re-exported), ``_vllm_mapping``,
-``_vllm_engine`` (the live engines, their shutdown, the load checks; re-exported), ``vllm_patches``, ``vllm_heads``,
-``vllm_suffix``.
+structured outputs take a JSON schema / regex / EBNF, not a token automaton; ``structured_outputs=true`` declares
+``text-grammar``, a ``RegexGrammar`` sent as its regex, so the token-level grammar scenarios read not covered),
+``ignore_eos``, ``stop_after_min_tokens``, ``stream``. Counters: ``reported_metrics()``. Layout: ``vllm_methods`` (the
+table, re-exported), ``_vllm_mapping``, ``_vllm_engine`` (the live engines, their shutdown, the load checks;
+re-exported), ``vllm_patches``, ``vllm_heads``, ``vllm_suffix``.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ class VllmDecoder:
             )
         self.vocab_size = int(target.vocab.size)
         self.vocab = target.vocab
-        caps = frozenset(spec.capabilities) | ({"grammar"} if self.options["structured_outputs"] else frozenset())
+        caps = frozenset(spec.capabilities) | ({"text-grammar"} if self.options["structured_outputs"] else frozenset())
         self.capabilities = caps if self.options["declare_seed"] else caps - {"seed"}  # vllm_configs: finding 3
         self.fixed_gamma = self._speculative  # one engine per γ (docs/adapters.md); plain ignores γ
         law = spec.law(self.options)  # what the drafts are (specverify.protocol.draft_law_of)

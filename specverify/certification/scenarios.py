@@ -59,6 +59,8 @@ class CertificationScenario:
         """Capabilities its requests need (the params it sets); its check may add more (``checks.requirements``)."""
         needed = {"temperature", "max_tokens"} | set(self.params.active())
         needed.discard("stop_after_min_tokens")
+        if "grammar" in needed and isinstance(getattr(self.params.grammar, "pattern", None), str):
+            needed = (needed - {"grammar"}) | {"text-grammar"}  # a text form: engines' structured outputs take it
         return frozenset(needed)
 
 
