@@ -105,3 +105,22 @@ def test_a_text_grammar_needs_text_grammar_and_any_grammar_implies_it():
 
     assert structured.needs() <= capabilities_of(TextOnly()) and structured.needs() <= capabilities_of(Full())
     assert not token_level.needs() <= capabilities_of(TextOnly())
+
+
+def test_acceptance_counts_of_drafts_that_ignore_the_grammar_are_shown_not_judged():
+    """vLLM's drafts (``model-temperature``) ignore the grammar and the engine cuts the forbidden ones: no rule models
+    that, so the metrics evidence is ``ok=None`` (and the block rule's oracle is never walked past a forbidden draft,
+    which raised InvalidArgument from the grammar in the first structured certificate)."""
+    from types import SimpleNamespace
+
+    from specverify.certification.matrix_checkpoint import structured_grammar
+    from specverify.certification.metrics_check import metrics_evidence
+    from specverify.params import SamplingParams
+
+    law = SimpleNamespace(params=SamplingParams(max_tokens=3, grammar=structured_grammar()), prompt=(0,))
+    draws = SimpleNamespace(violation=None, n=10, prefill=1)
+    scenario = SimpleNamespace(num_draft_tokens=3)
+    out = metrics_evidence(scenario, draws, law, alpha=1e-6, draft_law="model-temperature")
+    assert out["ok"] is None and out["rows"] == [] and out["draft_law"] == "model-temperature"
+    masked = SimpleNamespace(params=SamplingParams(max_tokens=3), prompt=(0,))
+    assert metrics_evidence(scenario, SimpleNamespace(violation="x", n=0, prefill=0), masked, alpha=1e-6)["ok"] is False

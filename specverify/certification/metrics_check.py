@@ -33,6 +33,13 @@ def _law(pair_spec, models, prompt, params, gamma, rule, prefill, draft_law):
     return _LAWS[key]
 
 
+def _cut_by_grammar(params, draft_law: str) -> bool:
+    """Whether the drafts ignore the request's grammar (``model-temperature``: unprocessed) while it has one. Engines
+    then cut the drafts the grammar forbids before verifying (vLLM's ``validate_tokens``), which neither the chain
+    nor the block rule models, so the acceptance counts have no exact expectation; the law check is unaffected."""
+    return params.grammar is not None and draft_law == "model-temperature"
+
+
 def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 0, rule=None) -> dict:
     """The first round's accepted counts beside their exact law — from the prompt, or after the ``prefill`` plain
     tokens an engine emits before its first round (``decoder.prefill_tokens``, else inferred from the counts) —
@@ -49,7 +56,7 @@ def acceptance_evidence(scenario, accepted, law, draft_law: str, prefill: int = 
     observed = np.array([accepted.get(m, 0) for m in range(gamma + 1)])
     out = dict(accepted_observed={int(m): int(c) for m, c in enumerate(observed)})
     draft = draft_for_law(pair.draft, draft_law, law.params)
-    if draft is None:  # unmodelled drafts: the counts are shown, with nothing to compare them with
+    if draft is None or _cut_by_grammar(law.params, draft_law):  # the counts shown, nothing to compare them with
         return out
     if prefill or rule == "block":
         expected = _law(scenario.pair, pair, law.prompt, law.params, gamma, rule, prefill, draft_law).first_round
@@ -73,7 +80,7 @@ def metrics_evidence(scenario, draws, law, *, alpha: float, draft_law: str = "mo
     out.update(prefill=draws.prefill, draft_law=draft_law)
     if draws.violation:
         return out
-    if draft_law == "unmodelled":  # no exact expectation to hold the counts against
+    if draft_law == "unmodelled" or _cut_by_grammar(law.params, draft_law):  # no exact expectation to hold them to
         out.update(ok=None)
         return out
     from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
