@@ -5,6 +5,7 @@ structured outputs whose drafts the grammar cut) with every completion inside th
     .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_structured.py -q
 """
 
+import json
 import re
 
 import pytest
@@ -104,3 +105,21 @@ def test_structured_reaches_cut_drafts_inside_the_grammar():
         assert grammar.dfa.step(0, text) is not None, (c.tokens, c.finish_reason)
         if c.finish_reason == "eos":
             assert re.fullmatch(STRUCTURED_PATTERN, text), c.tokens
+
+
+def test_probabilistic_drafts_cut_by_the_grammar_shift_the_law():
+    """Pinned finding (docs/findings/vllm.md, "structured"): with the three workarounds, ``draft_model``'s
+    probabilistic drafts under a grammar are rejected on the law (p ~ 1e-9 at quick, sequential), while ``eagle``'s
+    one-hot drafts certify exact in the same preset. vLLM cuts a draft the grammar forbids and samples that position
+    from the masked target row instead of rejecting the draft (whose residual is the right law). If this test fails,
+    vLLM changed: re-run the structured certificates."""
+    from specverify import certify
+
+    option = "workaround=" + json.dumps(WORKAROUNDS)
+    cert = certify(
+        "specverify.adapters.vllm:draft_model", scenarios=["structured"], level="quick", isolation="none",
+        models="checkpoint", engine_config="structured", engine_options=[option],
+    )  # fmt: skip
+    va.close_all()
+    (result,) = [r for r in cert.scenarios if r.scenario == "structured"]
+    assert result.covered and not result.passed and result.pvalue is not None and result.pvalue < 1e-6, result
