@@ -179,9 +179,12 @@ def test_set_up_is_frozen_until_release_and_a_foreign_freeze_is_left_alone():
         assert gc.get_freeze_count() == 0
         gc.freeze()  # the user's own freeze
         theirs = gc.get_freeze_count()
+        fresh = [[] for _ in range(5000)]  # tracked objects made after their freeze: an extension would freeze them
         freeze.hold(a)
         freeze.release(a)
-        assert gc.get_freeze_count() == theirs  # neither extended nor undone
+        # neither extended (+5000) nor undone (0); a frozen object freed meanwhile (by refcount, in any thread) lowers
+        # the count a little, which made an exact comparison flaky (558 921 against 558 923 in one full run)
+        assert theirs - 100 <= gc.get_freeze_count() < theirs + len(fresh)
     finally:
         gc.unfreeze()
 
