@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from specverify.errors import InvalidArgument, check
 
-__all__ = ["Grammar", "ToyGrammar"]
+__all__ = ["Grammar", "ToyGrammar", "text_form"]
 
 
 @runtime_checkable
@@ -29,6 +29,13 @@ class Grammar(Protocol):
 
     def accepting(self, state) -> bool:
         """Whether EOS is allowed in ``state``."""
+
+
+def text_form(grammar) -> "str | None":
+    """The grammar as text (``.pattern``, a regex: ``specverify.grammar_regex.RegexGrammar``) that engines' structured
+    outputs take, or None for a token-level automaton (``ToyGrammar``), which needs the ``grammar`` capability."""
+    pattern = getattr(grammar, "pattern", None)
+    return pattern if isinstance(pattern, str) else None
 
 
 @dataclass(frozen=True)

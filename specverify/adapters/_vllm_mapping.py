@@ -11,6 +11,7 @@ from specverify.adapters import vllm_patches
 from specverify.adapters._finish import clip_accepted, finish
 from specverify.adapters.vllm_methods import METHODS
 from specverify.errors import InvalidArgument
+from specverify.grammar import text_form
 from specverify.protocol import Completion, Request
 
 __all__ = ["completion"]
@@ -115,7 +116,7 @@ def _check_request(request: Request, method: str, structured: bool = False) -> N
     speculative = METHODS[method].vllm_method is not None
     if p.ignore_eos:
         raise InvalidArgument(f"params={p!r}: the vLLM adapter does not map ignore_eos (not declared); drop it.")
-    if p.grammar is not None and not (structured and isinstance(getattr(p.grammar, "pattern", None), str)):
+    if p.grammar is not None and not (structured and text_form(p.grammar) is not None):
         raise InvalidArgument(
             f"grammar={p.grammar!r}: vLLM's structured outputs take a grammar as text, so the adapter maps only a "
             "specverify.grammar_regex.RegexGrammar (its .pattern as a regex), and only with --engine-config "
@@ -171,7 +172,7 @@ def vllm_kwargs(request: Request, vocab_size: int) -> dict:
     if p.grammar is not None:  # checked by _check_request: a RegexGrammar (text form) under structured_outputs
         from vllm.sampling_params import StructuredOutputsParams
 
-        kwargs["structured_outputs"] = StructuredOutputsParams(regex=p.grammar.pattern)
+        kwargs["structured_outputs"] = StructuredOutputsParams(regex=text_form(p.grammar))
     if p.is_set("bad_token_ids"):
         allowed = [t for t in range(vocab_size) if t not in set(p.bad_token_ids)]
         if not allowed:

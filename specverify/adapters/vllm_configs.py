@@ -17,7 +17,7 @@ configuration          engine options                                       evid
 ``parallel-n``         ``parallel_n=true``: identical unseeded requests     ``parallel_requests`` >= 1
                        of a call are one vLLM request with ``n = k``
 ``patched``            every workaround of ``vllm_patches``                 none
-``structured``         ``structured_outputs=true``: ``grammar`` declared,    ``structured_requests`` >= 1,
+``structured``         ``structured_outputs=true``: ``text-grammar``,       ``structured_requests`` >= 1,
                        a ``RegexGrammar`` sent as a regex                   ``drafts_cut`` >= 1
 =====================  ===================================================  ==========================================
 

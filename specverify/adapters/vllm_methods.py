@@ -53,7 +53,7 @@ COMMON_OPTIONS: dict = {
     "num_gpu_blocks_override": None,
     "parallel_n": False,
     "declare_seed": True,
-    "structured_outputs": False,  # vllm_configs "structured": declare grammar (text-level grammars only)
+    "structured_outputs": False,  # vllm_configs "structured": declare text-grammar (a RegexGrammar as its regex)
 }
 
 

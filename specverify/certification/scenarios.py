@@ -9,7 +9,7 @@ from typing import Iterable
 from specverify.certification.options import OptionError
 from specverify.enums import DraftFamily, ModelFamily, ScenarioKind
 from specverify.errors import InvalidArgument, check
-from specverify.grammar import ToyGrammar
+from specverify.grammar import ToyGrammar, text_form
 from specverify.oracles.pairs import ModelPair, PairSpec, ToyPairSpec
 from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
@@ -59,7 +59,7 @@ class CertificationScenario:
         """Capabilities its requests need (the params it sets); its check may add more (``checks.requirements``)."""
         needed = {"temperature", "max_tokens"} | set(self.params.active())
         needed.discard("stop_after_min_tokens")
-        if "grammar" in needed and isinstance(getattr(self.params.grammar, "pattern", None), str):
+        if "grammar" in needed and text_form(self.params.grammar) is not None:
             needed = (needed - {"grammar"}) | {"text-grammar"}  # a text form: engines' structured outputs take it
         return frozenset(needed)
 
