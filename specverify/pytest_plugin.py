@@ -89,15 +89,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("specverify")
     if marker is None:
         return
-    from specverify.testing.session import SCENARIO_PARAM, expand
+    from specverify.testing.session import CONFIG_PARAM, SCENARIO_PARAM, expand
 
     try:
-        names = expand(marker, metafunc.config.stash[_OPTIONS])
+        pairs = expand(marker, metafunc.config.stash[_OPTIONS])
     except InvalidArgument as exc:
         pytest.fail(f"{metafunc.definition.nodeid}: {exc}", pytrace=False)
     if SCENARIO_PARAM not in metafunc.fixturenames:
         metafunc.fixturenames.append(SCENARIO_PARAM)
-    metafunc.parametrize(SCENARIO_PARAM, names, ids=list(names))
+    if all(config is None for config, _ in pairs):
+        names = [name for _, name in pairs]
+        metafunc.parametrize(SCENARIO_PARAM, names, ids=names)
+        return
+    if CONFIG_PARAM not in metafunc.fixturenames:  # several configurations: one item per (configuration, scenario)
+        metafunc.fixturenames.append(CONFIG_PARAM)
+    ids = [f"{config}/{name}" for config, name in pairs]
+    metafunc.parametrize((CONFIG_PARAM, SCENARIO_PARAM), pairs, ids=ids)
 
 
 def _is_marker_item(item: pytest.Item) -> bool:

@@ -24,7 +24,14 @@ from specverify.enums import Verdict
 from specverify.errors import InvalidArgument
 from specverify.protocol import EngineConfig, engine_configs_of
 
-__all__ = ["ConfigurationResult", "ConfigurationSet", "certify_configurations", "run_configurations", "ALL"]
+__all__ = [
+    "ConfigurationResult",
+    "ConfigurationSet",
+    "certify_configurations",
+    "chosen_configurations",
+    "run_configurations",
+    "ALL",
+]
 
 ALL = "all"
 
@@ -79,8 +86,12 @@ class ConfigurationSet:
         return bool(self.certificates) and all(r.met for r in self.results)
 
 
-def _chosen(names: Sequence[str], presets: dict, factory_name: str) -> list:
-    """The configuration names to run, in order: ``all`` expands to every declared one (in declaration order)."""
+def chosen_configurations(
+    names: Sequence[str], presets: dict, factory_name: str, *, surface: str = "--engine-config "
+) -> list:
+    """The configuration names to run, in order: ``all`` expands to every declared one (in declaration order).
+    ``surface`` spells the option in messages: ``--engine-config`` (the CLI) or
+    ``@pytest.mark.specverify: engine_config=`` (the marker)."""
     if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) and n for n in names):
         raise InvalidArgument(
             f"engine_configs={names!r} must be a non-empty list of configuration names (or ['all']), e.g. "
@@ -88,7 +99,7 @@ def _chosen(names: Sequence[str], presets: dict, factory_name: str) -> list:
         )
     if not presets:
         raise InvalidArgument(
-            f"--engine-config {' '.join(names)}: {factory_name} declares no engine configurations (its "
+            f"{surface}{' '.join(names)}: {factory_name} declares no engine configurations (its "
             "engine_configs attribute, docs/adapters.md)."
         )
     out = []
@@ -98,11 +109,10 @@ def _chosen(names: Sequence[str], presets: dict, factory_name: str) -> list:
             continue
         if name not in presets:
             raise InvalidArgument(
-                f"--engine-config {name!r} is not a configuration of {factory_name}: it names {sorted(presets)} "
-                f"(or {ALL!r})."
+                f"{surface}{name!r} is not a configuration of {factory_name}: it names {sorted(presets)} (or {ALL!r})."
             )
         if name in out:
-            raise InvalidArgument(f"--engine-config {name!r} is named twice; name each configuration once.")
+            raise InvalidArgument(f"{surface}{name!r} is named twice; name each configuration once.")
         out.append(name)
     return out
 
@@ -126,7 +136,7 @@ def run_configurations(
         failed = ConfigurationResult(",".join(map(str, names)), EngineConfig(), cert, False, "not set up")
         return ConfigurationSet(config.factory_name, None, (failed,))
     presets, default = engine_configs_of(factory)
-    chosen = _chosen(names, presets, config.factory_name)
+    chosen = chosen_configurations(names, presets, config.factory_name)
     listing = ALL in names
     results = []
     for name in chosen:

@@ -24,6 +24,9 @@ __all__ = [
     "MARKER_ARGS",
     "MarkerSpec",
     "marker_spec",
+    "marker_configurations",
+    "Unreachable",
+    "planned_m",
     "ItemResult",
     "certify_item",
     "ItemDecision",
@@ -41,6 +44,7 @@ class MarkerSpec:
     config: RunConfig
     scenarios: tuple
     allow_inconclusive: bool = False
+    reaches: dict = field(default_factory=dict)
 
     factory = property(lambda self: self.config.factory)
     factory_name = property(lambda self: self.config.factory_name)
@@ -51,6 +55,7 @@ class MarkerSpec:
     models = property(lambda self: str(self.config.models))
     budget = property(lambda self: self.config.budget_s)
     sequential = property(lambda self: self.config.sequential)
+    engine_config = property(lambda self: self.config.engine_config)
 
 
 def _marker_values(args: tuple, kwargs: dict) -> dict:
@@ -76,16 +81,97 @@ def _marker_values(args: tuple, kwargs: dict) -> dict:
     return values
 
 
-def marker_spec(args: tuple, kwargs: dict, options) -> MarkerSpec:
+def _configurations_asked(kwargs: dict) -> Optional[list]:
+    """The marker's ``engine_config=`` as a list of names when it asks for several configurations (a list, or
+    ``'all'``); None when it names one configuration or none (the test is then one decoder, as before)."""
+    value = kwargs.get("engine_config")
+    if value is None or (isinstance(value, str) and value != "all"):
+        return None
+    names = [value] if isinstance(value, str) else value
+    check(
+        isinstance(names, (list, tuple)) and names and all(isinstance(n, str) and n for n in names),
+        f"@pytest.mark.specverify(engine_config={value!r}): expected a configuration name, a list of names or "
+        "'all', e.g. engine_config=['prefix-cache', 'preempt'].",
+    )
+    return list(names)
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """A configuration the marker asks for that cannot run on this machine (``EngineConfig.unreachable``):
+    ``named`` when the marker names it (not covered: the item fails unless ``allow_inconclusive=True``), else it is
+    only listed by ``'all'`` (the item is skipped with the reason)."""
+
+    reason: str
+    named: bool
+
+
+def marker_configurations(args: tuple, kwargs: dict) -> Optional[dict]:
+    """``{name: None | Unreachable}`` for a marker that names several engine configurations (``engine_config=[...]``
+    or ``'all'``: every one ``factory.engine_configs`` declares, in its order); None for a marker that names one or
+    none. Each configuration is its own decoder: its own items, its own α and decision (docs/pytest_plugin.md)."""
+    v = _marker_values(args, kwargs)
+    names = _configurations_asked(v)
+    if names is None:
+        return None
+    from specverify.certification.configurations import ALL, chosen_configurations
+    from specverify.certification.factory import resolve_factory
+    from specverify.protocol import engine_configs_of
+
+    factory = v["factory"]
+    factory_name = factory if isinstance(factory, str) else getattr(factory, "__qualname__", repr(factory))
+    presets, _ = engine_configs_of(resolve_factory(factory))
+    chosen = chosen_configurations(names, presets, factory_name, surface="@pytest.mark.specverify: engine_config=")
+    listing = ALL in names
+    return {
+        n: Unreachable(presets[n].unreachable, not listing or n in names) if presets[n].unreachable else None
+        for n in chosen
+    }
+
+
+def marker_spec(args: tuple, kwargs: dict, options, *, engine_config: Optional[str] = None) -> MarkerSpec:
     """Validate the marker's ``args``/``kwargs`` (the run options' one validator, named as the marker spells them)
-    and fill the rest from the session's ``options``."""
+    and fill the rest from the session's ``options``. ``engine_config``: the one configuration of a marker that names
+    several (:func:`marker_configurations`), which this spec certifies."""
     v = _marker_values(args, kwargs)
     allow = v.pop("allow_inconclusive", False)
     check(isinstance(allow, bool), f"@pytest.mark.specverify(allow_inconclusive={allow!r}): expected True or False.")
+    if _configurations_asked(v) is not None:
+        check(
+            engine_config is not None,
+            f"@pytest.mark.specverify(engine_config={v['engine_config']!r}) names several configurations: each "
+            "item certifies one (marker_configurations).",
+        )
+        v["engine_config"] = engine_config
     factory = v.pop("factory")
     config = options.config(factory, "marker", **{marker_field(k): value for k, value in v.items()})
     scenarios = config.scenarios or scenario_names(config.models, config.draft_family)
-    return MarkerSpec(config, tuple(scenarios), allow)
+    reaches = {}
+    if config.engine_config is not None:
+        scenarios, reaches = _configured(config, scenarios)
+    return MarkerSpec(config, tuple(scenarios), allow, reaches)
+
+
+def _configured(config: RunConfig, scenarios: list) -> tuple:
+    """The scenarios and the state evidence (``EngineConfig.reaches``) of ``config``'s engine configuration: its
+    own scenarios are added when the marker does not choose the scenarios (``certification.configured``)."""
+    from specverify.certification.factory import resolve_factory
+    from specverify.certification.run import matrix_for
+    from specverify.protocol import engine_configs_of
+
+    presets, _ = engine_configs_of(resolve_factory(config.factory))
+    preset = presets.get(config.engine_config)
+    if preset is None:  # the run reports the unknown name (certification.factory.factory_options)
+        return scenarios, {}
+    return (list(scenarios) if config.scenarios else list(matrix_for(config))), dict(preset.reaches)
+
+
+def planned_m(config: RunConfig) -> int:
+    """``m`` of the α plan of the run ``config`` describes (its matrix, with an engine configuration's scenarios)."""
+    from specverify.certification.checks import num_tests
+    from specverify.certification.run import matrix_for
+
+    return num_tests(matrix_for(config))
 
 
 @dataclass(frozen=True)
@@ -107,6 +193,7 @@ class ItemResult:
     status: str = ""
     failure: Optional[str] = None
     meta: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)  # the run's engine_info["state"] (an engine configuration's evidence)
 
     @property
     def result(self) -> object:
@@ -168,6 +255,7 @@ def certify_item(
         error=error,
         elapsed_s=time.perf_counter() - started,
         command=cert.command,
+        state=dict((cert.engine or {}).get("state") or {}) if isinstance(cert.engine, dict) else {},
     )
 
 

@@ -31,6 +31,7 @@ class Group:
     allow_inconclusive: bool = False
     planned: tuple = ()
     nodeid: str = ""
+    reaches: dict = field(default_factory=dict)  # an engine configuration's state evidence (EngineConfig.reaches)
     records: list = field(default_factory=list)
     certificate: Optional[dict] = None  # a call's certificate (json_document)
 
@@ -135,9 +136,10 @@ def _certificate(group: Group, config, family, records: list):
 def _decide(group: Group) -> Decision:
     from specverify.certification.ledger import planned_tests
     from specverify.certification.run import matrix_for
+    from specverify.testing.items import planned_m
 
     config = group.run_config()
-    m = planned_tests(config.models, config.draft_family)
+    m = planned_tests(config.models, config.draft_family) if group.kind == "call" else planned_m(config)
     alpha_test = config.alpha / m
     if group.kind == "call":
         from specverify.report import certificate_from_document
@@ -151,11 +153,30 @@ def _decide(group: Group) -> Decision:
     holm_only = tuple(s.name for s in cert.failures if s.scenario in passed_items)
     not_run = tuple(n for n in group.planned if n not in {r.scenario for r in records})
     meets, why = _meets(cert, group)
+    short = _state_shortfall(group, records)
+    if short is not None:  # a configuration whose state was not reached is not covered, whatever the verdict
+        meets, why = False, f"engine configuration {config.engine_config!r} not covered: {short}"
     failed = tuple(r.scenario for r in records if r.failure)
     if meets and failed:  # the summary never says "meets" beside failed items (a baseline regression, a core gap)
         statuses = ", ".join(f"{r.scenario} ({r.status})" for r in records if r.failure)
         meets, why = False, f"{why}, but {len(failed)} item(s) failed: {statuses}"
     return Decision(group, cert, meets, why, alpha_test, m, not_run=not_run, holm_only=holm_only)
+
+
+def _state_shortfall(group: Group, records: list):
+    """Why the group's engine configuration did not reach its state (``EngineConfig.shortfall`` over every item's
+    ``engine_info["state"]``, each key the largest one item reached, as a whole run counts it); None when it did or
+    declares nothing."""
+    if not group.reaches:
+        return None
+    from specverify.protocol import EngineConfig
+
+    merged: dict = {}
+    for r in records:
+        for key, value in (r.state or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                merged[key] = max(merged.get(key, value), value)
+    return EngineConfig(reaches=group.reaches).shortfall({"state": merged})
 
 
 def _meets(cert, group: Group) -> tuple:

@@ -7,23 +7,63 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from specverify.testing.items import ItemDecision, certify_item, item_message, judge_item, marker_spec, with_decision
+from specverify.testing.items import (
+    ItemDecision,
+    certify_item,
+    item_message,
+    judge_item,
+    marker_configurations,
+    marker_spec,
+    planned_m,
+    with_decision,
+)
 from specverify.testing.summary import call_properties, item_properties, pytest_command
 
-__all__ = ["SCENARIO_PARAM", "expand", "group_nodeid", "setup_item", "certify_call", "finish_session"]
+__all__ = [
+    "SCENARIO_PARAM",
+    "CONFIG_PARAM",
+    "UNREACHABLE",
+    "expand",
+    "group_nodeid",
+    "setup_item",
+    "certify_call",
+    "finish_session",
+]
 
 SCENARIO_PARAM = "_specverify_scenario"  # the parameter a marked test is expanded over: one item per scenario
+CONFIG_PARAM = "_specverify_engine_config"  # and, when the marker names several configurations, per configuration
+UNREACHABLE = "not-reachable-here"  # the one item of a configuration that cannot run on this machine
 
 
-def expand(marker, options) -> tuple:
-    """The scenario names a marked test expands into (the marker's ``scenarios=``, else ``--specverify-scenario``,
-    else the family's whole matrix)."""
-    return marker_spec(marker.args, marker.kwargs, options).scenarios
+def expand(marker, options) -> list:
+    """The items a marked test expands into: ``[(engine_config, scenario)]``, the scenario names the marker's
+    ``scenarios=``, else ``--specverify-scenario``, else the matrix (with the configuration's own scenarios);
+    ``engine_config`` None unless the marker names several configurations (``engine_config=[...]`` or ``'all'``),
+    each then its own decoder. A configuration that cannot run here is one item, :data:`UNREACHABLE`."""
+    configurations = marker_configurations(marker.args, marker.kwargs)
+    if configurations is None:
+        return [(None, name) for name in marker_spec(marker.args, marker.kwargs, options).scenarios]
+    if options.baseline:
+        from specverify.errors import InvalidArgument
+
+        raise InvalidArgument(
+            f"--specverify-baseline with @pytest.mark.specverify(engine_config={marker.kwargs['engine_config']!r}): "
+            "a baseline stores one decoder per factory; mark one configuration per test (engine_config='NAME') "
+            "or run without --specverify-baseline."
+        )
+    out = []
+    for name, unreachable in configurations.items():
+        if unreachable is not None:
+            out.append((name, UNREACHABLE))
+            continue
+        out += [(name, s) for s in marker_spec(marker.args, marker.kwargs, options, engine_config=name).scenarios]
+    return out
 
 
 def group_nodeid(item) -> str:
-    """The marked test's id without its scenario parameter (other parameters kept as ``name=value``)."""
-    others = {k: v for k, v in item.callspec.params.items() if k != SCENARIO_PARAM}
+    """The marked test's id without its scenario and configuration parameters (other parameters kept as
+    ``name=value``)."""
+    others = {k: v for k, v in item.callspec.params.items() if k not in (SCENARIO_PARAM, CONFIG_PARAM)}
     base = item.nodeid.split("[")[0]
     return base + (f"[{','.join(f'{k}={v!r}' for k, v in sorted(others.items()))}]" if others else "")
 
@@ -70,17 +110,17 @@ def _certify_with_progress(item, options, spec, scenario, **kwargs) -> object:
 
 def setup_item(item, options, ledger) -> object:
     """Certify the item's scenario, record it (ledger, JUnit properties) and return its ``ItemResult``."""
-    from specverify.certification.ledger import planned_tests
-
-    spec = marker_spec(
-        item.get_closest_marker("specverify").args, item.get_closest_marker("specverify").kwargs, options
-    )
+    marker = item.get_closest_marker("specverify")
+    name = item.callspec.params.get(CONFIG_PARAM)
     scenario = item.callspec.params[SCENARIO_PARAM]
+    if scenario == UNREACHABLE:
+        return _unreachable_item(item, marker, name)
+    spec = marker_spec(marker.args, marker.kwargs, options, engine_config=name)
     nodeid = group_nodeid(item)
-    key = f"{nodeid}::{spec.factory_name}"
+    key = f"{nodeid}::{spec.factory_name}" + (f"@{spec.engine_config}" if spec.engine_config else "")
     budget = None if spec.budget is None else spec.budget / len(spec.scenarios)
     record = _certify_with_progress(item, options, spec, scenario, group=key, budget_s=budget)
-    m = planned_tests(spec.config.models, spec.config.draft_family)
+    m = planned_m(spec.config)
     alpha_test = spec.alpha / m
     decision = judge_item(record, spec, num_tests=m, alpha_test=alpha_test)
     decision = _against_baseline(ledger, record, decision, spec, options, alpha_test)
@@ -99,9 +139,27 @@ def setup_item(item, options, ledger) -> object:
         allow_inconclusive=spec.allow_inconclusive,
         planned=spec.scenarios,
         nodeid=nodeid,
+        reaches=spec.reaches,
     )
     item.user_properties.extend(item_properties(record, alpha_test=alpha_test, spec=spec))
     return record
+
+
+def _unreachable_item(item, marker, name: str) -> object:
+    """The item of a configuration that cannot run here: skipped when ``'all'`` only lists it, not covered (a
+    failure unless ``allow_inconclusive=True``) when the marker names it."""
+    from specverify.testing.items import ItemResult
+
+    unreachable = marker_configurations(marker.args, marker.kwargs)[name]
+    why = f"specverify: engine configuration {name!r} is not reachable here: {unreachable.reason}"
+    if not unreachable.named or marker.kwargs.get("allow_inconclusive") is True:
+        return ItemResult(group_nodeid(item), UNREACHABLE, status="not covered", meta={"skip": why})
+    return ItemResult(
+        group_nodeid(item),
+        UNREACHABLE,
+        status="not covered",
+        failure=f"{why}; it is named, so it is not covered (allow_inconclusive=True lets the session go on)",
+    )
 
 
 def certify_call(node, options, ledger, factory: object, kwargs: dict, *, index: int) -> object:

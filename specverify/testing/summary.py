@@ -74,11 +74,16 @@ def _table(cert, regressed=()) -> list:
     return rows
 
 
+def _configuration(group) -> str:
+    name = group.config.get("engine_config")
+    return f" · engine config {name}" if name else ""
+
+
 def decision_lines(d, options) -> list:
     cert, group = d.certificate, d.group
     lines = [
-        f"{cert.factory} — {group.nodeid} · level {cert.level} · seed {cert.seed} · family α {cert.alpha:g} "
-        f"(per-test α/m = {d.alpha_test:.2g}, m = {d.num_tests})"
+        f"{cert.factory}{_configuration(group)} — {group.nodeid} · level {cert.level} · seed {cert.seed} · "
+        f"family α {cert.alpha:g} (per-test α/m = {d.alpha_test:.2g}, m = {d.num_tests})"
     ]
     lines += _table(cert, {r.scenario for r in group.records if r.status == "regressed"})
     if d.not_run:
@@ -113,7 +118,12 @@ def summary_lines(decisions: list, options) -> list:
     if judged:
         lines.append(
             f"specverify: {len(judged) - len(failing)} of {len(judged)} decoder certification(s) meet their "
-            f"requirement" + (f"; failing: {', '.join(d.certificate.factory for d in failing)}" if failing else "")
+            f"requirement"
+            + (
+                f"; failing: {', '.join(d.certificate.factory + _configuration(d.group) for d in failing)}"
+                if failing
+                else ""
+            )
         )
     return lines
 
