@@ -342,6 +342,15 @@ class VllmDecoder:
                 out[i] = completion(requests[i], sample, self.vocab, self.method)
         return out
 
+    def engine(self, gamma: int = 3) -> object:
+        """This decoder's ``vllm.LLM`` for γ = ``gamma`` (started if it is not live; plain ignores γ): the engine
+        the state fuzzer (``specverify.fuzz.vllm_engine``) drives request by request."""
+        if self._closed:
+            raise InvalidArgument("this VllmDecoder was closed; make a new one with the factory.")
+        if not (isinstance(gamma, int) and not isinstance(gamma, bool) and gamma >= 1):
+            raise InvalidArgument(f"gamma={gamma!r} must be an int >= 1 (the drafts per round), e.g. engine(3).")
+        return self._engine(gamma if self._speculative else 0)
+
     def close(self) -> None:
         """Shut down this decoder's engines (idempotent)."""
         self._closed = True
