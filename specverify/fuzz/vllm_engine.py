@@ -1,13 +1,14 @@
 """State fuzzing on a real vLLM engine: the white-box harness's schedules driven through vLLM's own engine API.
 
-A schedule (``whitebox.schedules``: ``Add``, ``Step``, ``Cancel``, ``Preempt``) runs over a built ``vllm.LLM`` in one
-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): ``Add`` is ``llm_engine.add_request`` of the next pending request,
-``Step`` one ``llm_engine.step()`` (every running request advances; its ``slot`` is not used), ``Cancel`` an
-``llm_engine.abort_request`` of a started, unfinished request and ``Preempt`` the scheduler's own preemption of a
-running one (removed from ``scheduler.running``, ``Scheduler._preempt_request``, and dropped from the set of requests
-scheduled in the previous step, as ``Scheduler.reset_prefix_cache`` does), which the scheduler later resumes by
-recomputing its KV from the committed tokens. vLLM resumes on its own, so ``Resume`` is not an event here. After the
-schedule every request not yet added is added and the engine steps until nothing is left.
+A schedule (``whitebox.schedules``' ``Add``, ``Step``, ``Cancel``, ``Preempt``, and :class:`Resubmit`) runs over a
+built ``vllm.LLM`` in one process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): ``Add`` is ``llm_engine.add_request`` of the
+next pending request, ``Step`` one ``llm_engine.step()`` (every running request advances; its ``slot`` is not used),
+``Cancel`` an ``llm_engine.abort_request`` of a started, unfinished request and ``Preempt`` the scheduler's own
+preemption of a running one (removed from ``scheduler.running``, ``Scheduler._preempt_request``, and dropped from the
+set of requests scheduled in the previous step, as ``Scheduler.reset_prefix_cache`` does), which the scheduler later
+resumes by recomputing its KV from the committed tokens; ``Resubmit`` adds a finished or cancelled request again under
+its id. vLLM resumes on its own, so ``Resume`` is not an event here. After the schedule every request not yet added is
+added and the engine steps until nothing is left.
 
 The property (:func:`engine_mismatches`): every request that finishes has the output it has in a run without events
 (all requests added at once, stepped to the end). With greedy requests that is one output each; a seeded request is
@@ -25,21 +26,35 @@ from typing import Sequence
 from specverify.errors import InvalidArgument, check
 from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Step
 
-__all__ = ["EngineRun", "run_engine_schedule", "engine_mismatches"]
+__all__ = ["Resubmit", "EngineRun", "run_engine_schedule", "engine_mismatches"]
 
 _RUN = itertools.count()
 _MAX_STEPS = 10_000
 
 
+@dataclass(frozen=True)
+class Resubmit:
+    """Add a request again under the same request id once it is done (finished or cancelled; ``slot`` picks among
+    those, cyclically): vLLM gives every request an internal id of its own, so the caller's id may be reused. Its
+    output is the one its second run finishes with."""
+
+    slot: int
+
+    def __post_init__(self):
+        check(isinstance(self.slot, int) and self.slot >= 0, f"slot={self.slot!r} must be an int >= 0.")
+
+
 @dataclass
 class EngineRun:
     """What one schedule did: ``outputs`` the token ids of each request that finished (by index), ``cancelled`` the
-    indices aborted before they finished, ``preempted`` how many preemptions the schedule made and ``skipped`` the
+    indices aborted before they finished, ``preempted`` and ``resubmitted`` how many preemptions and resubmissions the
+    schedule made and ``skipped`` the
     events that found no request to act on (recorded, never silent)."""
 
     outputs: dict = field(default_factory=dict)
     cancelled: set = field(default_factory=set)
     preempted: int = 0
+    resubmitted: int = 0
     skipped: list = field(default_factory=list)
 
 
@@ -65,8 +80,8 @@ def _check(llm, prompts: Sequence, params: Sequence, schedule: Sequence) -> None
             isinstance(prompt, (list, tuple)) and prompt and all(isinstance(t, int) and t >= 0 for t in prompt),
             f"prompts[{i}]={prompt!r} must be a non-empty sequence of token ids.",
         )
-    bad = [e for e in schedule if not isinstance(e, (Add, Step, Cancel, Preempt))]
-    check(not bad, f"schedule holds {bad[:3]!r}: events are whitebox.schedules Add, Step, Cancel or Preempt.")
+    bad = [e for e in schedule if not isinstance(e, (Add, Step, Cancel, Preempt, Resubmit))]
+    check(not bad, f"schedule holds {bad[:3]!r}: events are whitebox.schedules Add, Step, Cancel, Preempt or Resubmit.")
 
 
 def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequence, *, initial: int = 1) -> EngineRun:
@@ -107,6 +122,16 @@ def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequ
             add() if pending else run.skipped.append(event)
         elif isinstance(event, Step):
             step()
+        elif isinstance(event, Resubmit):
+            done = [i for i in started if i in run.outputs or i in run.cancelled]
+            if not done:
+                run.skipped.append(event)
+                continue
+            i = done[event.slot % len(done)]
+            run.outputs.pop(i, None)
+            run.cancelled.discard(i)
+            engine.add_request(ids[i], {"prompt_token_ids": list(prompts[i])}, params[i])
+            run.resubmitted += 1
         elif isinstance(event, Cancel):
             candidates = live()
             if not candidates:

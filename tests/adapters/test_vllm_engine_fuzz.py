@@ -17,7 +17,7 @@ from specverify.adapters import vllm as va  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.fuzz.vllm_engine import engine_mismatches, run_engine_schedule  # noqa: E402
+from specverify.fuzz.vllm_engine import Resubmit, engine_mismatches, run_engine_schedule  # noqa: E402
 from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Step  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 
@@ -43,13 +43,21 @@ def test_a_written_schedule_preempts_cancels_and_keeps_every_greedy_output(engin
     schedule = (Step(0), Add(), Step(0), Preempt(0), Step(0), Add(), Step(0), Cancel(2), Step(0), Preempt(1),
                 Step(0), Step(0), Add(), Preempt(0), Step(0))  # fmt: skip
     mismatches, run = engine_mismatches(engine, PROMPTS, _params(4), schedule)
-    assert run.preempted >= 2 and len(run.cancelled) == 1  # the state events happened
+    assert run.preempted >= 2 and len(run.cancelled) == 1  # the state events happened (a late one may find none)
     assert len(run.outputs) == 3 and all(len(o) >= 1 for o in run.outputs.values())
     assert mismatches == [], f"greedy outputs changed by the events: {mismatches} (schedule {schedule!r})"
 
 
+def test_a_cancelled_and_a_finished_request_resubmitted_under_their_ids_keep_their_outputs(engine):
+    steps = (Step(0),) * 14  # both requests finish
+    schedule = (Step(0), Add(), Step(0), Cancel(0), Resubmit(0), *steps, Resubmit(0), Step(0), Preempt(0), Step(0))
+    mismatches, run = engine_mismatches(engine, PROMPTS, _params(4), schedule)
+    assert run.resubmitted == 2 and not run.cancelled and not run.skipped
+    assert mismatches == [], f"greedy outputs changed by the events: {mismatches} (schedule {schedule!r})"
+
+
 EVENTS = st.one_of(st.builds(Step, st.just(0)), st.builds(Add), st.builds(Cancel, st.integers(0, 3)),
-                   st.builds(Preempt, st.integers(0, 3)))  # fmt: skip
+                   st.builds(Preempt, st.integers(0, 3)), st.builds(Resubmit, st.integers(0, 3)))  # fmt: skip
 
 
 @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -66,5 +74,7 @@ def test_bad_arguments_are_refused(engine):
         run_engine_schedule(engine, PROMPTS, _params(2), ())
     with pytest.raises(InvalidArgument, match="events are whitebox.schedules"):
         run_engine_schedule(engine, PROMPTS, _params(4), ("step",))
+    with pytest.raises(InvalidArgument, match="slot=-1"):
+        Resubmit(-1)
     with pytest.raises(InvalidArgument, match="initial=9"):
         run_engine_schedule(engine, PROMPTS, _params(4), (), initial=9)
