@@ -22,6 +22,7 @@ __all__ = [
     "fixed_gamma_of",
     "EngineConfig",
     "engine_configs_of",
+    "merged_state",
     "DRAFT_LAWS",
     "SampleCounts",
     "TIMING_PHASES",
@@ -282,6 +283,26 @@ class EngineConfig:
         short = [f"{k} = {state.get(k, 'absent')} (needs >= {v:g})" for k, v in self.reaches.items()
                  if not _is_count(state.get(k)) or state[k] < v]  # fmt: skip
         return None if not short else "its state was not reached: engine_info state " + ", ".join(short)
+
+
+def merged_state(states) -> dict:
+    """The ``engine_info["state"]`` of a run over several decoders or items: each numeric key the largest value one
+    of ``states`` reached (``EngineConfig.reaches`` asks whether the state was reached at all), any other key its
+    first value; entries that are not dicts are left out."""
+    merged: dict = {}
+    for state in states:
+        if not isinstance(state, dict):
+            continue
+        for key, value in state.items():
+            if key not in merged:
+                merged[key] = value
+            elif _is_number(value) and _is_number(merged[key]):
+                merged[key] = max(merged[key], value)
+    return merged
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def engine_configs_of(factory) -> tuple[dict, Optional[str]]:

@@ -14,7 +14,7 @@ from specverify.certification.tally import Draws, Tally, _slack, merge_draws
 from specverify.errors import ProtocolViolation
 from specverify.metrics.acceptance import consistency_violation
 from specverify.oracles.pairs import ModelPair
-from specverify.protocol import Completion, Request
+from specverify.protocol import Completion, Request, merged_state
 
 __all__ = ["Session", "DecoderHandle", "Draws", "Tally", "merge_draws", "scenario_seed", "CHUNK"]
 
@@ -135,15 +135,7 @@ class Session:
         states = [r.get("state") for r in records.values() if isinstance(r, dict) and isinstance(r.get("state"), dict)]
         if not isinstance(info, dict) or not states:
             return info
-        merged: dict = {}
-        for state in states:
-            for key, value in state.items():
-                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-                if key not in merged:
-                    merged[key] = value
-                elif numeric and isinstance(merged[key], (int, float)) and not isinstance(merged[key], bool):
-                    merged[key] = max(merged[key], value)
-        return {**info, "state": merged}
+        return {**info, "state": merged_state(states)}
 
     def timings(self, scenario) -> Optional[dict]:
         """The optional ``decoder.timings()`` of the scenario's decoder (None when it has none, or on failure:

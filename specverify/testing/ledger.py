@@ -169,13 +169,9 @@ def _state_shortfall(group: Group, records: list):
     declares nothing."""
     if not group.reaches:
         return None
-    from specverify.protocol import EngineConfig
+    from specverify.protocol import EngineConfig, merged_state
 
-    merged: dict = {}
-    for r in records:
-        for key, value in (r.state or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                merged[key] = max(merged.get(key, value), value)
+    merged = merged_state(r.state for r in records)
     return EngineConfig(reaches=group.reaches).shortfall({"state": merged})
 
 
