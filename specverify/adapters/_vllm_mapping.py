@@ -90,6 +90,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "workaround": list(vllm_patches.workarounds_of(options["workaround"])),
         "expand_kernel": vllm_patches.bound_expand_kernel(),
         "min_tokens_bonus": vllm_patches.bound_min_tokens_bonus(),
+        "random_sample_kernel": vllm_patches.bound_padded_drafts(),  # padded-drafts (finding 13)
         "threads": _threads(),
     }
     if spec is not None:

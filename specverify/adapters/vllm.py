@@ -168,9 +168,9 @@ def _check_one_workaround_setting(decoder) -> None:
             raise InvalidArgument(
                 f"workaround={decoder.options['workaround']!r}: this process already holds a vLLM decoder with "
                 f"workaround={other.options['workaround']!r} ({other.method}), and vLLM's kernel overrides "
-                "(expand-kernel, min-tokens-bonus) are process-global. Give --against the same --engine-option "
-                "workaround=..., or run each decoder in its own worker (leave out --isolation none); close the other "
-                "decoder first from Python."
+                "(expand-kernel, min-tokens-bonus, padded-drafts) are process-global. Give --against the same "
+                "--engine-option workaround=..., or run each decoder in its own worker (leave out --isolation none); "
+                "close the other decoder first from Python."
             )
 
 

