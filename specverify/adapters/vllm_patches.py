@@ -34,7 +34,7 @@ values into the output itself, in its own dtype. The override is process-global 
 ``padded-drafts`` (finding 13). When a new request has a single token to compute — a prefix-cache hit that covers
 all of its prompt but the last token — while others are running, the scheduler pads it to ``1 + γ`` tokens with
 ``-1`` drafts, so that the step stays a uniform decode batch (v1/core/sched/scheduler.py:1131-1153, :1371-1375). The
-Triton rejection kernel rejects a ``-1`` draft (v1/sample/rejection_sampler.py:862-864), but vLLM's CPU kernel that
+Triton rejection kernel rejects a ``-1`` draft (v1/sample/rejection_sampler.py:864-866), but vLLM's CPU kernel that
 replaces it (``rejection_random_sample_kernel_impl``, called from vllm/utils/cpu_triton_utils.py:372) has no such
 branch: it reads the probability at index ``-1`` — the last entry of the row before — compares it with the uniform
 and, when it is larger, "accepts" the placeholder, so the request's first token is drawn from a later row, whose
@@ -70,7 +70,7 @@ PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _RANDOM_KEY = "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel"
-_ORIGINAL: dict = {}  # vLLM's own _expand_kernel_impl, saved the first time bind() replaces it
+_ORIGINAL: dict = {}  # vLLM's own functions, each saved the first time bind() replaces it
 
 
 def vllm_version() -> str:
@@ -148,35 +148,18 @@ def reject_padded_drafts(
     bonus_token_ids,
     recovered_token_ids,
     uniform_probs,
-    is_greedy,
-    max_spec_len,
-    vocab_size,
-    synthetic_conditional_rates=None,
-    NO_DRAFT_PROBS=False,  # noqa: N803 - vLLM's launcher passes these names
-    SYNTHETIC_MODE=False,  # noqa: N803
+    *rest,
+    **options,
 ) -> None:
     """vLLM's CPU ``rejection_random_sample_kernel`` with every ``-1`` (padding) draft rejected, as the Triton
-    kernel rejects it (module docstring, ``padded-drafts``); the signature is vLLM's."""
+    kernel rejects it (module docstring, ``padded-drafts``); vLLM's signature, the arguments after
+    ``uniform_probs`` passed through unchanged."""
     padded = draft_token_ids < 0
     if bool(padded.any()):
         uniform_probs = uniform_probs.masked_fill(padded, float("nan"))  # p / q >= NaN is false: rejected
         draft_token_ids = draft_token_ids.clamp(min=0)  # only read as an index then (an accepted draft is written)
-    _ORIGINAL["random"](
-        output_token_ids,
-        cu_num_draft_tokens,
-        draft_token_ids,
-        draft_probs,
-        target_probs,
-        bonus_token_ids,
-        recovered_token_ids,
-        uniform_probs,
-        is_greedy,
-        max_spec_len,
-        vocab_size,
-        synthetic_conditional_rates=synthetic_conditional_rates,
-        NO_DRAFT_PROBS=NO_DRAFT_PROBS,
-        SYNTHETIC_MODE=SYNTHETIC_MODE,
-    )
+    _ORIGINAL["random"](output_token_ids, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs,
+                        bonus_token_ids, recovered_token_ids, uniform_probs, *rest, **options)  # fmt: skip
 
 
 def bind(workaround) -> None:
