@@ -246,6 +246,11 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "round-commits-nothing", "A round that does not finish the request commits no token", "progress", (SEED,)
     ),
     Mechanism(
+        "padding-draft-accepted",
+        "A first step padded with placeholder drafts keeps some: they emit nothing but condition the next row",
+        "scheduler padding / target KV (first step)",
+    ),
+    Mechanism(
         "resume-drops-penalty-history",
         "A resumed request starts its penalty history afresh",
         "penalty state (preemption)",

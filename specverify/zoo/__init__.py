@@ -44,6 +44,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
                                                                            temp_topk      0.7867  [0.786, 0.798]       0
  unseeded_shared_stream          greedy-only  TensorRT-LLM 19487           plain (seeded) 0.0000  [0.000, 0.024]       0
                                               (identical unseeded pairs collide at rate 1.000; Σp² = 0.022)
+ padding_drafts_accepted         greedy-only  vLLM finding 13              one_token_p.   0.0483  [0.047, 0.069]       0
+                                                                           plain          0.0000  [0.000, 0.024]       0
  penalties_ignored_in_verify     approximate  SGLang 21258, vLLM 18902     penalties      0.4064  [0.403, 0.428]       0
  masks_dropped_in_verify         approximate  TensorRT-LLM 17955           masks          0.7737  [0.771, 0.805]  157625
  grammar_not_in_verify           approximate  SGLang 6441 (+5)             grammar        0.7684  [0.766, 0.795]  156093
@@ -72,7 +74,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
 The TVs are large where a showcase turns the mechanism on fully (a processor the bug drops, a far draft);
 on the plain showcase most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
 (``near_draft``). The invalid entries' TV is mostly mass on outcomes of probability 0; ``length_before_stop`` and
-``stream_repeats_token`` emit the exact token law with a wrong finish reason or stream.
+``stream_repeats_token`` emit the exact token law with a wrong finish reason or stream. ``padding_drafts_accepted``
+changes only the first round of a one-token prompt (``one_token_prompt``); on every longer prompt it is exact.
 """
 
 from __future__ import annotations

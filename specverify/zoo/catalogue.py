@@ -224,6 +224,9 @@ _ROWS: tuple = (
      "The stop-string check decodes only the last ``max stop length + 1`` tokens of a round (SGLang PR #23802)."),
     ("finishing_token_not_in_history", "greedy-only", "finishing-token-not-in-history", "state",
      "The next turn's history lacks the token that finished the previous turn (LiteRT-LM #3439)."),
+    ("padding_drafts_accepted", "greedy-only", "padding-draft-accepted", "state",
+     "A one-token prompt's first round verifies γ placeholder drafts; one kept emits nothing but feeds the"
+     " next row."),
 )
 # ---- end of generated ----
 # fmt: on

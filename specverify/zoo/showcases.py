@@ -78,4 +78,7 @@ SHOWCASES = {
     # top-k with the temperature left unset (it reads as 1): what an engine does with a missing field shows
     "topk_unset_temperature": ShowcaseScenario(SamplingParams(max_tokens=4, top_k=3)),
     "logits_processor": ShowcaseScenario(SamplingParams(max_tokens=4, logits_processors=(parity_processor,))),
+    # a one-token prompt: its first round computes one token (what vLLM pads with placeholder drafts); EOS common,
+    # since a placeholder is kept with the probability of the last id, EOS
+    "one_token_prompt": ShowcaseScenario(SamplingParams(max_tokens=4), eos_bias=0.8, prompt=(0,)),
 }

@@ -25,6 +25,7 @@ __all__ = [
     "drafts_charged_to_max_tokens",
     "stop_window_shorter_than_block",
     "finishing_token_not_in_history",
+    "padding_drafts_accepted",
 ]
 
 
@@ -304,3 +305,67 @@ def finishing_token_not_in_history(target, draft, *, entropy=None) -> Vectorized
     ``multi-turn`` scenario's law (its prompt ends with turn 1's EOS) is that of the shorter history and is rejected.
     """
     return _FinishingTokenNotInHistory(target, draft, entropy=entropy)
+
+
+class _PaddingDraftsAccepted(VectorizedDecoder):
+    padded = np.empty(0, dtype=np.int64)  # request rows whose drafts this round are placeholders
+
+    def propose(self, st, rows):
+        pad = (st.rounds == 0) & (st.prompt_len[rows] == 1)  # a new request whose first step computes one token
+        self.padded, self.greedy = rows[pad], st.params.temperature == 0
+        drafts, draft_probs, draft_len = super().propose(st, rows)
+        placeholder = self.vocab.size - 1  # what index -1 reads: the last vocabulary entry (the toy's EOS)
+        drafts[pad], draft_len[pad] = placeholder, st.gamma
+        draft_probs[torch.from_numpy(pad)] = torch.nn.functional.one_hot(  # q = 1: no draft probabilities
+            torch.tensor(placeholder), self.vocab.size
+        ).to(draft_probs.dtype)
+        return drafts, draft_probs, draft_len
+
+    def uniforms(self, st, rows, offset, purpose):
+        self.drawing = torch.from_numpy(np.isin(rows, self.padded))  # the rows the accept / recover call next serves
+        return super().uniforms(st, rows, offset, purpose)
+
+    def accept(self, target_p, draft_q, u):
+        return super().accept(target_p, draft_q, u) & ~(self.drawing & self.greedy)  # greedy: -1 is never the argmax
+
+    def recover(self, target_row, draft_row, u):
+        return super().recover(target_row, torch.where(self.drawing[:, None], 0.0, draft_row), u)  # no id is -1
+
+    def commit_step(self, st, rows, sel, tok, stop, live, committed):
+        kept = np.isin(rows[sel], self.padded) & ~stop  # a kept placeholder is dropped; its row goes on
+        super().commit_step(st, rows, sel[~kept], tok[~kept], stop[~kept], live, committed)
+
+    def store_round(self, st, rows, accepted, verified, committed):
+        pad = np.isin(rows, self.padded)  # counted as vLLM does: γ drafts verified, none accepted
+        super().store_round(st, rows, np.where(pad, 0, accepted), np.where(pad, st.gamma, verified), committed)
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="padding-draft-accepted", showcases=("one_token_prompt",), tv=0.048)
+def padding_drafts_accepted(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """A one-token prompt's first round verifies γ placeholder drafts; one kept emits nothing but feeds the next row.
+
+    vLLM finding 13 (docs/findings/vllm.md): the scheduler pads a new request whose step computes one token to 1 + γ
+    tokens with drafts -1; the CPU rejection kernel reads the target probability at index -1 with q = 1 and keeps the
+    placeholder when it beats the uniform (the Triton kernel rejects it). The output drops a kept -1, but the next
+    row was computed with it as input, so the first token comes from a row conditioned on a wrong history.
+
+    Modelled: the first round of a request with a one-token prompt (the reference has no prefix cache, so nothing
+    else computes one token in a first step), all γ drafts replaced by the last vocabulary id V - 1 (the toy's EOS,
+    as in vLLM's checkpoint) with q = 1; each kept with probability p(V - 1) of its own row at temperature > 0,
+    never at temperature 0 (vLLM's greedy kernel compares the draft with the argmax); a kept one emits nothing but
+    stays in the history the later rows of the round read (KV and processors, which advance over V - 1 as over any
+    draft); a rejection draws from the whole target row (vLLM's recovered-token kernel masks the draft's id, and no
+    id is -1); all γ kept, the bonus comes from the last row. The round reports γ drafts verified and none accepted,
+    as vLLM counts it; the next round starts from the committed tokens (the placeholders' entries are cropped: vLLM
+    counts them rejected and writes over them). Not
+    modelled: vLLM reads index -1 of the flattened probabilities, i.e. the last entry of the row *before* (another
+    request's, or this request's previous position), which depends on the batch; the toy reads its own row. Nor
+    the prefix-cache hit that leaves one prompt token to compute, nor the condition "other requests running, no
+    prefill scheduled": every one-token prompt is padded here.
+
+    Verdict: greedy-only. Greedy rows reject every placeholder, and the recovered token of row 0 is the target's
+    argmax after the prompt, so greedy output is the target's; at temperature > 0 the first token's law is a
+    mixture over rows conditioned on 0..γ placeholders. Only a sampling scenario with a one-token prompt shows it,
+    and the certifier's matrix has none: certify gives exact (``tests/quality/test_zoo_certify.py``, BLIND_SPOTS).
+    """
+    return _PaddingDraftsAccepted(target, draft, entropy=entropy)

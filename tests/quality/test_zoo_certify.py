@@ -11,6 +11,9 @@ entry's certification runs under ``-m slow``; its mechanism stays in the fast su
 which checks what the verdict rules look at for its tag without certifying. ``fast_checks()`` names, for every
 entry, the fast test that keeps it, and ``test_every_entry_is_checked_in_the_fast_suite`` fails when an entry has
 none, or when the fast certifications miss a tag or a family.
+
+An entry whose mechanism no scenario of the matrix reaches (``BLIND_SPOTS``) gets the reference's verdict there: its
+slow certifications are strict xfails, and its fast check is the direct one.
 """
 
 import pytest
@@ -163,8 +166,20 @@ def test_every_draft_family_entry_has_its_deciding_scenarios():
     assert set(DECIDED_BY) == set(drafts_entries)
 
 
+# entries whose mechanism no scenario of the matrix reaches: certify gives them the reference's verdict (exact)
+# until one does; strict, so a scenario that starts catching one fails here and the mark comes off
+BLIND_SPOTS = {
+    "padding_drafts_accepted": "no sampling scenario has a one-token prompt, the state it pads (vLLM finding 13)",
+}
+
+
+def slow_marks(name) -> list:
+    blind = [pytest.mark.xfail(strict=True, reason=BLIND_SPOTS[name])] if name in BLIND_SPOTS else []
+    return [pytest.mark.slow] + blind
+
+
 TAG_PARAMS = [
-    pytest.param(n, marks=[] if n in FAST_TAG_ENTRIES else [pytest.mark.slow])
+    pytest.param(n, marks=[] if n in FAST_TAG_ENTRIES else slow_marks(n))
     for n in ZOO
     if ZOO[n].verdict != "invalid" and not ZOO[n].checks  # those: test_metric_entry_keeps_its_verdict_...
 ]
@@ -234,10 +249,10 @@ def test_every_entry_is_checked_in_the_fast_suite():
     assert {ZOO[n].drafts for n in certified} == set(DraftFamily) == {e.drafts for e in ZOO.values()}
     fast_params = {p.values[0] for p in TAG_PARAMS if not p.marks}
     assert fast_params == FAST_TAG_ENTRIES, "FAST_TAG_ENTRIES are exactly the fast parameters"
+    assert not set(BLIND_SPOTS) & set(certified), "a blind spot cannot be certified in the fast suite"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=slow_marks(n)) for n in ZOO])
 def test_entry_gets_exactly_its_tag(name):
     entry = ZOO[name]
     level = level_for(entry)

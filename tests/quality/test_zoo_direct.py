@@ -22,6 +22,7 @@ from specverify.certification.scenarios import matrix
 from specverify.oracles import draft_near, exact_law
 from specverify.params import SamplingParams
 from specverify.protocol import Request
+from specverify.sampling import next_token_probs
 from specverify.zoo import SHOWCASES, ZOO
 
 from ._checks import first_violation, greedy_mismatches, law_check, law_check_behind, law_check_calls, prompts
@@ -107,6 +108,29 @@ def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     else:
         pvalue, df, impossible = law_check(decoder, target, showcase.request(seed=1234), N)
     assert impossible > 0 or pvalue < ALPHA, f"{name}: p={pvalue:.3g} (df={df}), no outcome of probability 0"
+
+
+def test_padding_drafts_first_token_is_the_mixture_over_placeholder_rows():
+    """``padding_drafts_accepted`` on a one-token prompt: the first token comes from row j (the prompt and j
+    placeholders V - 1) with probability a_0 ... a_{j-1} (1 - a_j), a_i = p_i(V - 1), from row γ when all γ are kept;
+    the reference's from row 0. Each law is checked on the first token alone (χ², N draws) and told from the other."""
+    showcase = SHOWCASES["one_token_prompt"]
+    target, draft = showcase.models()
+    placeholder, gamma = target.vocab.size - 1, showcase.num_draft_tokens
+    histories = [showcase.prompt + (placeholder,) * j for j in range(gamma + 1)]
+    rows = [next_token_probs(target.logits([h])[0], showcase.params, prompt=h, generated=()) for h in histories]
+    mixture, reach = torch.zeros_like(rows[0]), 1.0
+    for row in rows[:gamma]:
+        mixture, reach = mixture + reach * (1 - row[placeholder]) * row, reach * row[placeholder]
+    laws = {"padding_drafts_accepted": mixture + reach * rows[gamma], "reference": rows[0]}
+    for name, law in laws.items():
+        outcomes = ZOO[name].factory(target, draft, entropy=0).sample(showcase.request(seed=1234), N).outcomes
+        first = np.zeros(target.vocab.size)
+        for (tokens, _), count in outcomes.items():
+            first[tokens[0]] += count
+        (other,) = [other for other in laws.values() if other is not law]
+        assert scipy.stats.chisquare(first, law.numpy() * N).pvalue > ALPHA, name
+        assert scipy.stats.chisquare(first, other.numpy() * N).pvalue < ALPHA, name
 
 
 def collisions(decoder, request, pairs):
