@@ -195,9 +195,11 @@ def _vllm_params(request: Request, vocab_size: int, n: int = 1) -> object:
     return VllmParams(**kwargs)
 
 
-def completion(request: Request, output, vocab, method: str) -> Completion:
+def completion(request: Request, output, vocab, method: str, *, padded: bool = False) -> Completion:
     """The ``Completion`` of one vLLM ``CompletionOutput`` (``token_ids``, ``finish_reason``, ``spec_decode_metrics``):
-    tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens."""
+    tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens. ``padded``: vLLM
+    gave the request only ``-1`` drafts in its first step (``vllm_configs.record_padded_steps``); that step's round
+    verified no drafter's tokens and emitted one target sample, the prefill's token, so it is left out."""
     detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
     done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
     accepted = None
@@ -207,6 +209,8 @@ def completion(request: Request, output, vocab, method: str) -> Completion:
         start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
         if metrics is not None or len(done.tokens) <= start:
             per_step = getattr(metrics, "per_step_accepted", None) or ()
+            if padded:
+                per_step = per_step[1:]
             accepted = clip_accepted(per_step, len(done.tokens), prefill_tokens=start)
         # else: vLLM lost this request's rounds (a stop string ended it: vllm_patches, "stop-metrics"); not reported
     return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=accepted)

@@ -206,6 +206,7 @@ class VllmDecoder:
         self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
         self._marks: dict = {}  # engine key -> its counters after its last call (one read of vLLM's per call)
         self._state = vllm_configs.new_state()  # the configurations' evidence (engine_info["state"])
+        self._padded: set = set()  # ids of the requests vLLM padded with -1 drafts in their first step (finding 13)
         self._preempted: dict = {}  # engine key -> vllm:num_preemptions after its last call
         self._closed = False
         _check_one_workaround_setting(self)
@@ -280,6 +281,8 @@ class VllmDecoder:
             )
         if budget is not None:
             vllm_configs.count_partial_prefills(llm, self._state)
+        if spec is not None:
+            vllm_configs.record_padded_steps(llm, self._state, self._padded)
         if self.options["structured_outputs"]:
             vllm_configs.count_grammar_cuts(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
@@ -339,7 +342,10 @@ class VllmDecoder:
                     f"of prompt {requests[group[0]].prompt}"
                 )
             for i, sample in zip(group, o.outputs):
-                out[i] = completion(requests[i], sample, self.vocab, self.method)
+                key = o.request_id if len(o.outputs) == 1 else f"{sample.index}_{o.request_id}"
+                padded = key in self._padded
+                self._padded.discard(key)
+                out[i] = completion(requests[i], sample, self.vocab, self.method, padded=padded)
         return out
 
     def engine(self, gamma: int = 3) -> object:

@@ -50,6 +50,16 @@ configuration          engine options                                       evid
   the in-process engine's manager, counting only. The scenarios ``structured`` and ``greedy-structured``
   (``matrix_checkpoint``) run under a regex the unmasked draft often violates.
 
+- ``padded_steps`` counts the scheduling steps in which a request was given only ``-1`` drafts, and
+  ``padded_requests`` the requests so padded in their first step (finding 13): the scheduler pads a new request with
+  one token to compute (a prefix hit that covers all of its prompt but the last token, or a one-token prompt while
+  others run) to ``1 + γ`` tokens with ``-1`` drafts (v1/core/sched/scheduler.py:1131-1153, :1371-1375). vLLM counts
+  that step as a verification round of γ drafts, none accepted, in its per-request and aggregate counters; its token
+  is a target sample, as a prefill's is, so the adapter drops that round from the request's ``accepted``
+  (``_vllm_mapping.completion``), which keeps ``prefill_tokens = 1`` true for padded requests, and the aggregate
+  counters, which keep it, then read one round more per padded request (the counters check shows it). Read by a
+  wrapper around the in-process scheduler's ``schedule`` (:func:`record_padded_steps`), counting only.
+
 ``async-scheduling`` (forced off on CPU, platforms/cpu.py:331) and ``dynamic-gamma`` (Model Runner V2 only, which
 needs Triton) are listed as unreachable here.
 """
@@ -60,7 +70,8 @@ from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "count_grammar_cuts", "preemptions"]  # fmt: skip
+           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "padded_key",
+           "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
 STATE_SCENARIOS = ("second-block", "long-prompt", "multi-turn")
@@ -126,7 +137,7 @@ ENGINE_CONFIGS: dict = {
 DEFAULT_ENGINE_CONFIG = "prefix-cache"
 
 STATE_KEYS = ("requests", "cached_tokens", "prefix_hits", "partial_prefills", "preemptions", "parallel_requests",
-              "parallel_samples", "structured_requests", "drafts_cut")  # fmt: skip
+              "parallel_samples", "structured_requests", "drafts_cut", "padded_steps", "padded_requests")  # fmt: skip
 
 
 def new_state() -> dict:
@@ -157,6 +168,39 @@ def count_partial_prefills(llm, state: dict) -> None:
             request = scheduler.requests.get(request_id)
             if request is not None and request.num_computed_tokens < request.num_prompt_tokens:
                 state["partial_prefills"] += 1
+        return out
+
+    scheduler.schedule = schedule
+
+
+def padded_key(request_id: str) -> str:
+    """The id ``LLM.generate`` knows a request by, from the scheduler's: vLLM appends ``-`` and 8 characters of a
+    uuid to the external id (v1/engine/input_processor.py:371); a child of an ``n`` > 1 request is ``"{index}_{id}"``
+    (v1/engine/parallel_sampling.py:94).
+
+    >>> padded_key("3-a5cf8b95"), padded_key("1_3-a5cf8b95"), padded_key("3")
+    ('3', '1_3', '3')
+    """
+    return request_id.rsplit("-", 1)[0] if "-" in request_id else request_id
+
+
+def record_padded_steps(llm, state: dict, padded: set) -> None:
+    """Count, in ``state``, the scheduling steps that give a request only ``-1`` drafts (``padded_steps``) and the
+    requests so padded in their first step (``padded_requests``), and add those requests' ids (:func:`padded_key`)
+    to ``padded``: a wrapper around the in-process engine's ``Scheduler.schedule``, counting only."""
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.schedule
+
+    def schedule(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - vLLM's signature
+        out = original(*args, **kwargs)
+        drafts = getattr(out, "scheduled_spec_decode_tokens", None) or {}
+        new = {r.req_id for r in getattr(out, "scheduled_new_reqs", ())}
+        for request_id, tokens in drafts.items():
+            if tokens and all(int(t) == -1 for t in tokens):
+                state["padded_steps"] += 1
+                if request_id in new:
+                    state["padded_requests"] += 1
+                    padded.add(padded_key(request_id))
         return out
 
     scheduler.schedule = schedule
