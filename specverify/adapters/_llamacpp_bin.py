@@ -33,7 +33,8 @@ every prompt from its start (:3262-3264). Each response reports the tokens so re
 ``n_decode_total`` and ``n_busy_slots_per_decode``, the mean number of slots busy per ``llama_decode``
 (server-context.cpp:4053-4058, server-task.cpp:1586), whose excess over 1 shows decode calls that served
 several slots at once. ``engine_info["state"]`` (``ServerEvidence``): ``requests``, ``cache_hit_requests``
-(``cache_n`` > 0), ``cached_prompt_tokens``, ``distinct_slots``, ``decode_calls``, ``parallel_slot_decodes``.
+(``cache_n`` > 0), ``cached_prompt_tokens``, ``long_prefix_hits`` (``cache_n`` ≥ 32), ``distinct_slots``,
+``decode_calls``, ``parallel_slot_decodes``.
 
 **llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (a chain; the tree
 factory ``-np 2 --spec-draft-p-split 0.1``), the

@@ -16,10 +16,14 @@ import numpy as np
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request
 
-__all__ = ["BIN_ENV", "DEFAULT_SEED", "seed32", "executable", "check_request"]
+__all__ = ["BIN_ENV", "DEFAULT_SEED", "LONG_PREFIX", "seed32", "executable", "check_request"]
 
 BIN_ENV = "SPECVERIFY_LLAMACPP_BIN"
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed)
+#: A request whose cache kept at least this many tokens counts as a ``long_prefix_hits``: ``multi-turn``'s turn 2 (33
+#: tokens, turn 1's 31-token prompt, its output token and EOS) met whole keeps 32 and evaluates its last token, so
+#: the reused entries include one that turn 1's decoding wrote. ``long-prompt`` after itself keeps 30.
+LONG_PREFIX = 32
 
 
 def seed32(seed: Optional[int], rng: np.random.Generator) -> int:

@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from specverify.adapters._llamacpp_common import LONG_PREFIX
+
 __all__ = ["N_CTX", "import_llama_cpp", "accepted_rounds"]
 
 N_CTX = 64
@@ -109,11 +111,12 @@ def accepted_rounds(calls: Sequence, prompt_len: int, tokens: Sequence[int]) -> 
 
 class _PromptCacheLog:
     """Wraps ``Llama.eval`` on the instance: records ``Llama.n_tokens`` (the KV entries kept from the last call)
-    at the first ``eval`` of each request, the engine's own count of prompt tokens served from its cache."""
+    at the first ``eval`` of each request, the engine's own count of prompt tokens served from its cache; requests
+    that kept at least ``LONG_PREFIX`` tokens are counted apart (``long_hits``)."""
 
     def __init__(self, llm):
         self.llm, self.inner = llm, llm.eval
-        self.armed, self.requests, self.cache_hits, self.cached_tokens = False, 0, 0, 0
+        self.armed, self.requests, self.cache_hits, self.cached_tokens, self.long_hits = False, 0, 0, 0, 0
         llm.eval = self
 
     def arm(self) -> None:
@@ -126,4 +129,5 @@ class _PromptCacheLog:
             self.requests += 1
             self.cache_hits += kept > 0
             self.cached_tokens += kept
+            self.long_hits += kept >= LONG_PREFIX
         return self.inner(tokens)

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Sequence
 
-from specverify.adapters._llamacpp_common import executable
+from specverify.adapters._llamacpp_common import LONG_PREFIX, executable
 
 __all__ = ["N_CTX", "N_PARALLEL", "ServerEvidence", "close_all", "parse_metrics", "spec_args"]
 
@@ -189,7 +189,7 @@ class ServerEvidence:
     and ``n_busy_slots_per_decode``."""
 
     def __init__(self):
-        self.requests = self.cache_hits = self.cached_tokens = 0
+        self.requests = self.cache_hits = self.cached_tokens = self.long_hits = 0
         self.slot_ids: set = set()
         self.retired = {"decodes": 0.0, "parallel": 0.0}  # counters of the servers already closed
         self.latest: dict = {}  # id(server) -> its last /metrics reading
@@ -200,6 +200,7 @@ class ServerEvidence:
             self.requests += 1
             self.cache_hits += cached > 0
             self.cached_tokens += cached
+            self.long_hits += cached >= LONG_PREFIX
             if answer.get("id_slot") is not None:
                 self.slot_ids.add(int(answer["id_slot"]))
         self.latest[id(server)] = server.metrics()
@@ -212,7 +213,8 @@ class ServerEvidence:
             self.retired["parallel"] += parallel
 
     def state(self, live) -> dict:
-        """``engine_info["state"]``: requests, cache_hit_requests, cached_prompt_tokens, distinct_slots,
+        """``engine_info["state"]``: requests, cache_hit_requests, cached_prompt_tokens, long_prefix_hits (requests
+        whose ``cache_n`` is at least ``LONG_PREFIX``), distinct_slots,
         decode_calls and parallel_slot_decodes (the busy slots beyond one summed over decode calls, from the mean
         the server reports: > 0 only when some llama_decode served two slots or more)."""
         decodes, parallel = self.retired["decodes"], self.retired["parallel"]
@@ -225,6 +227,7 @@ class ServerEvidence:
             "requests": self.requests,
             "cache_hit_requests": self.cache_hits,
             "cached_prompt_tokens": self.cached_tokens,
+            "long_prefix_hits": self.long_hits,
             "distinct_slots": len(self.slot_ids),
             "decode_calls": int(decodes),
             "parallel_slot_decodes": int(round(parallel)),
