@@ -3,12 +3,15 @@ in the same step has no cached draft probabilities. Run from the vLLM venv (one 
 
     VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python benchmarks/vllm_padded_fallback.py
     ... benchmarks/vllm_padded_fallback.py '{"enable_prefix_caching": false}'      # the control: no hits, no padding
+    ... benchmarks/vllm_padded_fallback.py '{"workaround": ["expand-kernel", "stop-metrics", "min-tokens-bonus",
+        "padded-drafts", "padded-draft-probs"]}'                                      # finding 14 worked around
 
-For ``long-prompt`` (turn 1) and ``multi-turn`` (turn 2: a 32-token prefix hit, padded with ``-1`` drafts), one warm-up
-request and then N seeded requests in one call (``draft_model``, the four workarounds, engine options from the JSON
-argument); prints the verification steps, the rows verified, the rows verified under vLLM's "missing cached draft
-probabilities" fallback (``GPUModelRunner._get_spec_decode_draft_probs`` returning None: the whole batch judged as
-point-mass drafts), the adapter's padding evidence and the accepted drafts per real round.
+For ``long-prompt`` (turn 1) and ``multi-turn`` (turn 2: a 32-token prefix hit, padded with ``-1`` drafts), one
+warm-up request and then N seeded requests in one call (``draft_model``, the four workarounds, engine options from
+the JSON argument; its ``workaround`` replaces the four); prints the verification steps, the rows verified, the rows
+verified under vLLM's "missing cached draft probabilities" fallback (``GPUModelRunner._get_spec_decode_draft_probs``
+returning None: the whole batch judged as point-mass drafts), the adapter's padding evidence and the accepted drafts
+per real round.
 """
 
 from __future__ import annotations
@@ -30,31 +33,39 @@ def main(argv: list) -> None:
     from specverify.protocol import Request
 
     options = json.loads(argv[0]) if argv else {}
+    workaround = options.pop("workaround", WORKAROUNDS)
     tally: collections.Counter = collections.Counter()
-    original = gpu_model_runner.GPUModelRunner._get_spec_decode_draft_probs
+    runner = gpu_model_runner.GPUModelRunner
 
-    def counted(self, metadata):  # noqa: ANN001, ANN202 - vLLM's signature
-        out = original(self, metadata)
-        rows = sum(1 for k in metadata.num_draft_tokens if k)
-        tally["steps"] += 1
-        tally["rows"] += rows
-        if out is None:
-            tally["fallback_steps"] += 1
-            tally["fallback_rows"] += rows
-        return out
+    def counting(lookup):  # the lookup an engine start bound (vLLM's own, or the padded-draft-probs workaround)
+        def counted(self, metadata):  # noqa: ANN001, ANN202 - vLLM's signature
+            out = lookup(self, metadata)
+            rows = sum(1 for k in metadata.num_draft_tokens if k)
+            tally["steps"] += 1
+            tally["rows"] += rows
+            if out is None:
+                tally["fallback_steps"] += 1
+                tally["fallback_rows"] += rows
+            return out
 
-    gpu_model_runner.GPUModelRunner._get_spec_decode_draft_probs = counted
+        return counted
+
     scenarios = configuration_scenarios(SCENARIOS)
     for name in ("long-prompt", "multi-turn"):
         scenario = scenarios[name]
         pair = scenario.models()
-        decoder = va.draft_model(pair.target, pair.draft, workaround=WORKAROUNDS, **options)
+        decoder = va.draft_model(pair.target, pair.draft, workaround=workaround, **options)
+        bound = None
         try:
-            decoder([Request(scenario.prompt, scenario.params, 3, seed=10**6)])
+            decoder([Request(scenario.prompt, scenario.params, 3, seed=10**6)])  # starts the engine: binds the lookup
+            bound = runner._get_spec_decode_draft_probs
+            runner._get_spec_decode_draft_probs = counting(bound)
             tally.clear()
             out = decoder([Request(scenario.prompt, scenario.params, 3, seed=i) for i in range(N)])
             state = {k: v for k, v in decoder.engine_info["state"].items() if v}
         finally:
+            if bound is not None:
+                runner._get_spec_decode_draft_probs = bound
             decoder.close()
         rounds = sum(len(c.accepted) for c in out)
         accepted = sum(sum(c.accepted) for c in out)

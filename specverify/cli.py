@@ -73,7 +73,7 @@ def _certify(args, out, err) -> int:
     names = list(args.engine_config or [])
     args.engine_config = []  # each configuration is its own run (below)
     try:
-        config = RunConfig.from_args(args)
+        config = RunConfig.from_args(args, configurations=bool(names))
         if names and (config.shard is not None or args.counts_out):
             raise InvalidArgument("--engine-config with --shard: shard one configuration's run at a time.")
         given = [f for f, v in (("--resume", args.resume), ("--block-draws", args.block_draws)) if v is not None]

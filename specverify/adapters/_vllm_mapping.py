@@ -91,6 +91,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "expand_kernel": vllm_patches.bound_expand_kernel(),
         "min_tokens_bonus": vllm_patches.bound_min_tokens_bonus(),
         "random_sample_kernel": vllm_patches.bound_padded_drafts(),  # padded-drafts (finding 13)
+        "padded_draft_probs": vllm_patches.bound_padded_draft_probs(),  # padded-draft-probs (finding 14)
         "threads": _threads(),
     }
     if spec is not None:

@@ -116,7 +116,8 @@ ENGINE_CONFIGS: dict = {
     ),
     "patched": EngineConfig(
         options={"workaround": list(vllm_patches.WORKAROUNDS)},
-        doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus, padded-drafts)",
+        doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus, padded-drafts, "
+        "padded-draft-probs)",
     ),
     "structured": EngineConfig(
         options={"structured_outputs": True},

@@ -41,6 +41,16 @@ and, when it is larger, "accepts" the placeholder, so the request's first token 
 input was a placeholder. :func:`reject_padded_drafts` gives the kernel a NaN uniform at every ``-1`` draft (``ratio
 >= NaN`` is false, so the draft is rejected and the recovered token, sampled from the right row, is emitted, as the
 Triton kernel does) and a draft id clamped to 0 (no read outside the row). Bound like ``expand-kernel``.
+
+``padded-draft-probs`` (finding 14; needs ``padded-drafts`` on CPU). The rejection sampler takes each verified
+request's draft probabilities from the rows the drafter cached in the previous step, by request id; a padded new
+request has ``-1`` drafts and no such row, and one miss makes ``GPUModelRunner._get_spec_decode_draft_probs`` return
+None for the whole batch (v1/worker/gpu_model_runner.py:4719-4746), which verifies every request of the step as if its
+drafts were point masses: exact, but with less acceptance. :func:`padded_draft_probs` gives a request whose drafts
+are all ``-1`` rows of zeros instead (its drafts are rejected before their ratio is read, by ``padded-drafts``; with
+q = 0 the recovered token is drawn from the target row itself, as a prefill's token is) and keeps vLLM's fallback
+for any other miss. A class attribute (process-global), bound like ``expand-kernel``. Acceptance only: the law is
+exact either way.
 """
 
 from __future__ import annotations
@@ -62,11 +72,13 @@ __all__ = [
     "bound_min_tokens_bonus",
     "reject_padded_drafts",
     "bound_padded_drafts",
+    "padded_draft_probs",
+    "bound_padded_draft_probs",
 ]
 
-WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts")
+WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs")
 #: the workarounds that replace process-global code (bound at each engine start): one setting per process
-PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts")
+PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _RANDOM_KEY = "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel"
@@ -96,6 +108,12 @@ def workarounds_of(value) -> tuple:
         )
     for name in names:
         _check_one(name)
+    if "padded-draft-probs" in names and "padded-drafts" not in names and not has_triton():
+        raise InvalidArgument(
+            f"workaround={value!r}: padded-draft-probs gives padded requests draft probabilities of 0, which vLLM's "
+            "CPU rejection kernel reads for a -1 draft unless padded-drafts rejects it first (finding 13); add it: "
+            '--engine-option \'workaround=["padded-drafts", "padded-draft-probs"]\'.'
+        )
     return tuple(w for w in WORKAROUNDS if w in names)
 
 
@@ -162,11 +180,38 @@ def reject_padded_drafts(
                         bonus_token_ids, recovered_token_ids, uniform_probs, *rest, **options)  # fmt: skip
 
 
+def padded_draft_probs(self, spec_decode_metadata):  # noqa: ANN001, ANN201 - vLLM's signature
+    """``GPUModelRunner._get_spec_decode_draft_probs`` where a request whose drafts are all ``-1`` (padding) and that
+    has no cached row gets rows of zeros instead of sending the whole batch to the point-mass fallback (module
+    docstring, ``padded-draft-probs``); any other miss is vLLM's own (its warning, None)."""
+    import torch
+
+    cached, ids = self._draft_probs, self._draft_prob_req_ids
+    if cached is None or ids is None:
+        return _ORIGINAL["draft_probs"](self, spec_decode_metadata)
+    row_of = {req_id: i for i, req_id in enumerate(ids)}
+    drafts = spec_decode_metadata.draft_token_ids.tolist()
+    rows, start = [], 0
+    for req_id, k in zip(self.input_batch.req_ids, spec_decode_metadata.num_draft_tokens):
+        if k == 0:
+            continue
+        mine, start = drafts[start : start + k], start + k
+        i = row_of.get(req_id)
+        if i is not None:
+            rows.append(cached[i, :k])
+        elif all(t == -1 for t in mine):
+            rows.append(cached.new_zeros((k, cached.shape[-1])))
+        else:
+            return _ORIGINAL["draft_probs"](self, spec_decode_metadata)
+    return torch.cat(rows, dim=0).contiguous() if rows else None
+
+
 def bind(workaround) -> None:
     """Make the next engine start register ``expand_into_output`` (``"expand-kernel"`` among the workarounds) or
     vLLM's own ``_expand_kernel_impl`` as the CPU ``expand_kernel``, :func:`reject_padded_drafts`
     (``"padded-drafts"``) or vLLM's own as the CPU ``rejection_random_sample_kernel``, and install the
-    ``min-tokens-bonus`` methods or vLLM's own (module docstring)."""
+    ``min-tokens-bonus`` methods or vLLM's own, and :func:`padded_draft_probs` (``"padded-draft-probs"``) or vLLM's
+    own draft-probability lookup (module docstring)."""
     from vllm.utils import cpu_triton_utils
     from vllm.v1.sample import rejection_sampler
     from vllm.v1.sample.logits_processor import builtin
@@ -182,6 +227,12 @@ def bind(workaround) -> None:
     bonus = "min-tokens-bonus" in names
     rejection_sampler.RejectionSampler.forward = bonus_row_forward if bonus else _ORIGINAL["forward"]
     builtin.MinTokensLogitsProcessor.apply = bonus_row_apply if bonus else _ORIGINAL["apply"]
+    from vllm.v1.worker import gpu_model_runner
+
+    runner = gpu_model_runner.GPUModelRunner
+    _ORIGINAL.setdefault("draft_probs", runner._get_spec_decode_draft_probs)
+    probs = "padded-draft-probs" in names
+    runner._get_spec_decode_draft_probs = padded_draft_probs if probs else _ORIGINAL["draft_probs"]
 
 
 def bonus_row_forward(self, metadata, draft_probs, logits, sampling_metadata):  # noqa: ANN001, ANN201 - vLLM's
@@ -224,6 +275,13 @@ def bound_min_tokens_bonus() -> bool:
     from vllm.v1.sample import rejection_sampler
 
     return rejection_sampler.RejectionSampler.forward is bonus_row_forward
+
+
+def bound_padded_draft_probs() -> bool:
+    """Whether :func:`padded_draft_probs` is the model runner's draft-probability lookup now (engine_info)."""
+    from vllm.v1.worker import gpu_model_runner
+
+    return gpu_model_runner.GPUModelRunner._get_spec_decode_draft_probs is padded_draft_probs
 
 
 def bound_expand_kernel() -> str | None:

@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 import argparse
+import contextvars
 import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional, Union
@@ -57,6 +58,11 @@ def _check_factory(factory: object) -> None:
             "'specverify.reference:make_decoder'.",
             factory,
         )
+
+
+#: Set while a RunConfig is built for a set of engine configurations (``RunConfig.create(configurations=True)``):
+#: its scenario names are checked against each configuration's own matrix when that run is built.
+_CONFIGURATIONS_FOLLOW: contextvars.ContextVar = contextvars.ContextVar("configurations_follow", default=False)
 
 
 @dataclass(frozen=True)
@@ -121,24 +127,30 @@ class RunConfig:
             else:  # with an engine configuration, the names it may add are checked once its matrix is built
                 from specverify.certification.configured import configuration_scenario_names
 
-                added = configuration_scenario_names(self.models) if self.engine_config else ()
+                configured = self.engine_config or _CONFIGURATIONS_FOLLOW.get()
+                added = configuration_scenario_names(self.models) if configured else ()
                 check_names([n for n in self.scenarios if n not in added], matrix(self.models, self.draft_family))
 
     @classmethod
-    def create(cls, surface: str = "python", **values: object) -> RunConfig:
+    def create(cls, surface: str = "python", *, configurations: bool = False, **values: object) -> RunConfig:
         """A validated ``RunConfig`` from ``values`` (``RunConfig`` field names; None or absent: the default);
-        ``surface`` ("python", "cli", "plugin", "marker") names bad options as that surface spells them."""
+        ``surface`` ("python", "cli", "plugin", "marker") names bad options as that surface spells them.
+        ``configurations``: the run is certified once per engine configuration (each with its own
+        ``engine_config``), so ``scenarios`` may name the scenarios a configuration adds to its matrix."""
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
             known = ", ".join(f.name for f in fields(cls))
             raise InvalidArgument(f"{unknown!r} are not certify options; use {known}.")
         text = surface in ("cli", "plugin")
         given = {k: v for k, v in values.items() if v is not None}
+        token = _CONFIGURATIONS_FOLLOW.set(bool(configurations))
         try:
             parsed = {k: parse_option(k, v, text=text) if k in OPTIONS_BY_NAME else v for k, v in given.items()}
             return cls(**parsed)
         except OptionError as exc:
             raise InvalidArgument(exc.render(surface)) from None
+        finally:
+            _CONFIGURATIONS_FOLLOW.reset(token)
 
     @property
     def factory_name(self) -> str:
@@ -196,7 +208,7 @@ class RunConfig:
         return cls.from_args(args)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> RunConfig:
+    def from_args(cls, args: argparse.Namespace, *, configurations: bool = False) -> RunConfig:
         """From the CLI's parsed arguments (:func:`add_run_arguments`): bad values name their flags."""
         values = {o.name: getattr(args, o.name, None) for o in OPTIONS}
         names = values.get("engine_config") or []
@@ -208,7 +220,7 @@ class RunConfig:
         values["engine_config"] = names[0] if names else None
         values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
         kept = {k: v for k, v in values.items() if v is not None and (v is not False or OPTIONS_BY_NAME[k].negate)}
-        return cls.create("cli", factory=args.factory, **kept)
+        return cls.create("cli", factory=args.factory, configurations=configurations, **kept)
 
     def to_dict(self) -> dict:
         """Plain JSON values (the certificate's ``run``; schema v2): the factory by name, enums as strings."""

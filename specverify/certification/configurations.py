@@ -184,5 +184,5 @@ def certify_configurations(
             f"engine_config={options['engine_config']!r}: certify_configurations takes the names in "
             "engine_configs=[...]; give engine_config to certify() for one configuration."
         )
-    config = RunConfig.create(factory=factory, **options)
+    config = RunConfig.create(factory=factory, configurations=True, **options)
     return run_configurations(config, engine_configs, progress)

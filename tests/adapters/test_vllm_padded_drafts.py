@@ -152,3 +152,36 @@ def test_the_padding_shifts_the_first_tokens_law_as_shipped_and_not_with_the_wor
     assert hits == 30000 and not shipped.passed and shipped.pvalue_min < 1e-6, shipped
     patched, hits = _first_tokens(WORKAROUNDS + ["padded-drafts"], 30000)
     assert hits == 30000 and patched.passed, patched
+
+
+def test_padded_draft_probs_fills_a_padded_request_and_keeps_vllms_fallback_otherwise():
+    """Finding 14: a padded request (drafts all -1) with no cached row gets rows of zeros instead of the whole batch
+    going to the point-mass fallback (None); a real request without a row still gets vLLM's fallback."""
+    from types import SimpleNamespace
+
+    vllm_patches.bind(None)  # saves vLLM's own lookup
+    cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # rows of requests "a" and "b"
+    runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
+                             input_batch=SimpleNamespace(req_ids=["b", "new", "a"]))  # fmt: skip
+    metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, -1, -1, -1, 3]), num_draft_tokens=[2, 3, 1])
+    got = vllm_patches.padded_draft_probs(runner, metadata)
+    assert torch.equal(got, torch.cat([cached[1, :2], torch.zeros(3, 4), cached[0, :1]]))
+    assert vllm_patches._ORIGINAL["draft_probs"](runner, metadata) is None  # vLLM's own: the batch falls back
+    real = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 0, 1, 2, 3]), num_draft_tokens=[2, 3, 1])
+    assert vllm_patches.padded_draft_probs(runner, real) is None  # a real draft without a row: vLLM's fallback
+    none_cached = SimpleNamespace(**{**vars(runner), "_draft_probs": None})
+    assert vllm_patches.padded_draft_probs(none_cached, metadata) is None
+
+
+def test_padded_draft_probs_needs_padded_drafts_on_cpu():
+    assert "padded-draft-probs" in vllm_patches.WORKAROUNDS and "padded-draft-probs" in vllm_patches.PROCESS_GLOBAL
+    with pytest.raises(InvalidArgument, match="add it: --engine-option"):
+        vllm_patches.workarounds_of(["padded-draft-probs"])
+    both = ("padded-drafts", "padded-draft-probs")
+    assert vllm_patches.workarounds_of(list(reversed(both))) == both
+    vllm_patches.bind(["padded-drafts", "padded-draft-probs"])
+    try:
+        assert vllm_patches.bound_padded_draft_probs()
+    finally:
+        vllm_patches.bind(None)
+    assert not vllm_patches.bound_padded_draft_probs()

@@ -216,3 +216,21 @@ def test_the_run_state_counts_every_decoder_even_one_closed_before_the_end():
     info = session.run_engine_info(first)
     assert info["state"] == {"cached_tokens": 40, "preemptions": 2}
     assert runner.made == ["a", "b"]  # no decoder re-made to be asked
+
+
+def test_a_configuration_scenario_is_accepted_when_configurations_follow(capsys):
+    """``--engine-config NAME --scenario multi-turn`` (and ``certify_configurations(..., scenarios=["multi-turn"])``):
+    a scenario that only a configuration adds to its matrix passes the options' check when configurations follow,
+    and is still refused for a plain run."""
+    from specverify.certification.config import RunConfig
+
+    run = dict(factory=f"{F}:configured", models="checkpoint", scenarios=["multi-turn"])
+    assert RunConfig.create(configurations=True, **run).scenarios == ("multi-turn",)
+    with pytest.raises(InvalidArgument, match="'multi-turn' is not a scenario"):
+        RunConfig.create(**run)
+    assert RunConfig.create(configurations=True, factory=f"{F}:configured").scenarios in ((), None)
+    code, _, err = cli("certify", f"{F}:configured", "--models", "checkpoint", "--engine-config", "nosuch",
+                       "--scenario", "multi-turn")  # fmt: skip
+    assert code == ExitCode.USAGE and "not a scenario" not in err and "nosuch" in err, err
+    with pytest.raises(InvalidArgument, match="nosuch"):
+        certify_configurations(f"{F}:configured", ["nosuch"], models="checkpoint", scenarios=["multi-turn"])
