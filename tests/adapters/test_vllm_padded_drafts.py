@@ -22,6 +22,7 @@ from specverify.certification.laws import law_of  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
+from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.oracles.law import greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
@@ -118,7 +119,7 @@ def test_a_prefix_hit_that_leaves_one_token_is_padded_with_minus_one_drafts(monk
     # one round per step with real drafts, and the first token before them, as prefill_tokens = 1 says
     assert state["padded_requests"] == 1 == state["padded_steps"], state
     assert len(out[0].accepted) == len(seen) - 1, (out[0].accepted, seen)
-    assert 1 + sum(a + 1 for a in out[0].accepted) >= len(out[0].tokens) > sum(a + 1 for a in out[0].accepted)
+    assert completion_violation(len(out[0].tokens), out[0].accepted, 3, prefill=1) is None, out[0]
     assert (out[0].tokens, out[0].finish_reason) == greedy_outcome(pair.target, TURN2.prompt, greedy)
     assert effective["random_sample_kernel"] == "specverify.adapters.vllm_patches.reject_padded_drafts"
     assert effective["workaround"] == ["padded-drafts"]
@@ -185,3 +186,29 @@ def test_padded_draft_probs_needs_padded_drafts_on_cpu():
     finally:
         vllm_patches.bind(None)
     assert not vllm_patches.bound_padded_draft_probs()
+
+
+def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):
+    """``parallel_n``: 200 identical unseeded turn-2 requests are one vLLM request with n = 200, whose children vLLM
+    pads one by one (scheduler ids ``"{index}_{id}-{uuid}"``); each child's completion is flagged padded and its
+    accepted counts stay consistent with one token before its first real round."""
+    flagged = []
+    original = va.completion
+
+    def recording(request, sample, vocab, method, *, padded=False):  # noqa: ANN001, ANN202
+        flagged.append(padded)
+        return original(request, sample, vocab, method, padded=padded)
+
+    monkeypatch.setattr(va, "completion", recording)
+    pair = TURN2.models()
+    decoder = va.draft_model(pair.target, pair.draft, parallel_n=True, workaround=WORKAROUNDS + ["padded-drafts"])
+    try:
+        decoder([Request(TURN2.prompt, TURN2.params, 3, seed=1)])  # writes the block the next call hits
+        flagged.clear()
+        out = decoder([Request(TURN2.prompt, TURN2.params, 3) for _ in range(200)])
+        state = decoder.engine_info["state"]
+    finally:
+        decoder.close()
+    assert state["parallel_samples"] == 200 == state["padded_requests"], state
+    assert flagged == [True] * 200
+    assert all(completion_violation(len(c.tokens), c.accepted, 3, prefill=1) is None for c in out)
