@@ -1,11 +1,13 @@
 """The vLLM adapter's engine configurations (``--engine-config NAME``, docs/adapters.md "Engine configurations") and
 the evidence each reads from the engine that its state was reached (``decoder.engine_info["state"]``).
 
-Each preset is a set of engine options of :data:`specverify.adapters.vllm_methods.COMMON_OPTIONS`, the scenarios that
-create its state (the checkpoint matrix's configuration scenarios, ``matrix_checkpoint.CONFIGURATION_SCENARIOS``:
-``second-block``, 28 tokens, whose first round needs a second 32-token KV block after admission; ``long-prompt``, 31
-tokens, whose first round's drafts straddle a block boundary; then ``multi-turn``, turn 2 of that conversation, 33
-tokens, whose first block turn 1's decoding wrote) and the counts that show the state. File:line refer to vLLM 0.32.0.
+Each preset is a set of engine options of :data:`specverify.adapters.vllm_methods.COMMON_OPTIONS`, the scenarios
+that create its state (the checkpoint matrix's configuration scenarios,
+``matrix_checkpoint.CONFIGURATION_SCENARIOS``: ``one-token-prompt``, the prompt ``(0,)``, which the scheduler pads
+with ``-1`` drafts when it is admitted while others run (finding 13 without any cache hit); ``second-block``, 28
+tokens, whose first round needs a second 32-token KV block after admission; ``long-prompt``, 31 tokens, whose first
+round's drafts straddle a block boundary; then ``multi-turn``, turn 2 of that conversation, 33 tokens, whose first
+block turn 1's decoding wrote) and the counts that show the state. File:line refer to vLLM 0.32.0.
 
 =====================  ===================================================  ==========================================
 configuration          engine options                                       evidence (``engine_info["state"]``)
@@ -74,7 +76,7 @@ __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_st
            "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
-STATE_SCENARIOS = ("second-block", "long-prompt", "multi-turn")
+STATE_SCENARIOS = ("one-token-prompt", "second-block", "long-prompt", "multi-turn")
 CHUNK_BUDGET = 64  # tokens per step: two of the configuration scenarios' prompts do not fit
 STRUCTURED_SCENARIOS = ("structured", "greedy-structured")
 PREEMPT_BLOCKS = 32  # blocks of 32 tokens: 32 second-block requests admitted, each needing a second block

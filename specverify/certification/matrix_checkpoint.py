@@ -19,8 +19,13 @@ scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and 
 its probabilities and the processor cut points (checked by a test and again before the scenario runs).
 
 **Configuration scenarios** (``configuration_scenarios``): scenarios that create an engine state, run only by the
-configurations that name them, so the default matrix and its α plan stay as they are. All three run on the main
-pair at γ 3 and ``max_tokens`` 3, in this order (the run order keeps it: same pair, same γ, so one engine runs them):
+configurations that name them, so the default matrix and its α plan stay as they are. The four below run on the
+main pair at γ 3 and ``max_tokens`` 3, in this order (the run order keeps it: same pair, same γ, so one engine runs
+them):
+
+- ``one-token-prompt``: the prompt ``(0,)`` at temperature 1. A scheduler that pads a new request with a single
+  token to compute to a uniform decode step (vLLM: ``-1`` drafts, finding 13) does so for such requests admitted
+  while others run; no scenario of the default matrices has a one-token prompt.
 
 - ``second-block``: the first 28 tokens of :data:`TURN_1_PROMPT`. A scheduler that admits a request with its prompt
   and γ lookahead slots (31: one block) must find a second block for the first round (28 + 1 + γ + γ lookahead): with
@@ -154,11 +159,17 @@ def structured_grammar():
     return _GRAMMAR
 
 
+_ONE = "a one-token prompt: a new request with one token to compute, admitted while others run (padded by vLLM)"
 _GROW = "a 28-token prompt: the first round needs a second 32-token KV block after admission (preempted there)"
 _LONG = "a 31-token prompt: the first round's drafts straddle a 32-token KV block, filled while decoding (turn 1)"
 _TURN_2 = "turn 2: turn 1's prompt and whole output, EOS included (33 tokens), its first block cached by turn 1"
 # name: (the toy scenario it is made from, pair, changes); the order is the run order (turn 1 just before turn 2)
 _CONFIGURATION_OVERRIDES = {
+    "one-token-prompt": (
+        "temperature-1",
+        "main",
+        dict(name="one-token-prompt", prompt=(0,), num_draft_tokens=3, params=P(max_tokens=3), exercises=_ONE),
+    ),
     "second-block": (
         "long-prompt",
         "main",

@@ -133,7 +133,7 @@ def test_the_configuration_scenario_names_by_family():
     from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
 
     assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
-        "second-block", "long-prompt", "multi-turn", "structured", "greedy-structured")  # fmt: skip
+        "one-token-prompt", "second-block", "long-prompt", "multi-turn", "structured", "greedy-structured")  # fmt: skip
     assert configuration_scenario_names("toy") == ()  # the toy matrix holds its own
 
 
@@ -142,6 +142,9 @@ def test_the_checkpoint_configuration_scenarios_create_their_state():
     from specverify.certification.scenarios import SCENARIOS
 
     s = configuration_scenarios(SCENARIOS)
+    one = s["one-token-prompt"]  # one token to compute in the first step, cached or not
+    assert one.prompt == (0,) and one.params.temperature == 1.0 and one.num_draft_tokens == 3
+    assert one.pair == s["multi-turn"].pair
     block = 32  # vLLM's CPU KV block; a cached prefix is whole blocks, never the last prompt token
     # second-block: admitted with prompt + γ lookahead in one block, its first round (token + γ drafts) needs two
     grow = s["second-block"]
