@@ -72,7 +72,7 @@ from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "padded_key",
+           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "record_preempted", "padded_key",
            "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
@@ -207,6 +207,22 @@ def record_padded_steps(llm, state: dict, padded: set) -> None:
         return out
 
     scheduler.schedule = schedule
+
+
+def record_preempted(llm, preempted: set) -> None:
+    """Add to ``preempted`` the ids (:func:`padded_key`) of the requests the in-process engine's scheduler preempts: a
+    wrapper around ``Scheduler._preempt_request`` (v1/core/sched/scheduler.py:1571), counting only. A preempted
+    request is resumed by recomputing its prompt and output, and that step samples its next token from the target
+    outside any verification round, so its per-round counts cannot be placed among its tokens
+    (``_vllm_mapping.completion`` reports them as not reported)."""
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler._preempt_request
+
+    def _preempt_request(request, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - vLLM's signature
+        preempted.add(padded_key(request.request_id))
+        return original(request, *args, **kwargs)
+
+    scheduler._preempt_request = _preempt_request
 
 
 def count_grammar_cuts(llm, state: dict) -> None:

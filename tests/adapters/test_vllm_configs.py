@@ -15,6 +15,7 @@ from specverify.adapters import vllm_configs  # noqa: E402
 from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
+from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.protocol import Request, engine_of  # noqa: E402
 
 STATE = configuration_scenarios(SCENARIOS)
@@ -88,6 +89,12 @@ def test_preemptions_are_counted_and_short_requests_alone_are_not_covered():
     out = decoder(_requests("second-block", 200, first_seed=0))
     assert decoder.engine_info["state"]["preemptions"] >= 1 and preset.shortfall(engine_of(decoder)) is None
     assert all(len(c.tokens) >= 1 for c in out)  # resumed requests finish
+    # a preempted request's resume samples a token outside any round: its rounds are not reported
+    # (vllm_configs.record_preempted); every other request's counts fit one token before its first round
+    unreported = sum(c.accepted is None for c in out)
+    assert 1 <= unreported <= decoder.engine_info["state"]["preemptions"], unreported
+    reported = [c for c in out if c.accepted is not None]
+    assert reported and all(completion_violation(len(c.tokens), c.accepted, 3, prefill=1) is None for c in reported)
     decoder.close()
 
 
