@@ -195,9 +195,9 @@ def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):
     flagged = []
     original = va.completion
 
-    def recording(request, sample, vocab, method, *, padded=False):  # noqa: ANN001, ANN202
+    def recording(request, sample, vocab, method, *, padded=False, **rest):  # noqa: ANN001, ANN003, ANN202
         flagged.append(padded)
-        return original(request, sample, vocab, method, padded=padded)
+        return original(request, sample, vocab, method, padded=padded, **rest)
 
     monkeypatch.setattr(va, "completion", recording)
     pair = TURN2.models()
