@@ -206,8 +206,7 @@ class VllmDecoder:
         self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
         self._marks: dict = {}  # engine key -> its counters after its last call (one read of vLLM's per call)
         self._state = vllm_configs.new_state()  # the configurations' evidence (engine_info["state"])
-        self._padded: set = set()  # ids of the requests vLLM padded with -1 drafts in their first step (finding 13)
-        self._preempted_ids: set = set()  # ids of the requests vLLM preempted (resumed by recomputation)
+        self._flagged: dict = {"padded": set(), "preempted": set()}  # request ids vLLM padded (finding 13), preempted
         self._preempted: dict = {}  # engine key -> vllm:num_preemptions after its last call
         self._closed = False
         _check_one_workaround_setting(self)
@@ -283,8 +282,8 @@ class VllmDecoder:
         if budget is not None:
             vllm_configs.count_partial_prefills(llm, self._state)
         if spec is not None:
-            vllm_configs.record_padded_steps(llm, self._state, self._padded)
-            vllm_configs.record_preempted(llm, self._preempted_ids)
+            vllm_configs.record_padded_steps(llm, self._state, self._flagged["padded"])
+            vllm_configs.record_preempted(llm, self._flagged["preempted"])
         if self.options["structured_outputs"]:
             vllm_configs.count_grammar_cuts(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
@@ -345,10 +344,10 @@ class VllmDecoder:
                 )
             for i, sample in zip(group, o.outputs):
                 key = o.request_id if len(o.outputs) == 1 else f"{sample.index}_{o.request_id}"
-                padded, preempted = key in self._padded, key in self._preempted_ids
-                self._padded.discard(key)
-                self._preempted_ids.discard(key)
-                out[i] = completion(requests[i], sample, self.vocab, self.method, padded=padded, preempted=preempted)
+                flags = {name: key in ids for name, ids in self._flagged.items()}  # completion(padded=, preempted=)
+                for ids in self._flagged.values():
+                    ids.discard(key)
+                out[i] = completion(requests[i], sample, self.vocab, self.method, **flags)
         return out
 
     def engine(self, gamma: int = 3) -> object:
