@@ -72,7 +72,7 @@ from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "record_preempted", "padded_key",
+           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "record_preempted", "request_key",
            "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
@@ -176,12 +176,12 @@ def count_partial_prefills(llm, state: dict) -> None:
     scheduler.schedule = schedule
 
 
-def padded_key(request_id: str) -> str:
+def request_key(request_id: str) -> str:
     """The id ``LLM.generate`` knows a request by, from the scheduler's: vLLM appends ``-`` and 8 characters of a
     uuid to the external id (v1/engine/input_processor.py:371); a child of an ``n`` > 1 request is ``"{index}_{id}"``
     (v1/engine/parallel_sampling.py:94).
 
-    >>> padded_key("3-a5cf8b95"), padded_key("1_3-a5cf8b95"), padded_key("3")
+    >>> request_key("3-a5cf8b95"), request_key("1_3-a5cf8b95"), request_key("3")
     ('3', '1_3', '3')
     """
     return request_id.rsplit("-", 1)[0] if "-" in request_id else request_id
@@ -189,7 +189,7 @@ def padded_key(request_id: str) -> str:
 
 def record_padded_steps(llm, state: dict, padded: set) -> None:
     """Count, in ``state``, the scheduling steps that give a request only ``-1`` drafts (``padded_steps``) and the
-    requests so padded in their first step (``padded_requests``), and add those requests' ids (:func:`padded_key`)
+    requests so padded in their first step (``padded_requests``), and add those requests' ids (:func:`request_key`)
     to ``padded``: a wrapper around the in-process engine's ``Scheduler.schedule``, counting only."""
     scheduler = llm.llm_engine.engine_core.engine_core.scheduler
     original = scheduler.schedule
@@ -203,14 +203,14 @@ def record_padded_steps(llm, state: dict, padded: set) -> None:
                 state["padded_steps"] += 1
                 if request_id in new:
                     state["padded_requests"] += 1
-                    padded.add(padded_key(request_id))
+                    padded.add(request_key(request_id))
         return out
 
     scheduler.schedule = schedule
 
 
 def record_preempted(llm, preempted: set) -> None:
-    """Add to ``preempted`` the ids (:func:`padded_key`) of the requests the in-process engine's scheduler preempts: a
+    """Add to ``preempted`` the ids (:func:`request_key`) of the requests the in-process engine's scheduler preempts: a
     wrapper around ``Scheduler._preempt_request`` (v1/core/sched/scheduler.py:1571), counting only. A preempted
     request is resumed by recomputing its prompt and output, and that step samples its next token from the target
     outside any verification round, so its per-round counts cannot be placed among its tokens
@@ -219,7 +219,7 @@ def record_preempted(llm, preempted: set) -> None:
     original = scheduler._preempt_request
 
     def _preempt_request(request, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - vLLM's signature
-        preempted.add(padded_key(request.request_id))
+        preempted.add(request_key(request.request_id))
         return original(request, *args, **kwargs)
 
     scheduler._preempt_request = _preempt_request
