@@ -84,7 +84,7 @@ PAIR_SETS = {
 }
 DEFAULT_PAIR_SET = "llama"
 _SPECS = {**CHECKPOINT_PAIRS, **MIMO_PAIRS}
-TOY_ONLY = ("target-zero", "draft-zero", "long-prompt", "multi-turn")  # the last two: CONFIGURATION_SCENARIOS
+TOY_ONLY = ("target-zero", "draft-zero", "one-token-prompt", "long-prompt", "multi-turn")  # last 3: configuration
 TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
 TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
 
@@ -165,11 +165,7 @@ _LONG = "a 31-token prompt: the first round's drafts straddle a 32-token KV bloc
 _TURN_2 = "turn 2: turn 1's prompt and whole output, EOS included (33 tokens), its first block cached by turn 1"
 # name: (the toy scenario it is made from, pair, changes); the order is the run order (turn 1 just before turn 2)
 _CONFIGURATION_OVERRIDES = {
-    "one-token-prompt": (
-        "temperature-1",
-        "main",
-        dict(name="one-token-prompt", prompt=(0,), num_draft_tokens=3, params=P(max_tokens=3), exercises=_ONE),
-    ),
+    "one-token-prompt": ("one-token-prompt", "main", dict(num_draft_tokens=3, params=P(max_tokens=3), exercises=_ONE)),
     "second-block": (
         "long-prompt",
         "main",

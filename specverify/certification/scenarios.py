@@ -173,6 +173,7 @@ _LIST = [
         params=P(max_tokens=4),
     ),
     _s("long-prompt", "sampling", "prompts crossing KV block boundaries", prompt=(0, 1, 2) * 6, num_draft_tokens=2),
+    _s("one-token-prompt", "sampling", "a one-token prompt: one token to compute (padded to decode)", prompt=(0,)),
     _s(
         "multi-turn",
         "sampling",
