@@ -197,14 +197,16 @@ def _vllm_params(request: Request, vocab_size: int, n: int = 1) -> object:
 
 
 def completion(
-    request: Request, output, vocab, method: str, *, padded: bool = False, preempted: bool = False
+    request: Request, output, vocab, method: str, *, padded: bool = False, preempted: bool = False, short: bool = False
 ) -> Completion:
     """The ``Completion`` of one vLLM ``CompletionOutput`` (``token_ids``, ``finish_reason``, ``spec_decode_metrics``):
     tokens as vLLM emitted them, the finish rule's reason, ``accepted`` clipped to those tokens. ``padded``: vLLM
-    gave the request only ``-1`` drafts in its first step (``vllm_configs.record_padded_steps``); that step's round
+    gave the request only ``-1`` drafts in its first step (``vllm_configs.record_scheduled_drafts``); that step's round
     verified no drafter's tokens and emitted one target sample, the prefill's token, so it is left out.
     ``preempted``: vLLM preempted the request (``vllm_configs.record_preempted``); each resume samples a token
-    outside any round, so its rounds cannot be placed among its tokens: ``accepted`` is None (not reported)."""
+    outside any round, so its rounds cannot be placed among its tokens: ``accepted`` is None (not reported).
+    ``short``: a step's token budget gave the request fewer drafts than proposed (``vllm_configs``, short rounds), so
+    not every round verified γ drafts (a plain decode step is no round at all): ``accepted`` is None too."""
     detail = f"vLLM's finish_reason {getattr(output, 'finish_reason', None)!r}"
     done = finish(output.token_ids, vocab, request.params, engine="vLLM", detail=detail)
     accepted = None
@@ -212,7 +214,7 @@ def completion(
     if spec.vllm_method is not None:
         metrics = getattr(output, "spec_decode_metrics", None)
         start = spec.prefill_tokens if spec.prefill_tokens is not None else 1  # ngram: at least the prefill's token
-        if preempted:
+        if preempted or short:
             return Completion(tokens=done.tokens, finish_reason=done.finish_reason, accepted=None)
         if metrics is not None or len(done.tokens) <= start:
             per_step = getattr(metrics, "per_step_accepted", None) or ()

@@ -206,7 +206,7 @@ class VllmDecoder:
         self._effective: dict = {}  # str(γ) -> what that engine ran (engine_info)
         self._marks: dict = {}  # engine key -> its counters after its last call (one read of vLLM's per call)
         self._state = vllm_configs.new_state()  # the configurations' evidence (engine_info["state"])
-        self._flagged: dict = {"padded": set(), "preempted": set()}  # request ids vLLM padded (finding 13), preempted
+        self._flagged: dict = {"padded": set(), "preempted": set(), "short": set()}  # ids: vllm_configs.record_*
         self._preempted: dict = {}  # engine key -> vllm:num_preemptions after its last call
         self._closed = False
         _check_one_workaround_setting(self)
@@ -282,7 +282,7 @@ class VllmDecoder:
         if budget is not None:
             vllm_configs.count_partial_prefills(llm, self._state)
         if spec is not None:
-            vllm_configs.record_padded_steps(llm, self._state, self._flagged["padded"])
+            vllm_configs.record_scheduled_drafts(llm, self._state, self._flagged)
             vllm_configs.record_preempted(llm, self._flagged["preempted"])
         if self.options["structured_outputs"]:
             vllm_configs.count_grammar_cuts(llm, self._state)
@@ -344,7 +344,7 @@ class VllmDecoder:
                 )
             for i, sample in zip(group, o.outputs):
                 key = o.request_id if len(o.outputs) == 1 else f"{sample.index}_{o.request_id}"
-                flags = {name: key in ids for name, ids in self._flagged.items()}  # completion(padded=, preempted=)
+                flags = {name: key in ids for name, ids in self._flagged.items()}  # completion(padded=, ...)
                 for ids in self._flagged.values():
                     ids.discard(key)
                 out[i] = completion(requests[i], sample, self.vocab, self.method, **flags)

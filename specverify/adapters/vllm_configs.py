@@ -60,7 +60,13 @@ configuration          engine options                                       evid
   is a target sample, as a prefill's is, so the adapter drops that round from the request's ``accepted``
   (``_vllm_mapping.completion``), which keeps ``prefill_tokens = 1`` true for padded requests, and the aggregate
   counters, which keep it, then read one round more per padded request (the counters check shows it). Read by a
-  wrapper around the in-process scheduler's ``schedule`` (:func:`record_padded_steps`), counting only.
+  wrapper around the in-process scheduler's ``schedule`` (:func:`record_scheduled_drafts`), counting only.
+- ``short_rounds`` counts the steps in which a running request was scheduled with fewer drafts than its drafter
+  proposed, and ``short_requests`` those requests: a step's token budget (``max_num_batched_tokens``, small under
+  ``chunked-prefill``) cuts the last scheduled requests' drafts (v1/core/sched/scheduler.py:703-712, :861-872), and
+  with none left the step is a plain decode step, which vLLM's per-request counters do not count (:2113). The law is
+  untouched, but those rounds are not rounds of γ drafts, so the request's ``accepted`` is not reported
+  (``_vllm_mapping.completion``, ``short``); the same wrapper reads them.
 
 ``async-scheduling`` (forced off on CPU, platforms/cpu.py:331) and ``dynamic-gamma`` (Model Runner V2 only, which
 needs Triton) are listed as unreachable here.
@@ -72,7 +78,7 @@ from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "count_grammar_cuts", "record_padded_steps", "record_preempted", "request_key",
+           "count_partial_prefills", "count_grammar_cuts", "record_scheduled_drafts", "record_preempted", "request_key",
            "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
@@ -140,7 +146,8 @@ ENGINE_CONFIGS: dict = {
 DEFAULT_ENGINE_CONFIG = "prefix-cache"
 
 STATE_KEYS = ("requests", "cached_tokens", "prefix_hits", "partial_prefills", "preemptions", "parallel_requests",
-              "parallel_samples", "structured_requests", "drafts_cut", "padded_steps", "padded_requests")  # fmt: skip
+              "parallel_samples", "structured_requests", "drafts_cut", "padded_steps", "padded_requests",
+              "short_rounds", "short_requests")  # fmt: skip
 
 
 def new_state() -> dict:
@@ -187,14 +194,21 @@ def request_key(request_id: str) -> str:
     return request_id.rsplit("-", 1)[0] if "-" in request_id else request_id
 
 
-def record_padded_steps(llm, state: dict, padded: set) -> None:
-    """Count, in ``state``, the scheduling steps that give a request only ``-1`` drafts (``padded_steps``) and the
-    requests so padded in their first step (``padded_requests``), and add those requests' ids (:func:`request_key`)
-    to ``padded``: a wrapper around the in-process engine's ``Scheduler.schedule``, counting only."""
+def record_scheduled_drafts(llm, state: dict, flagged: dict) -> None:
+    """Read, from each scheduling step of the in-process engine, the drafts it gives each request (a wrapper around
+    ``Scheduler.schedule``, counting only), into ``state`` and the id sets of ``flagged`` (:func:`request_key`):
+
+    - a request given only ``-1`` drafts: ``padded_steps``; in its first step also ``padded_requests`` and
+      ``flagged["padded"]`` (finding 13);
+    - a running request scheduled with fewer drafts than its drafter proposed (the step's token budget cut them,
+      v1/core/sched/scheduler.py:703-712 and :861-872; with none left the step is a plain decode step that vLLM's
+      per-request counters never see, :2113): ``short_rounds``; the first time also ``short_requests`` and
+      ``flagged["short"]``."""
     scheduler = llm.llm_engine.engine_core.engine_core.scheduler
     original = scheduler.schedule
 
     def schedule(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - vLLM's signature
+        proposed = {r.request_id: len(r.spec_token_ids) for r in scheduler.running if r.spec_token_ids}
         out = original(*args, **kwargs)
         drafts = getattr(out, "scheduled_spec_decode_tokens", None) or {}
         new = {r.req_id for r in getattr(out, "scheduled_new_reqs", ())}
@@ -203,7 +217,14 @@ def record_padded_steps(llm, state: dict, padded: set) -> None:
                 state["padded_steps"] += 1
                 if request_id in new:
                     state["padded_requests"] += 1
-                    padded.add(request_key(request_id))
+                    flagged["padded"].add(request_key(request_id))
+        scheduled = getattr(out, "num_scheduled_tokens", None) or {}
+        for request_id, n in proposed.items():
+            if request_id in scheduled and len(drafts.get(request_id, ())) < n:
+                state["short_rounds"] += 1
+                key = request_key(request_id)
+                state["short_requests"] += key not in flagged["short"]
+                flagged["short"].add(key)
         return out
 
     scheduler.schedule = schedule

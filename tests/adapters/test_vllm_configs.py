@@ -111,6 +111,16 @@ def test_chunked_prefill_of_seeded_requests_crashes_and_unseeded_ones_split():
     assert unseeded.engine_info["effective"]["3"]["max_num_batched_tokens"] == 64
     out = unseeded(_requests("long-prompt", 40) + _requests("multi-turn", 40))
     assert len(out) == 80 and unseeded.engine_info["state"]["partial_prefills"] >= 1
+    # 300 running requests, 64 at a time, need 4 tokens a step each: the budget of 64 cuts the last ones' drafts
+    # (vllm_configs.record_scheduled_drafts); their rounds are not reported, every other request's add up
+    before = unseeded.engine_info["state"]["short_requests"]
+    out = unseeded(_requests("one-token-prompt", 300))
+    state = unseeded.engine_info["state"]
+    short = state["short_requests"] - before
+    assert state["short_rounds"] >= short >= 1, state
+    reported = [c for c in out if c.accepted is not None]
+    assert len(reported) == 300 - short and state["preemptions"] == 0, state
+    assert all(completion_violation(len(c.tokens), c.accepted, 3, prefill=1) is None for c in reported)
     unseeded.close()
 
 

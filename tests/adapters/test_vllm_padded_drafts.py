@@ -115,7 +115,7 @@ def test_a_prefix_hit_that_leaves_one_token_is_padded_with_minus_one_drafts(monk
     assert state["prefix_hits"] == 1 and state["cached_tokens"] == 32
     assert seen[0] == [-1, -1, -1], seen  # its first step: one token computed, padded to 1 + γ with -1 drafts
     assert all(d >= 0 for step in seen[1:] for d in step), seen  # real drafts afterwards
-    # the scheduler's padding is read (vllm_configs.record_padded_steps) and the padded round left out of accepted:
+    # the scheduler's padding is read (vllm_configs.record_scheduled_drafts) and the padded round left out of accepted:
     # one round per step with real drafts, and the first token before them, as prefill_tokens = 1 says
     assert state["padded_requests"] == 1 == state["padded_steps"], state
     assert len(out[0].accepted) == len(seen) - 1, (out[0].accepted, seen)
