@@ -38,3 +38,26 @@ def small_calls_nearby_law(target, draft, *, entropy=None):
 def small_calls_far_law(target, draft, *, entropy=None):
     """The same path with a larger defect (TV ≈ 0.23 on the small-call shape): the fast suite's cousin."""
     return _SmallCallsNearby(target, draft, distance=STRONG_DISTANCE, entropy=entropy)
+
+
+class _Seedless(VectorizedDecoder):
+    """The reference without the ``seed`` capability, refusing any request that carries a seed (as an engine whose
+    seeded path is broken is certified: chunked-prefill-unseeded)."""
+
+    capabilities = VectorizedDecoder.capabilities - {"seed"}
+
+    def __call__(self, requests):
+        seeded = [r for r in requests if r.seed is not None]
+        if seeded:
+            raise RuntimeError(f"{len(seeded)} of {len(requests)} requests carry a seed, which this decoder refuses")
+        return super().__call__(requests)
+
+    def sample(self, request, n, start=0):
+        if request.seed is not None:
+            raise RuntimeError("a seeded request sent to sample(), which this decoder refuses")
+        return super().sample(request, n, start)
+
+
+def seedless(target, draft, *, entropy=None):
+    """The reference, declared without ``seed``: the certifier must send it no seed (its neighbours included)."""
+    return _Seedless(target, draft, entropy=entropy)

@@ -118,3 +118,15 @@ def test_the_reference_passes_batch_composition_at_thorough():
     members = _members(cert)
     assert set(members) == set(COMPOSITIONS)
     assert all(r.passed and r.n == r.planned_n for r in members.values()), members
+
+
+def test_a_decoder_without_seed_gets_no_seed_in_any_call():
+    """No scenario sends a seed to a decoder that does not declare ``seed``: batch-composition's large calls used to
+    give R's neighbours seeds whatever the decoder declared, which broke vLLM's chunked-prefill-unseeded
+    configuration (finding 3's crash on a seeded neighbour). The whole quick matrix, so any other check that did
+    the same fails here too."""
+    cert = certify(f"{FACTORY}:seedless", level="quick", seed=0, alpha=1e-6, isolation="none")
+    assert not [(r.scenario, r.violation) for r in cert.scenarios if r.violation], cert.reason
+    composition = [r for r in cert.scenarios if r.scenario == "batch-composition"]
+    assert len(composition) == 3 and all(r.covered and r.passed for r in composition)
+    assert cert.verdict == "exact", cert.reason

@@ -136,13 +136,15 @@ def _small_calls(shape, calls: int, seed_of) -> tuple:
 
 
 def _large_calls(scenario, n: int, seed_of, neighbours: list) -> list:
-    """R every other request in calls of up to ``LARGE_CALL``; R's i-th draw has seed ``seed_of(i)``."""
+    """R every other request in calls of up to ``LARGE_CALL``; R's i-th draw has seed ``seed_of(i)``, and its
+    neighbours are seeded only when R is (a decoder that does not declare ``seed`` never receives one)."""
     own = [Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed_of(i)) for i in range(n)]
     per_call, calls = LARGE_CALL // 2, []
     for start in range(0, n, per_call):
         call = []
         for j, r in enumerate(own[start : start + per_call]):
-            call += [r, replace(neighbours[j % len(neighbours)], seed=(start + j) % 2**63)]
+            seed = None if r.seed is None else (start + j) % 2**63
+            call += [r, replace(neighbours[j % len(neighbours)], seed=seed)]
         calls.append((call, tuple(range(0, len(call), 2))))
     return calls
 
