@@ -105,6 +105,7 @@ def _effective_config(llm, options: Mapping) -> dict:
             and spec.rejection_sample_method == "standard"
             and spec.draft_sample_method == "probabilistic",
             stop_metrics=vllm_patches.running_metrics_attached(llm),
+            grammar_cut_drafts=vllm_patches.cut_drafts_kept(llm),  # grammar-cut-drafts (finding 12)
         )
         drafter = getattr(spec, "draft_model_config", None)  # None for ngram; mtp: the target's MTP layers
         if drafter is not None:

@@ -287,8 +287,8 @@ class VllmDecoder:
         if self.options["structured_outputs"]:
             vllm_configs.count_grammar_cuts(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
-        if spec is not None and "stop-metrics" in vllm_patches.workarounds_of(self.options["workaround"]):
-            vllm_patches.attach_running_metrics(llm)
+        if spec is not None:  # stop-metrics, grammar-cut-drafts
+            vllm_patches.attach_engine_workarounds(llm, self.options["workaround"])
         self.engine_start_s.append(time.perf_counter() - started)
         self._effective[str(key[1])] = _effective_config(llm, self.options)
         metrics = llm.get_metrics()

@@ -51,6 +51,17 @@ are all ``-1`` rows of zeros instead (its drafts are rejected before their ratio
 q = 0 the recovered token is drawn from the target row itself, as a prefill's token is) and keeps vLLM's fallback
 for any other miss. A class attribute (process-global), bound like ``expand-kernel``. Acceptance only: the law is
 exact either way.
+
+``grammar-cut-drafts`` (finding 12; needs ``padded-draft-probs``, so ``padded-drafts`` too on CPU). Under structured
+outputs the scheduler keeps only the longest grammar-valid prefix of a request's drafts
+(``Scheduler.update_draft_token_ids``, v1/core/sched/scheduler.py:2550-2569), so the position of the first forbidden
+draft x is sampled as a bonus token from the masked target row p, where the rule needs x rejected (p(x) = 0) and the
+token drawn from norm((p - q)+): not exact for probabilistic drafts. :func:`keep_cut_drafts` wraps one engine's
+``update_draft_token_ids`` (an instance attribute: per engine) to pad the cut drafts back with ``-1``, as vLLM's own
+async path does (:2571-2604): the row of the first ``-1`` is masked by the grammar (v1/structured_output/__init__.py:
+414-423), ``padded-drafts`` rejects the ``-1``, and the recovered token is drawn from norm((p - q)+) with the
+drafter's cached row q (``padded-draft-probs`` keeps one padded request from sending the batch to the point-mass
+fallback, where a ``-1`` draft's residual would be p itself). The rows after it are never reached.
 """
 
 from __future__ import annotations
@@ -74,9 +85,13 @@ __all__ = [
     "bound_padded_drafts",
     "padded_draft_probs",
     "bound_padded_draft_probs",
+    "keep_cut_drafts",
+    "attach_engine_workarounds",
+    "cut_drafts_kept",
 ]
 
-WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs")
+WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs",
+               "grammar-cut-drafts")  # fmt: skip
 #: the workarounds that replace process-global code (bound at each engine start): one setting per process
 PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
@@ -113,6 +128,13 @@ def workarounds_of(value) -> tuple:
             f"workaround={value!r}: padded-draft-probs gives padded requests draft probabilities of 0, which vLLM's "
             "CPU rejection kernel reads for a -1 draft unless padded-drafts rejects it first (finding 13); add it: "
             '--engine-option \'workaround=["padded-drafts", "padded-draft-probs"]\'.'
+        )
+    if "grammar-cut-drafts" in names and "padded-draft-probs" not in names:
+        raise InvalidArgument(
+            f"workaround={value!r}: grammar-cut-drafts verifies a draft the grammar cuts as a -1 draft, whose "
+            "residual needs the drafter's probabilities (padded-draft-probs keeps them; on CPU padded-drafts "
+            "rejects the -1): --engine-option "
+            '\'workaround=["padded-drafts", "padded-draft-probs", "grammar-cut-drafts"]\'.'
         )
     return tuple(w for w in WORKAROUNDS if w in names)
 
@@ -325,6 +347,46 @@ def attach_running_metrics(llm) -> None:
 
     update_from_output.specverify_workaround = "stop-metrics"
     scheduler.update_from_output = update_from_output
+
+
+def keep_cut_drafts(llm) -> None:
+    """``grammar-cut-drafts``: every draft the grammar cuts is kept as a ``-1`` draft, which the round rejects (the
+    in-process engine's scheduler only; module docstring)."""
+    from vllm.v1.structured_output.utils import strip_speculative_padding
+
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.update_draft_token_ids
+
+    def update_draft_token_ids(draft_token_ids):  # noqa: ANN001, ANN202 - vLLM's signature
+        pairs = zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids)
+        proposed = {r: len(strip_speculative_padding(list(t))) for r, t in pairs}
+        original(draft_token_ids)
+        for request_id, n in proposed.items():
+            request = scheduler.requests.get(request_id)
+            if request is None or not request.use_structured_output or request.is_prefill_chunk:
+                continue
+            kept = list(request.spec_token_ids)
+            if 0 < n and len(kept) < n:
+                request.spec_token_ids = kept + [-1] * (n - len(kept))
+
+    update_draft_token_ids.specverify_workaround = "grammar-cut-drafts"
+    scheduler.update_draft_token_ids = update_draft_token_ids
+
+
+def attach_engine_workarounds(llm, workaround) -> None:
+    """Attach the per-engine workarounds among ``workaround`` to one speculative engine: ``stop-metrics``
+    (:func:`attach_running_metrics`) and ``grammar-cut-drafts`` (:func:`keep_cut_drafts`)."""
+    names = workarounds_of(workaround)
+    if "stop-metrics" in names:
+        attach_running_metrics(llm)
+    if "grammar-cut-drafts" in names:
+        keep_cut_drafts(llm)
+
+
+def cut_drafts_kept(llm) -> bool:
+    """Whether :func:`keep_cut_drafts` is attached to this engine's scheduler (engine_info)."""
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    return getattr(scheduler.update_draft_token_ids, "specverify_workaround", None) == "grammar-cut-drafts"
 
 
 def running_metrics_attached(llm) -> bool:

@@ -13,12 +13,14 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/vllm")
 
 from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters import vllm_patches  # noqa: E402
 from specverify.certification.matrix_checkpoint import (  # noqa: E402
     STRUCTURED_PATTERN,
     configuration_scenarios,
     structured_grammar,
 )
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.grammar_regex import RegexGrammar  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 
@@ -123,3 +125,27 @@ def test_probabilistic_drafts_cut_by_the_grammar_shift_the_law():
     va.close_all()
     (result,) = [r for r in cert.scenarios if r.scenario == "structured"]
     assert result.covered and not result.passed and result.pvalue is not None and result.pvalue < 1e-6, result
+
+
+def test_grammar_cut_drafts_makes_probabilistic_drafts_exact_under_the_grammar():
+    """The opt-in workaround of finding 12 (``grammar-cut-drafts``, ``vllm_patches.keep_cut_drafts``): the drafts the
+    grammar cuts are kept as ``-1`` drafts, rejected by ``padded-drafts``, so the cut position is drawn from the
+    residual of the drafter's row; the same scenario as above then passes, with drafts cut (the state reached)."""
+    from specverify import certify
+
+    workaround = WORKAROUNDS + ["padded-drafts", "padded-draft-probs", "grammar-cut-drafts"]
+    cert = certify(
+        "specverify.adapters.vllm:draft_model", scenarios=["structured"], level="quick", isolation="none",
+        models="checkpoint", engine_config="structured", engine_options=["workaround=" + json.dumps(workaround)],
+    )  # fmt: skip
+    va.close_all()
+    (result,) = [r for r in cert.scenarios if r.scenario == "structured"]
+    assert result.covered and result.passed, result
+    info = cert.engine
+    assert info["state"]["drafts_cut"] >= 1 and info["effective"]["3"]["grammar_cut_drafts"] is True, info
+
+
+def test_grammar_cut_drafts_needs_the_drafters_probabilities():
+    with pytest.raises(InvalidArgument, match="grammar-cut-drafts verifies a draft the grammar cuts as a -1 draft"):
+        vllm_patches.workarounds_of(["padded-drafts", "grammar-cut-drafts"])
+    assert "grammar-cut-drafts" in vllm_patches.WORKAROUNDS and "grammar-cut-drafts" not in vllm_patches.PROCESS_GLOBAL
