@@ -2,7 +2,8 @@
 its rows as if the drafts were point masses. Run from the vLLM venv (one engine per run):
 
     VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python benchmarks/vllm_budget_fallback.py \
-        [SCENARIO] [CONFIGURATION | BUDGET]     # default: gamma-5 chunked-prefill-unseeded; control: prefix-cache
+        [SCENARIO] [CONFIGURATION | BUDGET] [missed]   # default: gamma-5 chunked-prefill-unseeded; control:
+                                                          # prefix-cache; missed: + the missed-draft-probs workaround
 
 ``draft_model`` with the five workarounds of findings 1, 8, 10, 13, 14, 3 000 unseeded requests of the checkpoint
 scenario in one call; prints (drafts proposed, drafts scheduled) per scheduled running request, the first round's
@@ -39,7 +40,8 @@ def main(argv: list) -> None:
         raise SystemExit(f"CONFIGURATION={config!r} must be one of {sorted(va.ENGINE_CONFIGS)} or a step budget")
     scenario = checkpoint_matrix(SCENARIOS)[name]
     pair = scenario.models()
-    decoder = va.draft_model(pair.target, pair.draft, workaround=FIVE, **options)
+    workaround = FIVE + (["missed-draft-probs"] if argv[2:3] == ["missed"] else [])
+    decoder = va.draft_model(pair.target, pair.draft, workaround=workaround, **options)
     llm = decoder.engine(scenario.num_draft_tokens)
 
     runner, lookups = gpu_model_runner.GPUModelRunner, collections.Counter()
@@ -77,7 +79,7 @@ def main(argv: list) -> None:
 
     llm.generate = recording
     decoder([Request(scenario.prompt, scenario.params, scenario.num_draft_tokens) for _ in range(N)])
-    print(f"{name} under {config} ({options}), {N} requests, gamma {scenario.num_draft_tokens}")
+    print(f"{name} under {config} ({options}), {N} requests, gamma {scenario.num_draft_tokens}, {workaround}")
     print("  (drafts proposed, drafts scheduled) per scheduled running request:", sorted(drafts_seen.items()))
     hist = np.bincount(first, minlength=scenario.num_draft_tokens + 1)
     print(f"  first round's accepted drafts: mean {np.mean(first):.3f}, histogram {hist.tolist()}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Mapping
 
-from specverify.adapters import vllm_patches
+from specverify.adapters import _vllm_engine_patches, vllm_patches
 from specverify.adapters._finish import clip_accepted, finish
 from specverify.adapters.vllm_methods import METHODS
 from specverify.errors import InvalidArgument
@@ -92,6 +92,7 @@ def _effective_config(llm, options: Mapping) -> dict:
         "min_tokens_bonus": vllm_patches.bound_min_tokens_bonus(),
         "random_sample_kernel": vllm_patches.bound_padded_drafts(),  # padded-drafts (finding 13)
         "padded_draft_probs": vllm_patches.bound_padded_draft_probs(),  # padded-draft-probs (finding 14)
+        "missed_draft_probs": vllm_patches.bound_missed_draft_probs(),  # missed-draft-probs (finding 15)
         "threads": _threads(),
     }
     if spec is not None:
@@ -104,8 +105,8 @@ def _effective_config(llm, options: Mapping) -> dict:
             draft_probs_used=spec.method not in ("ngram", "suffix")
             and spec.rejection_sample_method == "standard"
             and spec.draft_sample_method == "probabilistic",
-            stop_metrics=vllm_patches.running_metrics_attached(llm),
-            grammar_cut_drafts=vllm_patches.cut_drafts_kept(llm),  # grammar-cut-drafts (finding 12)
+            stop_metrics=_vllm_engine_patches.running_metrics_attached(llm),
+            grammar_cut_drafts=_vllm_engine_patches.cut_drafts_kept(llm),  # grammar-cut-drafts (finding 12)
         )
         drafter = getattr(spec, "draft_model_config", None)  # None for ngram; mtp: the target's MTP layers
         if drafter is not None:

@@ -95,7 +95,7 @@ import time
 import weakref
 from typing import Callable, Optional, Sequence
 
-from specverify.adapters import _vllm_metrics, vllm_configs, vllm_patches
+from specverify.adapters import _vllm_engine_patches, _vllm_metrics, vllm_configs, vllm_patches
 from specverify.adapters._vllm_engine import (  # noqa: F401 -- re-exported: close_all (API), the rest the tests' seams
     _ENV,
     _LIVE,
@@ -288,7 +288,7 @@ class VllmDecoder:
             vllm_configs.count_grammar_cuts(llm, self._state)
         set_threads(self.options["threads"])  # again: the engine may have imported numba (ngram)
         if spec is not None:  # stop-metrics, grammar-cut-drafts
-            vllm_patches.attach_engine_workarounds(llm, self.options["workaround"])
+            _vllm_engine_patches.attach_engine_workarounds(llm, self.options["workaround"])
         self.engine_start_s.append(time.perf_counter() - started)
         self._effective[str(key[1])] = _effective_config(llm, self.options)
         metrics = llm.get_metrics()

@@ -125,7 +125,7 @@ ENGINE_CONFIGS: dict = {
     "patched": EngineConfig(
         options={"workaround": list(vllm_patches.WORKAROUNDS)},
         doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus, padded-drafts, "
-        "padded-draft-probs, grammar-cut-drafts)",
+        "padded-draft-probs, missed-draft-probs, grammar-cut-drafts)",
     ),
     "structured": EngineConfig(
         options={"structured_outputs": True},

@@ -9,9 +9,10 @@ spec-decode metrics (``per_step_accepted``) to its engine-core output only in th
 (v1/core/sched/scheduler.py:2276-2279); a stop string is matched in the front-end (v1/engine/detokenizer.py:133-153),
 which then aborts the request, so a request a stop string ends is returned with ``spec_decode_metrics=None``
 (v1/engine/output_processor.py:745-746 keeps the last metrics received, :480 emits them at the finish) and its
-rounds are lost. :func:`attach_running_metrics` wraps one engine's ``Scheduler.update_from_output`` (an instance
-attribute: per engine, nothing process-global) to attach a copy of every running request's metrics to its output
-of each step, so the front-end holds the latest when it finishes the request. The law is not touched.
+rounds are lost. ``_vllm_engine_patches.attach_running_metrics`` wraps one engine's
+``Scheduler.update_from_output`` (an instance attribute: per engine, nothing process-global) to attach a copy of
+every running request's metrics to its output of each step, so the front-end holds the latest when it finishes the
+request. The law is not touched.
 
 ``min-tokens-bonus`` (finding 8). With speculation the bonus rows are sampled first, by the ordinary ``Sampler``
 (v1/sample/rejection_sampler.py:148-161), whose ``MinTokensLogitsProcessor.apply`` masks the stop tokens of every
@@ -52,16 +53,25 @@ q = 0 the recovered token is drawn from the target row itself, as a prefill's to
 for any other miss. A class attribute (process-global), bound like ``expand-kernel``. Acceptance only: the law is
 exact either way.
 
+``missed-draft-probs`` (finding 15; needs ``padded-draft-probs``). The runner caches the drafter's rows of one step
+only, for that step's requests, so a running request the step budget left out of a step keeps its drafts but loses
+their row, and its next verification misses: vLLM then verifies the whole step as point masses. With this option
+:func:`padded_draft_probs` keeps every request's latest rows across steps (:func:`_kept_rows`, on the runner, while
+the runner holds the request) and gives a request that missed them; with none kept, one-hot rows at its own drafts
+(a one-hot q is exact for any draft law: accept x with p(x), else draw from p without x), so at worst the request
+that missed loses acceptance, not the step. Process-global, bound with ``padded-draft-probs``.
+
 ``grammar-cut-drafts`` (finding 12; needs ``padded-draft-probs``, so ``padded-drafts`` too on CPU). Under structured
 outputs the scheduler keeps only the longest grammar-valid prefix of a request's drafts
 (``Scheduler.update_draft_token_ids``, v1/core/sched/scheduler.py:2550-2569), so the position of the first forbidden
 draft x is sampled as a bonus token from the masked target row p, where the rule needs x rejected (p(x) = 0) and the
-token drawn from norm((p - q)+): not exact for probabilistic drafts. :func:`keep_cut_drafts` wraps one engine's
-``update_draft_token_ids`` (an instance attribute: per engine) to pad the cut drafts back with ``-1``, as vLLM's own
-async path does (:2571-2604): the row of the first ``-1`` is masked by the grammar (v1/structured_output/__init__.py:
-414-423), ``padded-drafts`` rejects the ``-1``, and the recovered token is drawn from norm((p - q)+) with the
-drafter's cached row q (``padded-draft-probs`` keeps one padded request from sending the batch to the point-mass
-fallback, where a ``-1`` draft's residual would be p itself). The rows after it are never reached.
+token drawn from norm((p - q)+): not exact for probabilistic drafts. ``_vllm_engine_patches.keep_cut_drafts`` wraps
+one engine's ``update_draft_token_ids`` (an instance attribute: per engine) to pad the cut drafts back with ``-1``,
+as vLLM's own async path does (:2571-2604): the row of the first ``-1`` is masked by the grammar
+(v1/structured_output/__init__.py:414-423), ``padded-drafts`` rejects the ``-1``, and the recovered token is drawn
+from norm((p - q)+) with the drafter's cached row q (``padded-draft-probs`` keeps one padded request from sending
+the batch to the point-mass fallback, where a ``-1`` draft's residual would be p itself). The rows after it are
+never reached.
 """
 
 from __future__ import annotations
@@ -76,7 +86,6 @@ __all__ = [
     "expand_into_output",
     "bind",
     "bound_expand_kernel",
-    "attach_running_metrics",
     "PROCESS_GLOBAL",
     "bonus_row_forward",
     "bonus_row_apply",
@@ -85,19 +94,18 @@ __all__ = [
     "bound_padded_drafts",
     "padded_draft_probs",
     "bound_padded_draft_probs",
-    "keep_cut_drafts",
-    "attach_engine_workarounds",
-    "cut_drafts_kept",
+    "bound_missed_draft_probs",
 ]
 
 WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs",
-               "grammar-cut-drafts")  # fmt: skip
+               "missed-draft-probs", "grammar-cut-drafts")  # fmt: skip
 #: the workarounds that replace process-global code (bound at each engine start): one setting per process
-PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs")
+PROCESS_GLOBAL = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs", "missed-draft-probs")
 PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 was read
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _RANDOM_KEY = "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel"
 _ORIGINAL: dict = {}  # vLLM's own functions, each saved the first time bind() replaces it
+_MISSED = {"one_hot": False}  # missed-draft-probs, set by bind()
 
 
 def vllm_version() -> str:
@@ -128,6 +136,11 @@ def workarounds_of(value) -> tuple:
             f"workaround={value!r}: padded-draft-probs gives padded requests draft probabilities of 0, which vLLM's "
             "CPU rejection kernel reads for a -1 draft unless padded-drafts rejects it first (finding 13); add it: "
             '--engine-option \'workaround=["padded-drafts", "padded-draft-probs"]\'.'
+        )
+    if "missed-draft-probs" in names and "padded-draft-probs" not in names:
+        raise InvalidArgument(
+            f"workaround={value!r}: missed-draft-probs extends padded-draft-probs's lookup; add it: --engine-option "
+            '\'workaround=["padded-drafts", "padded-draft-probs", "missed-draft-probs"]\'.'
         )
     if "grammar-cut-drafts" in names and "padded-draft-probs" not in names:
         raise InvalidArgument(
@@ -205,10 +218,13 @@ def reject_padded_drafts(
 def padded_draft_probs(self, spec_decode_metadata):  # noqa: ANN001, ANN201 - vLLM's signature
     """``GPUModelRunner._get_spec_decode_draft_probs`` where a request whose drafts are all ``-1`` (padding) and that
     has no cached row gets rows of zeros instead of sending the whole batch to the point-mass fallback (module
-    docstring, ``padded-draft-probs``); any other miss is vLLM's own (its warning, None)."""
+    docstring, ``padded-draft-probs``); with ``missed-draft-probs`` a request left out of the step that cached its
+    rows gets them from :func:`_kept_rows`, else one-hot rows at its drafts; any other miss is vLLM's own (its
+    warning, None)."""
     import torch
 
     cached, ids = self._draft_probs, self._draft_prob_req_ids
+    kept = _kept_rows(self, cached, ids) if _MISSED["one_hot"] else {}
     if cached is None or ids is None:
         return _ORIGINAL["draft_probs"](self, spec_decode_metadata)
     row_of = {req_id: i for i, req_id in enumerate(ids)}
@@ -223,9 +239,30 @@ def padded_draft_probs(self, spec_decode_metadata):  # noqa: ANN001, ANN201 - vL
             rows.append(cached[i, :k])
         elif all(t == -1 for t in mine):
             rows.append(cached.new_zeros((k, cached.shape[-1])))
+        elif req_id in kept:  # missed-draft-probs: the rows cached when its drafts were made
+            rows.append(kept[req_id][:k].to(cached.dtype))
+        elif _MISSED["one_hot"]:  # missed-draft-probs, no row kept: this request alone verified as one-hot drafts
+            row = cached.new_zeros((k, cached.shape[-1]))
+            real = [j for j, t in enumerate(mine) if t >= 0]
+            row[real, [mine[j] for j in real]] = 1.0
+            rows.append(row)
         else:
             return _ORIGINAL["draft_probs"](self, spec_decode_metadata)
     return torch.cat(rows, dim=0).contiguous() if rows else None
+
+
+def _kept_rows(runner, cached, ids) -> dict:
+    """``missed-draft-probs``: every request's latest cached draft rows, kept across steps on the runner (vLLM keeps
+    only the last step's requests'), for the requests the runner still holds (``runner.requests``)."""
+    kept = runner.__dict__.setdefault("_specverify_kept_rows", {})
+    if cached is not None and ids is not None:
+        for i, req_id in enumerate(ids):
+            kept[req_id] = cached[i].clone()
+    live = getattr(runner, "requests", None)
+    if live is not None:
+        for req_id in [r for r in kept if r not in live]:
+            del kept[req_id]
+    return kept
 
 
 def bind(workaround) -> None:
@@ -255,6 +292,7 @@ def bind(workaround) -> None:
     _ORIGINAL.setdefault("draft_probs", runner._get_spec_decode_draft_probs)
     probs = "padded-draft-probs" in names
     runner._get_spec_decode_draft_probs = padded_draft_probs if probs else _ORIGINAL["draft_probs"]
+    _MISSED["one_hot"] = "missed-draft-probs" in names
 
 
 def bonus_row_forward(self, metadata, draft_probs, logits, sampling_metadata):  # noqa: ANN001, ANN201 - vLLM's
@@ -299,6 +337,11 @@ def bound_min_tokens_bonus() -> bool:
     return rejection_sampler.RejectionSampler.forward is bonus_row_forward
 
 
+def bound_missed_draft_probs() -> bool:
+    """Whether a missed request gets one-hot rows (``missed-draft-probs``) in the lookup bound now (engine_info)."""
+    return bound_padded_draft_probs() and _MISSED["one_hot"]
+
+
 def bound_padded_draft_probs() -> bool:
     """Whether :func:`padded_draft_probs` is the model runner's draft-probability lookup now (engine_info)."""
     from vllm.v1.worker import gpu_model_runner
@@ -326,69 +369,3 @@ def _bound(key: str) -> str | None:
         return None
     impl = entry[1]
     return f"{getattr(impl, '__module__', '?')}.{getattr(impl, '__qualname__', '?')}"
-
-
-def attach_running_metrics(llm) -> None:
-    """``stop-metrics``: every step's output of a running request carries a copy of its spec-decode metrics (the
-    in-process engine's scheduler only; module docstring)."""
-    import copy
-
-    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
-    original = scheduler.update_from_output
-
-    def update_from_output(scheduler_output, model_runner_output):  # noqa: ANN001, ANN202 - vLLM's signature
-        outputs = original(scheduler_output, model_runner_output)
-        for group in outputs.values():
-            for output in group.outputs:
-                request = scheduler.requests.get(output.request_id)
-                if output.spec_decode_metrics is None and getattr(request, "spec_decode_metrics", None) is not None:
-                    output.spec_decode_metrics = copy.deepcopy(request.spec_decode_metrics)
-        return outputs
-
-    update_from_output.specverify_workaround = "stop-metrics"
-    scheduler.update_from_output = update_from_output
-
-
-def keep_cut_drafts(llm) -> None:
-    """``grammar-cut-drafts``: every draft the grammar cuts is kept as a ``-1`` draft, which the round rejects (the
-    in-process engine's scheduler only; module docstring)."""
-    from vllm.v1.structured_output.utils import strip_speculative_padding
-
-    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
-    original = scheduler.update_draft_token_ids
-
-    def update_draft_token_ids(draft_token_ids):  # noqa: ANN001, ANN202 - vLLM's signature
-        pairs = zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids)
-        proposed = {r: len(strip_speculative_padding(list(t))) for r, t in pairs}
-        original(draft_token_ids)
-        for request_id, n in proposed.items():
-            request = scheduler.requests.get(request_id)
-            if request is None or not request.use_structured_output or request.is_prefill_chunk:
-                continue
-            kept = list(request.spec_token_ids)
-            if 0 < n and len(kept) < n:
-                request.spec_token_ids = kept + [-1] * (n - len(kept))
-
-    update_draft_token_ids.specverify_workaround = "grammar-cut-drafts"
-    scheduler.update_draft_token_ids = update_draft_token_ids
-
-
-def attach_engine_workarounds(llm, workaround) -> None:
-    """Attach the per-engine workarounds among ``workaround`` to one speculative engine: ``stop-metrics``
-    (:func:`attach_running_metrics`) and ``grammar-cut-drafts`` (:func:`keep_cut_drafts`)."""
-    names = workarounds_of(workaround)
-    if "stop-metrics" in names:
-        attach_running_metrics(llm)
-    if "grammar-cut-drafts" in names:
-        keep_cut_drafts(llm)
-
-
-def cut_drafts_kept(llm) -> bool:
-    """Whether :func:`keep_cut_drafts` is attached to this engine's scheduler (engine_info)."""
-    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
-    return getattr(scheduler.update_draft_token_ids, "specverify_workaround", None) == "grammar-cut-drafts"
-
-
-def running_metrics_attached(llm) -> bool:
-    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
-    return getattr(scheduler.update_from_output, "specverify_workaround", None) == "stop-metrics"

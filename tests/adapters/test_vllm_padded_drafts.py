@@ -188,6 +188,41 @@ def test_padded_draft_probs_needs_padded_drafts_on_cpu():
     assert not vllm_patches.bound_padded_draft_probs()
 
 
+def test_missed_draft_probs_gives_only_the_request_that_missed_one_hot_rows():
+    """Finding 15: with ``missed-draft-probs`` a real request without a cached row (left out of the previous step)
+    gets one-hot rows at its own drafts, its ``-1`` drafts zeros, and every other request keeps its cached rows,
+    instead of the whole step falling back to point masses; without the option vLLM's fallback stays."""
+    from types import SimpleNamespace
+
+    with pytest.raises(InvalidArgument, match="missed-draft-probs extends padded-draft-probs"):
+        vllm_patches.workarounds_of(["padded-drafts", "missed-draft-probs"])
+    cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)
+    runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
+                             input_batch=SimpleNamespace(req_ids=["b", "late", "a"]))  # fmt: skip
+    metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 3, 0, -1, 3]), num_draft_tokens=[2, 3, 1])
+    vllm_patches.bind(["padded-drafts", "padded-draft-probs"])
+    try:
+        assert vllm_patches.padded_draft_probs(runner, metadata) is None  # padded-draft-probs alone: vLLM's fallback
+        assert not vllm_patches.bound_missed_draft_probs()
+        vllm_patches.bind(["padded-drafts", "padded-draft-probs", "missed-draft-probs"])
+        assert vllm_patches.bound_missed_draft_probs()
+        got = vllm_patches.padded_draft_probs(runner, metadata)
+        # a step earlier "late" was drafted (its rows cached), then left out of the step that replaced the cache
+        earlier = SimpleNamespace(_draft_probs=cached + 100, _draft_prob_req_ids=["late", "a"], requests={"late", "a"},
+                                  input_batch=SimpleNamespace(req_ids=[]))  # fmt: skip
+        vllm_patches.padded_draft_probs(earlier, SimpleNamespace(draft_token_ids=torch.tensor([]), num_draft_tokens=[]))
+        later = SimpleNamespace(**{**vars(earlier), "_draft_probs": cached, "_draft_prob_req_ids": ["a", "b"],
+                                   "requests": {"a", "b", "late"}, "input_batch": runner.input_batch})  # fmt: skip
+        kept = vllm_patches.padded_draft_probs(later, metadata)
+    finally:
+        vllm_patches.bind(None)
+    one_hot = torch.zeros(3, 4)
+    one_hot[0, 3], one_hot[1, 0] = 1.0, 1.0  # "late": drafts 3, 0 one-hot, its -1 a row of zeros
+    assert torch.equal(got, torch.cat([cached[1, :2], one_hot, cached[0, :1]]))
+    assert torch.equal(kept, torch.cat([cached[1, :2], cached[0] + 100, cached[0, :1]]))  # its own rows, kept
+    assert not vllm_patches.bound_missed_draft_probs()
+
+
 def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):
     """``parallel_n``: 200 identical unseeded turn-2 requests are one vLLM request with n = 200, whose children vLLM
     pads one by one (scheduler ids ``"{index}_{id}-{uuid}"``); each child's completion is flagged padded and its

@@ -128,9 +128,10 @@ def test_probabilistic_drafts_cut_by_the_grammar_shift_the_law():
 
 
 def test_grammar_cut_drafts_makes_probabilistic_drafts_exact_under_the_grammar():
-    """The opt-in workaround of finding 12 (``grammar-cut-drafts``, ``vllm_patches.keep_cut_drafts``): the drafts the
-    grammar cuts are kept as ``-1`` drafts, rejected by ``padded-drafts``, so the cut position is drawn from the
-    residual of the drafter's row; the same scenario as above then passes, with drafts cut (the state reached)."""
+    """The opt-in workaround of finding 12 (``grammar-cut-drafts``, ``_vllm_engine_patches.keep_cut_drafts``): the
+    drafts the grammar cuts are kept as ``-1`` drafts, rejected by ``padded-drafts``, so the cut position is drawn
+    from the residual of the drafter's row; the same scenario as above then passes, with drafts cut (the state
+    reached)."""
     from specverify import certify
 
     workaround = WORKAROUNDS + ["padded-drafts", "padded-draft-probs", "grammar-cut-drafts"]
