@@ -105,7 +105,7 @@ PATCHED_VERSION = "0.32.0"  # the version whose utils/cpu_triton_utils.py:390 wa
 _EXPAND_KEY = "vllm.v1.sample.rejection_sampler.expand_kernel"
 _RANDOM_KEY = "vllm.v1.sample.rejection_sampler.rejection_random_sample_kernel"
 _ORIGINAL: dict = {}  # vLLM's own functions, each saved the first time bind() replaces it
-_MISSED = {"one_hot": False}  # missed-draft-probs, set by bind()
+_MISSED = {"on": False}  # missed-draft-probs (kept rows, else one-hot rows), set by bind()
 
 
 def vllm_version() -> str:
@@ -224,7 +224,7 @@ def padded_draft_probs(self, spec_decode_metadata):  # noqa: ANN001, ANN201 - vL
     import torch
 
     cached, ids = self._draft_probs, self._draft_prob_req_ids
-    kept = _kept_rows(self, cached, ids) if _MISSED["one_hot"] else {}
+    kept = _kept_rows(self, cached, ids) if _MISSED["on"] else {}
     if cached is None or ids is None:
         return _ORIGINAL["draft_probs"](self, spec_decode_metadata)
     row_of = {req_id: i for i, req_id in enumerate(ids)}
@@ -241,7 +241,7 @@ def padded_draft_probs(self, spec_decode_metadata):  # noqa: ANN001, ANN201 - vL
             rows.append(cached.new_zeros((k, cached.shape[-1])))
         elif req_id in kept:  # missed-draft-probs: the rows cached when its drafts were made
             rows.append(kept[req_id][:k].to(cached.dtype))
-        elif _MISSED["one_hot"]:  # missed-draft-probs, no row kept: this request alone verified as one-hot drafts
+        elif _MISSED["on"]:  # missed-draft-probs, no row kept: this request alone verified as one-hot drafts
             row = cached.new_zeros((k, cached.shape[-1]))
             real = [j for j, t in enumerate(mine) if t >= 0]
             row[real, [mine[j] for j in real]] = 1.0
@@ -292,7 +292,7 @@ def bind(workaround) -> None:
     _ORIGINAL.setdefault("draft_probs", runner._get_spec_decode_draft_probs)
     probs = "padded-draft-probs" in names
     runner._get_spec_decode_draft_probs = padded_draft_probs if probs else _ORIGINAL["draft_probs"]
-    _MISSED["one_hot"] = "missed-draft-probs" in names
+    _MISSED["on"] = "missed-draft-probs" in names
 
 
 def bonus_row_forward(self, metadata, draft_probs, logits, sampling_metadata):  # noqa: ANN001, ANN201 - vLLM's
@@ -338,8 +338,9 @@ def bound_min_tokens_bonus() -> bool:
 
 
 def bound_missed_draft_probs() -> bool:
-    """Whether a missed request gets one-hot rows (``missed-draft-probs``) in the lookup bound now (engine_info)."""
-    return bound_padded_draft_probs() and _MISSED["one_hot"]
+    """Whether a missed request gets its kept rows, else one-hot rows (``missed-draft-probs``), in the lookup bound
+    now (engine_info)."""
+    return bound_padded_draft_probs() and _MISSED["on"]
 
 
 def bound_padded_draft_probs() -> bool:
