@@ -53,6 +53,11 @@ PROCESSOR_MECHANISMS: tuple = (
         ("SGLang #6441", "SGLang #9187", "SGLang #15373", "TensorRT-LLM #7878", "vLLM #36138", "vLLM #44006"),
     ),
     Mechanism(
+        "grammar-cut-drafts-resampled",
+        "Drafts the grammar forbids are cut, and the cut position sampled from the target instead of the residual",
+        "grammar (draft cut)",
+    ),
+    Mechanism(
         "penalty-history-last-token-only",
         "Penalty history records only the last token of each round",
         "penalty state",

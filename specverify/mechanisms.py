@@ -251,6 +251,11 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
         "scheduler padding / target KV (first step)",
     ),
     Mechanism(
+        "draft-probs-dropped-for-step",
+        "Draft probabilities missing for one request, so every draft of the step is verified as a point mass",
+        "draft probabilities (verification)",
+    ),
+    Mechanism(
         "resume-drops-penalty-history",
         "A resumed request starts its penalty history afresh",
         "penalty state (preemption)",

@@ -46,6 +46,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
                                               (identical unseeded pairs collide at rate 1.000; Σp² = 0.022)
  padding_drafts_accepted         greedy-only  vLLM finding 13              one_token_p.   0.0483  [0.047, 0.069]       0
                                                                            plain          0.0000  [0.000, 0.024]       0
+ grammar_cut_drafts_resampled    greedy-only  vLLM finding 12              grammar        0.0997  [0.098, 0.112]       0
+                                                                           plain          0.0000  [0.000, 0.024]       0
  penalties_ignored_in_verify     approximate  SGLang 21258, vLLM 18902     penalties      0.4064  [0.403, 0.428]       0
  masks_dropped_in_verify         approximate  TensorRT-LLM 17955           masks          0.7737  [0.771, 0.805]  157625
  grammar_not_in_verify           approximate  SGLang 6441 (+5)             grammar        0.7684  [0.766, 0.795]  156093

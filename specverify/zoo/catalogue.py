@@ -135,6 +135,9 @@ _ROWS: tuple = (
      "metrics",
      "On a cache that cannot roll back, a partial accept counts 0 accepted and its replay a fully accepted draft.",
      "ar", "metrics"),
+    ("acceptance_point_mass_fallback", "exact", "draft-probs-dropped-for-step", "metrics",
+     "Sampled drafts are verified as point masses (accept with p(x), else draw from p without x): exact, slower.",
+     "ar", "metrics"),
     ("argmax_verify", "greedy-only", "verify-ignores-temperature", "processors",
      "Verification silently uses the target's argmax, ignoring temperature and top-p (SGLang #31214, #39253)."),
     ("temperature_not_in_rejection", "greedy-only", "rejection-ignores-sampling-params", "processors",
@@ -149,6 +152,8 @@ _ROWS: tuple = (
      "The speculative path's target law drops bad-word and min-length masks (TensorRT-LLM #17955)."),
     ("grammar_not_in_verify", "approximate", "grammar-not-in-verify", "processors",
      "The grammar mask is not applied to the target rows of verification; drafts stay masked (SGLang #6441)."),
+    ("grammar_cut_drafts_resampled", "greedy-only", "grammar-cut-drafts-resampled", "processors",
+     "Unmasked drafts are cut at the first one the grammar forbids; that position is sampled from the target row."),
     ("penalty_last_token_only", "approximate", "penalty-history-last-token-only", "processors",
      "Penalty state records only the last token of each round (SGLang #33643: frequency penalty ÷ "
      "acceptance length)."),

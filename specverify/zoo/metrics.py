@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import torch
 
 from specverify.enums import Verdict
 from specverify.reference.finish import REASONS
@@ -34,6 +35,7 @@ __all__ = [
     "acceptance_rate_denominator_steps_plus_one",
     "acceptance_counted_past_stop",
     "acceptance_partial_accept_restore_replay",
+    "acceptance_point_mass_fallback",
 ]
 
 _FINISHED_BY_TOKEN = [REASONS.index("eos"), REASONS.index("stop")]
@@ -295,3 +297,28 @@ def acceptance_partial_accept_restore_replay(target, draft, *, entropy=None) -> 
     one too many per partial accept, leave their exact expectation (the counters agree among themselves).
     """
     return _RestoreReplay(target, draft, entropy=entropy)
+
+
+class _PointMassFallback(VectorizedDecoder):
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        width = draft_probs.shape[1]
+        drafted = np.arange(width)[None, :] < np.asarray(draft_len)[:, None]
+        x = torch.from_numpy(np.where(drafted, drafts[:, :width], 0))
+        point = torch.nn.functional.one_hot(x, draft_probs.shape[-1]).to(draft_probs.dtype)
+        point = torch.where(torch.from_numpy(drafted)[..., None], point, draft_probs)  # rows past the drafts kept
+        super().accept_and_commit(st, rows, drafts, point, draft_len, target_probs)
+
+
+@zoo_entry(verdict=Verdict.EXACT, mechanism="draft-probs-dropped-for-step", checks=("metrics",))
+def acceptance_point_mass_fallback(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Sampled drafts are verified as point masses (accept with p(x), else draw from p without x): exact, slower.
+
+    vLLM findings 14 and 15 (docs/findings/vllm.md): the model runner caches the draft probabilities of the requests
+    of the step before; when one request of a verification step has drafts but no cached row (a padded first step, or
+    a request the token budget left out of the last step), the whole step falls back to vLLM's legacy rejection,
+    which treats every draft as a point mass. Modelled: every round verified so (vLLM does it only in the steps with
+    a miss). The rule is still exact: x drawn from any law, accepted with p(x), else replaced by a draw from
+    norm((p - e_x)+), gives p. Verdict: exact; the ``metrics`` check fails: a draft is accepted with p(x) instead of
+    min(1, p(x)/q(x)), so tokens per target call fall below their exact expectation (the interval rule).
+    """
+    return _PointMassFallback(target, draft, entropy=entropy)

@@ -19,6 +19,7 @@ __all__ = [
     "penalties_ignored_in_verify",
     "masks_dropped_in_verify",
     "grammar_not_in_verify",
+    "grammar_cut_drafts_resampled",
     "penalty_last_token_only",
     "min_tokens_counts_rounds",
     "min_tokens_bonus_unmasked",
@@ -134,6 +135,40 @@ def grammar_not_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     protocol one (docs/design.md rule 1 does not list it), so not invalid.
     """
     return _GrammarNotInVerify(target, draft, entropy=entropy)
+
+
+class _GrammarCutDrafts(VectorizedDecoder):
+    def draft_laws(self, st, logits, prov, num_generated):
+        q = self.law(st, logits, prov, num_generated, replace(st.params, grammar=None))  # the draft ignores it
+        return q, q
+
+    def propose(self, st, rows):
+        drafts, draft_probs, draft_len = super().propose(st, rows)
+        if st.grammar is not None and st.params.grammar is not None:
+            allowed, nxt = st.grammar
+            state = st.gstate[rows].copy()
+            for k in range(st.gamma):  # keep the longest prefix the grammar allows (the scheduler's cut)
+                ok = allowed[torch.from_numpy(state), torch.from_numpy(drafts[:, k])].numpy()
+                draft_len[~ok & (draft_len > k)] = k
+                state = nxt[state, drafts[:, k]]
+        return drafts, draft_probs, draft_len
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="grammar-cut-drafts-resampled", showcases=("grammar",), tv=0.1)
+def grammar_cut_drafts_resampled(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Unmasked drafts are cut at the first one the grammar forbids; that position is sampled from the target row.
+
+    vLLM finding 12 (docs/findings/vllm.md): the draft ignores the grammar (exact by itself, q being the law it
+    sampled), and the scheduler keeps only the longest grammar-valid prefix of a request's drafts, so the position of
+    the first forbidden draft x gets a bonus token drawn from the masked target row p. The rule needs x rejected there
+    (p(x) = 0) and the token drawn from norm((p - q)+): with draft mass Q on forbidden tokens the law of that position
+    becomes a mixture that leans away from the tokens q favours.
+
+    Verdict: greedy-only. At temperature 0 the draft is one-hot, (p - e_x)+ with p(x) = 0 is p itself, so the cut is
+    harmless and greedy output is the target's; at temperature > 0 the position after accepted drafts no longer has
+    the target's law.
+    """
+    return _GrammarCutDrafts(target, draft, entropy=entropy)
 
 
 class _PenaltyLastTokenOnly(VectorizedDecoder):

@@ -76,6 +76,7 @@ METRIC_RULE = {  # the part of the metrics (or counters) check each entry fails 
     "acceptance_over_reported_when_rejected": "consistency",
     "acceptance_rate_mean_of_ratios": "interval",
     "acceptance_partial_accept_restore_replay": "interval",
+    "acceptance_point_mass_fallback": "interval",
     "acceptance_per_position_from_one_dp_engine": "identity",
     "acceptance_rate_denominator_steps_plus_one": "identity",
     "acceptance_counted_past_stop": "identity",
@@ -117,6 +118,7 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "first_request_params_for_batch": ("mixed-batch",),
     "finishing_token_not_in_history": ("multi-turn",),
     "padding_drafts_accepted": ("one-token-prompt",),
+    "grammar_cut_drafts_resampled": ("grammar-dead-end",),
     "raw_q_processed_draft": ("top-k",),
     "unset_temperature_greedy_with_top_k": ("top-k",),  # top-k with the temperature unset
     "unseeded_shared_stream": ("unseeded-collision",),
