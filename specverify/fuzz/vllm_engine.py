@@ -10,10 +10,15 @@ resumes by recomputing its KV from the committed tokens; ``Resubmit`` adds a fin
 its id. vLLM resumes on its own, so ``Resume`` is not an event here. After the schedule every request not yet added is
 added and the engine steps until nothing is left.
 
-The property (:func:`engine_mismatches`): every request that finishes has the output it has in a run without events
-(all requests added at once, stepped to the end). With greedy requests that is one output each; a seeded request is
-compared the same way only where the engine's seeded sampling does not depend on the batch (docs/findings/vllm.md,
-findings 1 and 6). The module imports no adapter: it takes the engine and vLLM's ``SamplingParams`` as built.
+The greedy property (:func:`engine_mismatches`): every request that finishes has the output it has in a run without
+events (all requests added at once, stepped to the end). Sampled requests have no one output to compare, so
+:func:`law_under_events` tests their law instead: the schedule runs again and again over a batch of identical
+requests (seeded or not) beside neighbour requests, and the tested requests' finished outputs are a sample that
+must follow the exact law of plain target sampling (``oracles.exact_law``, a pooled goodness-of-fit test). Cancel and
+Resubmit act on the neighbours only: which running request a cancel hits depends on the outputs so far, so a law
+over the requests left uncancelled would be biased (and so would one over resubmitted ones); a preemption only
+pauses a request, so the tested ones are preempted too. The module imports no adapter: it takes the engine and
+vLLM's ``SamplingParams`` as built.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 from specverify.errors import InvalidArgument, check
 from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Step
+from specverify.oracles.law import exact_law, first_finish
+from specverify.params import SamplingParams
+from specverify.stats import goodness_of_fit
 
-__all__ = ["Resubmit", "EngineRun", "run_engine_schedule", "engine_mismatches"]
+__all__ = ["Resubmit", "EngineRun", "EngineLaw", "run_engine_schedule", "engine_mismatches", "law_under_events"]
 
 _RUN = itertools.count()
 _MAX_STEPS = 10_000
@@ -48,11 +56,12 @@ class Resubmit:
 class EngineRun:
     """What one schedule did: ``outputs`` the token ids of each request that finished (by index), ``cancelled`` the
     indices aborted before they finished, ``preempted`` and ``resubmitted`` how many preemptions and resubmissions the
-    schedule made and ``skipped`` the
-    events that found no request to act on (recorded, never silent)."""
+    schedule made (``preempted_requests`` the indices preempted) and ``skipped`` the events that found no request to act
+    on (recorded, never silent)."""
 
     outputs: dict = field(default_factory=dict)
     cancelled: set = field(default_factory=set)
+    preempted_requests: list = field(default_factory=list)
     preempted: int = 0
     resubmitted: int = 0
     skipped: list = field(default_factory=list)
@@ -84,13 +93,21 @@ def _check(llm, prompts: Sequence, params: Sequence, schedule: Sequence) -> None
     check(not bad, f"schedule holds {bad[:3]!r}: events are whitebox.schedules Add, Step, Cancel, Preempt or Resubmit.")
 
 
-def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequence, *, initial: int = 1) -> EngineRun:
+def run_engine_schedule(
+    llm, prompts: Sequence, params: Sequence, schedule: Sequence, *, initial: int = 1, protected: int = 0
+) -> EngineRun:
     """Run ``schedule`` over ``llm`` with requests ``prompts[i]`` sampled with vLLM ``params[i]``: ``initial`` of
-    them added first, the rest by ``Add`` events (and all left at the end), then stepped until none is unfinished."""
+    them added first, the rest by ``Add`` events (and all left at the end), then stepped until none is unfinished.
+    ``Cancel`` and ``Resubmit`` never pick one of the first ``protected`` requests (``Preempt`` may)."""
     _check(llm, prompts, params, schedule)
     check(
         isinstance(initial, int) and 0 <= initial <= len(prompts),
         f"initial={initial!r} must be an int in [0, {len(prompts)}].",
+    )
+    check(
+        isinstance(protected, int) and 0 <= protected <= len(prompts),
+        f"protected={protected!r} must be an int in [0, {len(prompts)}]: how many leading requests Cancel and "
+        "Resubmit leave alone.",
     )
     engine, run = llm.llm_engine, EngineRun()
     tag = f"svfuzz{next(_RUN)}-"
@@ -123,7 +140,7 @@ def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequ
         elif isinstance(event, Step):
             step()
         elif isinstance(event, Resubmit):
-            done = [i for i in started if i in run.outputs or i in run.cancelled]
+            done = [i for i in started if (i in run.outputs or i in run.cancelled) and i >= protected]
             if not done:
                 run.skipped.append(event)
                 continue
@@ -133,7 +150,7 @@ def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequ
             engine.add_request(ids[i], {"prompt_token_ids": list(prompts[i])}, params[i])
             run.resubmitted += 1
         elif isinstance(event, Cancel):
-            candidates = live()
+            candidates = [i for i in live() if i >= protected]
             if not candidates:
                 run.skipped.append(event)
                 continue
@@ -151,6 +168,7 @@ def run_engine_schedule(llm, prompts: Sequence, params: Sequence, schedule: Sequ
             scheduler._preempt_request(request, time.monotonic())
             scheduler.prev_step_scheduled_req_ids.discard(request.request_id)
             run.preempted += 1
+            run.preempted_requests.append(index(str(request.request_id)))
     while pending:
         add()
     for _ in range(_MAX_STEPS):
@@ -176,3 +194,82 @@ def engine_mismatches(llm, prompts: Sequence, params: Sequence, schedule: Sequen
         if got != plain.outputs.get(i):
             out.append((i, got, plain.outputs.get(i)))
     return out, run
+
+
+@dataclass
+class EngineLaw:
+    """What :func:`law_under_events` saw: ``counts`` of the tested requests' outcomes ``(tokens, finish reason)``,
+    their number ``n``, the goodness-of-fit ``pvalue`` against the exact law, the outcomes of exact probability 0
+    (``impossible``: ``(outcome, count)``, most frequent first), ``rejected`` (an impossible outcome, or p below
+    ``alpha``), and the events made: ``schedules`` run, ``preempted`` (of them ``tested_preempted`` on tested
+    requests), ``cancelled`` and ``resubmitted`` (neighbours only)."""
+
+    counts: dict
+    n: int
+    pvalue: float
+    impossible: list
+    rejected: bool
+    alpha: float
+    schedules: int = 0
+    preempted: int = 0
+    tested_preempted: int = 0
+    cancelled: int = 0
+    resubmitted: int = 0
+
+
+def law_under_events(
+    llm,
+    target,
+    prompt: Sequence[int],
+    params: SamplingParams,
+    vllm_params: Union[object, Callable[[int], object]],
+    schedule: Union[Sequence, Callable[[int], Sequence]],
+    *,
+    n: int,
+    batch: int = 32,
+    neighbours: Sequence = (),
+    alpha: float = 1e-6,
+) -> EngineLaw:
+    """Run ``schedule`` over ``batch`` tested requests of ``prompt`` (all added first) and the ``neighbours``
+    (``(prompt, vLLM SamplingParams)`` pairs, added by the schedule's ``Add`` events, or at its end) until ``n``
+    tested requests have finished, and test their outputs against ``exact_law(target, prompt, params)``.
+
+    ``params`` is the specverify ``SamplingParams`` the vLLM ones stand for (the law, and the finish rule that cuts
+    each output); ``vllm_params`` is one vLLM ``SamplingParams`` for every tested request or a callable giving the
+    k-th tested request's (k counts over all schedules: ``lambda k: SamplingParams(seed=k, ...)`` seeds each one
+    differently). ``schedule`` is one schedule for every run or a callable giving the r-th run's (e.g. drawn from a
+    seeded generator: the law is the same whatever the events). The outcome of an output is cut at its first finish by the rule (vLLM may emit past it only when
+    it is wrong, which then shows as an outcome the law does not have)."""
+    check(isinstance(params, SamplingParams), f"params={params!r} must be a specverify SamplingParams (the law's).")
+    check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1 (tested outcomes to draw), e.g. n=2000.")
+    check(isinstance(batch, int) and batch >= 1, f"batch={batch!r} must be an int >= 1 (tested requests per run).")
+    check(0.0 < alpha < 1.0, f"alpha={alpha!r} must lie in (0, 1), e.g. alpha=1e-6.")
+    bad = [x for x in neighbours if not (isinstance(x, (tuple, list)) and len(x) == 2)]
+    check(not bad, f"neighbours holds {bad[:2]!r}: each neighbour is a (prompt, vLLM SamplingParams) pair.")
+    law = exact_law(target, prompt, params)
+    vocab = target.vocab
+    make = vllm_params if callable(vllm_params) else (lambda k: vllm_params)
+    counts: dict = {}
+    result = EngineLaw(counts=counts, n=0, pvalue=1.0, impossible=[], rejected=False, alpha=alpha)
+    drawn = 0
+    while result.n < n:
+        prompts = [tuple(prompt)] * batch + [tuple(p) for p, _ in neighbours]
+        sampling = [make(drawn + i) for i in range(batch)] + [v for _, v in neighbours]
+        drawn += batch
+        events = schedule(result.schedules) if callable(schedule) else schedule
+        run = run_engine_schedule(llm, prompts, sampling, events, initial=batch, protected=batch)
+        for i in range(batch):
+            tokens = run.outputs[i]
+            done = first_finish(vocab, tokens, params)
+            outcome = (tuple(tokens), "unfinished") if done is None else (tuple(tokens[: done[0] + 1]), done[1])
+            counts[outcome] = counts.get(outcome, 0) + 1
+        result.n += batch
+        result.schedules += 1
+        result.preempted += run.preempted
+        result.tested_preempted += sum(1 for i in run.preempted_requests if i < batch)
+        result.cancelled += len(run.cancelled)
+        result.resubmitted += run.resubmitted
+    vec, result.impossible = law.align(counts)
+    result.pvalue = float(goodness_of_fit(vec, law.probs).pvalue) if vec.sum() else 1.0
+    result.rejected = bool(result.impossible) or result.pvalue < alpha
+    return result

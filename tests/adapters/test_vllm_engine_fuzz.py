@@ -17,7 +17,7 @@ from specverify.adapters import vllm as va  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.fuzz.vllm_engine import Resubmit, engine_mismatches, run_engine_schedule  # noqa: E402
+from specverify.fuzz.vllm_engine import Resubmit, engine_mismatches, law_under_events, run_engine_schedule  # noqa: E402
 from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Step  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 
@@ -78,3 +78,19 @@ def test_bad_arguments_are_refused(engine):
         Resubmit(-1)
     with pytest.raises(InvalidArgument, match="initial=9"):
         run_engine_schedule(engine, PROMPTS, _params(4), (), initial=9)
+
+
+def test_sampled_outputs_under_events_as_shipped_keep_the_law_only_without_speculation(engine, request):
+    """The control of tests/adapters/test_vllm_engine_law.py (the same law, events and N), on these as-shipped
+    engines: ``plain`` keeps the law; finding 1 makes the speculative methods reject it."""
+    from tests.adapters.test_vllm_engine_law import BATCH, LAW, NEIGHBOURS, PROMPT, SCHEDULE, N, _seeded
+
+    method = request.node.callspec.params["engine"]
+    result = law_under_events(
+        engine, PAIR.target, PROMPT, LAW, _seeded, SCHEDULE, n=N, batch=BATCH, neighbours=NEIGHBOURS
+    )
+    assert result.n >= N and result.tested_preempted >= BATCH and result.cancelled >= 1
+    if method == "plain":
+        assert not result.rejected, f"plain left the law under events: p={result.pvalue:.3g} {result.impossible[:3]}"
+    else:
+        assert result.rejected and result.pvalue < 1e-6, f"{method}: finding 1 not seen, p={result.pvalue:.3g}"
