@@ -238,8 +238,9 @@ def law_under_events(
     each output); ``vllm_params`` is one vLLM ``SamplingParams`` for every tested request or a callable giving the
     k-th tested request's (k counts over all schedules: ``lambda k: SamplingParams(seed=k, ...)`` seeds each one
     differently). ``schedule`` is one schedule for every run or a callable giving the r-th run's (e.g. drawn from a
-    seeded generator: the law is the same whatever the events). The outcome of an output is cut at its first finish by the rule (vLLM may emit past it only when
-    it is wrong, which then shows as an outcome the law does not have)."""
+    seeded generator: the law is the same whatever the events). The outcome of an output is cut at its first finish
+    by the rule (vLLM may emit past it only when it is wrong, which then shows as an outcome the law does not
+    have)."""
     check(isinstance(params, SamplingParams), f"params={params!r} must be a specverify SamplingParams (the law's).")
     check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1 (tested outcomes to draw), e.g. n=2000.")
     check(isinstance(batch, int) and batch >= 1, f"batch={batch!r} must be an int >= 1 (tested requests per run).")
