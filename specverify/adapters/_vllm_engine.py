@@ -16,7 +16,7 @@ from specverify.errors import InvalidArgument
 
 __all__ = ["MAX_MODEL_LEN", "MAX_NUM_SEQS", "close_all"]
 
-MAX_MODEL_LEN = 64
+MAX_MODEL_LEN = 128  # the checkpoints' max_position_embeddings
 MAX_NUM_SEQS = 1024
 _ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 _LIVE: "OrderedDict[tuple, object]" = OrderedDict()  # (id(decoder), γ) -> LLM, least recently used first

@@ -77,12 +77,15 @@ from __future__ import annotations
 from specverify.adapters import vllm_patches
 from specverify.protocol import EngineConfig
 
-__all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "new_state", "count_outputs", "packed",
-           "count_partial_prefills", "count_grammar_cuts", "record_scheduled_drafts", "record_preempted", "request_key",
-           "preemptions"]  # fmt: skip
+__all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "LONG_SCENARIOS", "new_state",
+           "count_outputs", "packed", "count_partial_prefills", "count_grammar_cuts", "record_scheduled_drafts",
+           "record_preempted", "request_key", "preemptions"]  # fmt: skip
 
 #: The checkpoint matrix's configuration scenarios (specverify.certification.matrix_checkpoint.CONFIGURATION_SCENARIOS)
 STATE_SCENARIOS = ("one-token-prompt", "second-block", "long-prompt", "multi-turn")
+#: added to the prefix-cache presets: a 65-token turn 2 shares two whole blocks, so a drafter that drops a hit's
+#: last block (EAGLE, EAGLE-3, MTP: v1/core/single_type_kv_cache_manager.py:609-626) still reads one from the cache
+LONG_SCENARIOS = ("long-prompt-63", "multi-turn-65")
 CHUNK_BUDGET = 64  # tokens per step: two of the configuration scenarios' prompts do not fit
 STRUCTURED_SCENARIOS = ("structured", "greedy-structured")
 PREEMPT_BLOCKS = 32  # blocks of 32 tokens: 32 second-block requests admitted, each needing a second block
@@ -92,12 +95,12 @@ ENGINE_CONFIGS: dict = {
         options={},
         doc="vLLM's defaults (prefix caching on); multi-turn's 32-token first block served from the cache",
         reaches={"cached_tokens": 33, "prefix_hits": 1},
-        scenarios=STATE_SCENARIOS,
+        scenarios=STATE_SCENARIOS + LONG_SCENARIOS,
     ),
     "no-prefix-cache": EngineConfig(
         options={"enable_prefix_caching": False},
         doc="prefix caching off (enable_prefix_caching=False): the same scenarios, every block computed",
-        scenarios=STATE_SCENARIOS,
+        scenarios=STATE_SCENARIOS + LONG_SCENARIOS,
     ),
     "chunked-prefill": EngineConfig(
         options={"max_num_batched_tokens": CHUNK_BUDGET},

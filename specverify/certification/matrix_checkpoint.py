@@ -66,6 +66,8 @@ __all__ = [
     "CONFIGURATION_SCENARIOS",
     "TURN_1_PROMPT",
     "TURN_1_OUTPUT",
+    "LONG_TURN_1_PROMPT",
+    "LONG_TURN_1_OUTPUT",
     "checkpoint_matrix",
     "configuration_scenarios",
     "pair_set_of",
@@ -87,6 +89,8 @@ _SPECS = {**CHECKPOINT_PAIRS, **MIMO_PAIRS}
 TOY_ONLY = ("target-zero", "draft-zero", "one-token-prompt", "long-prompt", "multi-turn")  # last 3: configuration
 TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
 TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
+LONG_TURN_1_PROMPT = (0, 1, 2, 3, 4) * 12 + (0, 1, 2)  # 63 tokens: one short of two 32-token KV blocks
+LONG_TURN_1_OUTPUT = (3, 5)  # its likeliest two-token output ending in EOS (p 0.017; (5,) alone, p 0.036, is shorter)
 
 P = SamplingParams
 # name: (pair, changes to the toy scenario)
@@ -163,6 +167,8 @@ _ONE = "a one-token prompt: a new request with one token to compute, admitted wh
 _GROW = "a 28-token prompt: the first round needs a second 32-token KV block after admission (preempted there)"
 _LONG = "a 31-token prompt: the first round's drafts straddle a 32-token KV block, filled while decoding (turn 1)"
 _TURN_2 = "turn 2: turn 1's prompt and whole output, EOS included (33 tokens), its first block cached by turn 1"
+_LONG_2 = "a 63-token prompt: one short of two 32-token KV blocks, the second filled while decoding (long turn 1)"
+_LONG_TURN_2 = "turn 2 of the 63-token turn 1 (65 tokens): two whole blocks cached, one kept when the drafter drops one"
 # name: (the toy scenario it is made from, pair, changes); the order is the run order (turn 1 just before turn 2)
 _CONFIGURATION_OVERRIDES = {
     "one-token-prompt": ("one-token-prompt", "main", dict(num_draft_tokens=3, params=P(max_tokens=3), exercises=_ONE)),
@@ -182,6 +188,27 @@ _CONFIGURATION_OVERRIDES = {
         "multi-turn",
         "main",
         dict(prompt=TURN_1_PROMPT + TURN_1_OUTPUT, params=P(max_tokens=3), exercises=_TURN_2),
+    ),
+    "long-prompt-63": (
+        "long-prompt",
+        "main",
+        dict(
+            name="long-prompt-63",
+            prompt=LONG_TURN_1_PROMPT,
+            num_draft_tokens=3,
+            params=P(max_tokens=3),
+            exercises=_LONG_2,
+        ),
+    ),
+    "multi-turn-65": (
+        "multi-turn",
+        "main",
+        dict(
+            name="multi-turn-65",
+            prompt=LONG_TURN_1_PROMPT + LONG_TURN_1_OUTPUT,
+            params=P(max_tokens=3),
+            exercises=_LONG_TURN_2,
+        ),
     ),
 }
 _STRUCTURED = "temperature 1 under a text-level regex the unmasked draft often violates: drafts cut by the grammar"

@@ -38,9 +38,9 @@ __all__ = [
 
 # bump when the recipe of specverify.oracles.checkpoint (draw order, config, files) changes: it is part of every
 # directory's hash
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: max_position_embeddings 128 (was 64), for prompts past two KV blocks
 # the same for the MiMo recipe of specverify.oracles.checkpoint_mimo (its own counter: the Llama directories stay)
-MIMO_FORMAT_VERSION = 1
+MIMO_FORMAT_VERSION = 2  # 2: max_position_embeddings 128
 #: The vocabulary sizes the toy strings can hold (``oracles.models.make_vocab``: 15 strings and EOS; tested equal).
 TOY_VOCAB_SIZES = range(2, 17)
 

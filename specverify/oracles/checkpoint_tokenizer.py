@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 EOS_TOKEN = "</s>"
-MAX_POSITIONS = 64
+MAX_POSITIONS = 128  # position 64 onwards: a prompt sharing two 32-token KV blocks (EAGLE drops a hit's last)
 
 
 def llama_config(spec: object) -> object:

@@ -36,7 +36,9 @@ def test_every_preset_maps_onto_checked_options():
     configs = va.draft_model.engine_configs
     assert va.draft_model.default_engine_config == "prefix-cache" and configs["prefix-cache"].options == {}
     structured = configs["structured"].scenarios  # the adapter names the matrix's configuration scenarios
-    assert (*vllm_configs.STATE_SCENARIOS, *structured) == CONFIGURATION_SCENARIOS
+    assert (*vllm_configs.STATE_SCENARIOS, *vllm_configs.LONG_SCENARIOS, *structured) == CONFIGURATION_SCENARIOS
+    long = {n for n, p in configs.items() if set(vllm_configs.LONG_SCENARIOS) <= set(p.scenarios)}
+    assert long == {"prefix-cache", "no-prefix-cache"}  # the long pair of turns: the prefix-cache presets only
     for name, preset in configs.items():
         if preset.unreachable:
             continue
@@ -133,13 +135,18 @@ def test_parallel_n_packs_identical_unseeded_requests_into_one_vllm_request():
     decoder.close()
 
 
-def test_eagle_drops_its_one_block_hit():
+def test_eagle_drops_a_hits_last_block_and_keeps_one_of_two():
     """vLLM drops the last matched block of an EAGLE-family drafter's hit (v1/core/single_type_kv_cache_manager.py:
-    609-626), so the one 32-token block a 64-position checkpoint can share is never served: prefix-cache is not
-    covered for eagle (docs/findings/vllm.md, Configurations)."""
+    609-626): turn 2 of the 31-token turn 1 shares one 32-token block, which is never served, while turn 2 of the
+    63-token turn 1 (65 tokens) shares two, one of which is served (docs/findings/vllm.md, Configurations)."""
     decoder = _decoder("prefix-cache", method="eagle")
     decoder(_requests("long-prompt", 50, first_seed=0))
     decoder(_requests("multi-turn", 50, first_seed=100))
     assert decoder.engine_info["state"]["cached_tokens"] == 0 and decoder.engine_info["state"]["requests"] == 100
     assert "cached_tokens = 0" in va.ENGINE_CONFIGS["prefix-cache"].shortfall(engine_of(decoder))
+    decoder(_requests("long-prompt-63", 50, first_seed=200))
+    decoder(_requests("multi-turn-65", 50, first_seed=300))
+    state = decoder.engine_info["state"]
+    assert state["prefix_hits"] >= 49 and state["cached_tokens"] == 32 * state["prefix_hits"], state  # one block each
+    assert va.ENGINE_CONFIGS["prefix-cache"].shortfall(engine_of(decoder)) is None
     decoder.close()

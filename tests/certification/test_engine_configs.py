@@ -133,13 +133,21 @@ def test_the_configuration_scenario_names_by_family():
     from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
 
     assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
-        "one-token-prompt", "second-block", "long-prompt", "multi-turn", "structured", "greedy-structured")  # fmt: skip
+        "one-token-prompt", "second-block", "long-prompt", "multi-turn", "long-prompt-63", "multi-turn-65",
+        "structured", "greedy-structured")  # fmt: skip
     assert configuration_scenario_names("toy") == ()  # the toy matrix holds its own
 
 
 def test_the_checkpoint_configuration_scenarios_create_their_state():
-    from specverify.certification.matrix_checkpoint import TURN_1_OUTPUT, TURN_1_PROMPT, configuration_scenarios
+    from specverify.certification.matrix_checkpoint import (
+        LONG_TURN_1_OUTPUT,
+        LONG_TURN_1_PROMPT,
+        TURN_1_OUTPUT,
+        TURN_1_PROMPT,
+        configuration_scenarios,
+    )
     from specverify.certification.scenarios import SCENARIOS
+    from specverify.oracles.checkpoint_tokenizer import MAX_POSITIONS
 
     s = configuration_scenarios(SCENARIOS)
     one = s["one-token-prompt"]  # one token to compute in the first step, cached or not
@@ -157,6 +165,16 @@ def test_the_checkpoint_configuration_scenarios_create_their_state():
     ends = {o: p for o, p in zip(law.outcomes, law.probs) if o[1] == "eos"}
     assert max(ends, key=ends.get) == (TURN_1_OUTPUT, "eos")  # turn 1's likeliest output that ends in EOS
     assert sum(p for o, p in zip(law.outcomes, law.probs) if o[0][:1] == TURN_1_OUTPUT[:1]) > 0.1  # turn 1 writes it
+    # the long pair of turns: turn 2 shares two whole blocks, so a drafter that drops a hit's last block keeps one
+    turn1, turn2 = s["long-prompt-63"], s["multi-turn-65"]
+    assert turn1.prompt == LONG_TURN_1_PROMPT and len(turn1.prompt) < 2 * block < len(turn1.prompt) + 1 + 3
+    assert turn2.prompt == LONG_TURN_1_PROMPT + LONG_TURN_1_OUTPUT and len(turn2.prompt) == 2 * block + 1
+    assert (turn1.pair, turn1.num_draft_tokens) == (turn2.pair, turn2.num_draft_tokens) == (one.pair, 3)
+    law = sv.exact_law(turn1.models().target, turn1.prompt, turn1.params)
+    two = {o: p for o, p in zip(law.outcomes, law.probs) if o[1] == "eos" and len(o[0]) == 2}
+    assert max(two, key=two.get) == (LONG_TURN_1_OUTPUT, "eos")  # its likeliest two-token output ending in EOS
+    assert sum(p for o, p in zip(law.outcomes, law.probs) if o[0][:1] == LONG_TURN_1_OUTPUT[:1]) > 0.5
+    assert len(turn2.prompt) + turn2.params.max_tokens + 2 * 3 <= MAX_POSITIONS  # within the checkpoints' positions
 
 
 def test_a_run_with_the_configuration_runs_its_scenarios():

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles import checkpoint as ck  # noqa: E402
 from specverify.oracles import checkpoint_spec as cs  # noqa: E402
+from specverify.oracles.checkpoint_tokenizer import MAX_POSITIONS  # noqa: E402
 from specverify.oracles.law import boundary_margin, exact_law, greedy_outcome  # noqa: E402
 from specverify.oracles.models import make_vocab  # noqa: E402
 from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
@@ -146,7 +147,7 @@ def test_logits_match_a_float32_reload(pair):
         want = torch.stack([model32(input_ids=torch.tensor([p])).logits[0, -1] for p in prefixes]).double()
     assert float((got - want).abs().max()) < 1e-4
     assert torch.equal(pair.target.logits(prefixes[::-1]), got.flip(0))  # memoised rows are pure
-    for bad in ([()], [(0, 6)], [(0,) * 65], []):
+    for bad in ([()], [(0, 6)], [(0,) * (MAX_POSITIONS + 1)], []):
         with pytest.raises(InvalidArgument):
             pair.target.logits(bad)
 
