@@ -19,7 +19,7 @@ scenario runs on one of three pairs; laws stay small (``max_tokens`` 3–4) and 
 its probabilities and the processor cut points (checked by a test and again before the scenario runs).
 
 **Configuration scenarios** (``configuration_scenarios``): scenarios that create an engine state, run only by the
-configurations that name them, so the default matrix and its α plan stay as they are. The four below run on the
+configurations that name them, so the default matrix and its α plan stay as they are. The six below run on the
 main pair at γ 3 and ``max_tokens`` 3, in this order (the run order keeps it: same pair, same γ, so one engine runs
 them):
 
@@ -37,6 +37,10 @@ them):
   output that ends in EOS, the EOS included (33 tokens: it shares all 33 with turn 1's prompt and output). Its first
   32 tokens are a whole block, which an engine with a prefix cache serves from the block turn 1's decoding wrote (or,
   run alone, from its own earlier requests): a hit of 32 cached tokens per request.
+- ``long-prompt-63`` and ``multi-turn-65``: the same pair of turns one block longer, :data:`LONG_TURN_1_PROMPT` (63
+  tokens) and turn 2, it plus :data:`LONG_TURN_1_OUTPUT` (65 tokens), which shares two whole blocks. A drafter that
+  needs the hidden states of a hit's last block drops that block from the hit (vLLM's EAGLE-family drafters), so
+  only a turn 2 sharing two blocks is served one; only the prefix-cache configurations add these two.
 
 **Pair sets.** ``CHECKPOINT_PAIRS`` are the Llama pairs every engine loads. A method whose drafts live inside the
 target (vLLM's ``mtp``) needs a target of another architecture, so the design allows one more pair:
