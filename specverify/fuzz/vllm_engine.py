@@ -244,7 +244,10 @@ def law_under_events(
     check(isinstance(params, SamplingParams), f"params={params!r} must be a specverify SamplingParams (the law's).")
     check(isinstance(n, int) and n >= 1, f"n={n!r} must be an int >= 1 (tested outcomes to draw), e.g. n=2000.")
     check(isinstance(batch, int) and batch >= 1, f"batch={batch!r} must be an int >= 1 (tested requests per run).")
-    check(0.0 < alpha < 1.0, f"alpha={alpha!r} must lie in (0, 1), e.g. alpha=1e-6.")
+    check(
+        isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and 0.0 < alpha < 1.0,
+        f"alpha={alpha!r} must be a number in (0, 1), e.g. alpha=1e-6.",
+    )
     bad = [x for x in neighbours if not (isinstance(x, (tuple, list)) and len(x) == 2)]
     check(not bad, f"neighbours holds {bad[:2]!r}: each neighbour is a (prompt, vLLM SamplingParams) pair.")
     law = exact_law(target, prompt, params)

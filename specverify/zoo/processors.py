@@ -162,7 +162,7 @@ def grammar_cut_drafts_resampled(target, draft, *, entropy=None) -> VectorizedDe
     sampled), and the scheduler keeps only the longest grammar-valid prefix of a request's drafts, so the position of
     the first forbidden draft x gets a bonus token drawn from the masked target row p. The rule needs x rejected there
     (p(x) = 0) and the token drawn from norm((p - q)+): with draft mass Q on forbidden tokens the law of that position
-    becomes a mixture that leans away from the tokens q favours.
+    becomes p + Q (p - norm((p - q)+)), which leans towards the tokens q favours (they are also accepted directly).
 
     Verdict: greedy-only. At temperature 0 the draft is one-hot, (p - e_x)+ with p(x) = 0 is p itself, so the cut is
     harmless and greedy output is the target's; at temperature > 0 the position after accepted drafts no longer has

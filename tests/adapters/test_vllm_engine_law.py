@@ -103,7 +103,8 @@ def test_bad_arguments_are_refused(patched):
         law_under_events(llm, PAIR.target, PROMPT, LAW, _seeded, SCHEDULE, **{**call, "n": 0})
     with pytest.raises(InvalidArgument, match="each neighbour is a"):
         law_under_events(llm, PAIR.target, PROMPT, LAW, _seeded, SCHEDULE, **{**call, "neighbours": [(1, 2, 3)]})
-    with pytest.raises(InvalidArgument, match="alpha=2"):
-        law_under_events(llm, PAIR.target, PROMPT, LAW, _seeded, SCHEDULE, **{**call, "alpha": 2})
+    for alpha in (2, "0.01"):
+        with pytest.raises(InvalidArgument, match="alpha="):
+            law_under_events(llm, PAIR.target, PROMPT, LAW, _seeded, SCHEDULE, **{**call, "alpha": alpha})
     with pytest.raises(InvalidArgument, match="protected=-1"):
         run_engine_schedule(llm, [PROMPT], [_seeded(0)], (), protected=-1)
