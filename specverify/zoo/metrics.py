@@ -301,11 +301,9 @@ def acceptance_partial_accept_restore_replay(target, draft, *, entropy=None) -> 
 
 class _PointMassFallback(VectorizedDecoder):
     def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
-        width = draft_probs.shape[1]
-        drafted = np.arange(width)[None, :] < np.asarray(draft_len)[:, None]
-        x = torch.from_numpy(np.where(drafted, drafts[:, :width], 0))
+        drafted = np.arange(drafts.shape[1])[None, :] < np.asarray(draft_len)[:, None]  # rows past them: never read
+        x = torch.from_numpy(np.where(drafted, drafts, 0))
         point = torch.nn.functional.one_hot(x, draft_probs.shape[-1]).to(draft_probs.dtype)
-        point = torch.where(torch.from_numpy(drafted)[..., None], point, draft_probs)  # rows past the drafts kept
         super().accept_and_commit(st, rows, drafts, point, draft_len, target_probs)
 
 
