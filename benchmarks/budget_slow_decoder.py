@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.certification
 
 from specverify import certify  # noqa: E402
-from specverify.certification.budget import PILOT_DRAWS  # noqa: E402
+from specverify.certification.run.budget import PILOT_DRAWS  # noqa: E402
 from tests.certification.bad_decoders import Slow  # noqa: E402
 
 

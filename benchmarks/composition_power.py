@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.certificat
 
 from specverify.certification import checks  # noqa: E402
 from specverify.certification.checks.composition import composition_plan, small_call_shape  # noqa: E402
-from specverify.certification.laws import law_of  # noqa: E402
-from specverify.certification.run import BATTERY_SIZE, AlphaPlan  # noqa: E402
-from specverify.certification.scenarios import matrix  # noqa: E402
+from specverify.certification.matrix.laws import law_of  # noqa: E402
+from specverify.certification.matrix.scenarios import matrix  # noqa: E402
+from specverify.certification.run.context import BATTERY_SIZE, AlphaPlan  # noqa: E402
 from specverify.enums import Level  # noqa: E402
 from specverify.oracles.law import exact_law  # noqa: E402
 from specverify.oracles.models import draft_near  # noqa: E402

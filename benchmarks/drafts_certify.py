@@ -15,7 +15,7 @@ import time
 
 def measured_tokens_per_call(factory, drafts: str, n: int = 20000) -> tuple:
     """(measured, exact, low, high) accepted tokens per target call on the family's temperature-1 scenario."""
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.scenarios import matrix
     from specverify.oracles.acceptance_rounds import acceptance_law
     from specverify.protocol import Request
     from specverify.reference import make_block_decoder

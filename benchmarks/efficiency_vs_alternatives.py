@@ -61,7 +61,7 @@ TV_THRESHOLD = 0.05
 
 def certifier_num_tests() -> int:
     """m of the certifier's α budget: the number of sampling tests in the toy matrix."""
-    from specverify.certification.ledger import planned_tests
+    from specverify.certification.checks.alpha import planned_tests
 
     return planned_tests("toy")
 

@@ -45,7 +45,7 @@ FACTORIES = (
 def setup_seconds(factory: str, options: dict) -> float:
     """Seconds to make one decoder on the main checkpoint pair with ``options`` (closed after)."""
     from specverify.adapters import llamacpp
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     pair = CHECKPOINT_PAIRS["main"].build()
     started = time.perf_counter()

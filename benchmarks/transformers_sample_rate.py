@@ -30,7 +30,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from specverify.adapters import transformers as tfa
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
     from specverify.params import SamplingParams
     from specverify.protocol import Request
 

@@ -26,8 +26,8 @@ def main(argv: list) -> None:
     from vllm.v1.worker import gpu_model_runner
 
     from specverify.adapters import vllm as va
-    from specverify.certification.matrix_checkpoint import checkpoint_matrix
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.checkpoint import checkpoint_matrix
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.protocol import Request
 
     name = argv[0] if argv else "gamma-5"

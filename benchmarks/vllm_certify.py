@@ -42,7 +42,7 @@ def engine_start(factory: str, options: dict) -> float:
     """Seconds to make one decoder (one engine) on the first pair of the factory's pair set (the main Llama pair, or
     the MiMo pair); the engine is shut down after."""
     from specverify.adapters import vllm as adapter
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS, pair_set_of
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS, pair_set_of
 
     pairs = MIMO_PAIRS["mimo"] if pair_set_of(getattr(adapter, factory)) == "mimo" else CHECKPOINT_PAIRS["main"]
     pair = pairs.build()
@@ -89,7 +89,7 @@ def run_one(
 ) -> None:
     import specverify as sv
     from specverify.adapters import vllm as adapter
-    from specverify.certification.options import engine_value
+    from specverify.certification.config.options import engine_value
 
     parsed = dict(adapter.ENGINE_CONFIGS[engine_config].options) if engine_config else {}
     parsed.update({k: engine_value(v) for k, _, v in (o.partition("=") for o in options)})
@@ -158,7 +158,7 @@ def main() -> None:
     args = ap.parse_args()
     scenarios = args.scenario
     if args.without:
-        from specverify.certification.scenarios import matrix
+        from specverify.certification.matrix.scenarios import matrix
 
         scenarios = [n for n in (scenarios or matrix("checkpoint")) if n not in set(args.without)]
     for method in args.method:

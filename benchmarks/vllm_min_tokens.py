@@ -25,8 +25,8 @@ def greedy(methods: list) -> None:
     from specverify.adapters import vllm as va
     from specverify.certification.checks.greedy import _prompts
     from specverify.certification.checks.judge import MIN_MARGIN
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, checkpoint_matrix
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, checkpoint_matrix
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.oracles.law import boundary_margin, greedy_outcome
     from specverify.protocol import Request
 
@@ -53,8 +53,8 @@ def greedy(methods: list) -> None:
 
 def law(methods: list, n: int) -> None:
     from specverify.adapters import vllm as va
-    from specverify.certification.matrix_checkpoint import checkpoint_matrix
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.checkpoint import checkpoint_matrix
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.oracles.law import exact_law
     from specverify.protocol import Request
     from specverify.stats import battery

@@ -65,9 +65,9 @@ def _count_padding(seen: collections.Counter) -> None:
 
 def one(method: str, n: int, variant: str) -> None:
     from specverify.adapters import vllm as va
-    from specverify.certification.laws import law_of
-    from specverify.certification.matrix_checkpoint import configuration_scenarios
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.checkpoint import configuration_scenarios
+    from specverify.certification.matrix.laws import law_of
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.protocol import Request
     from specverify.stats import battery
 

@@ -28,8 +28,8 @@ def main(argv: list) -> None:
     from vllm.v1.worker import gpu_model_runner
 
     from specverify.adapters import vllm as va
-    from specverify.certification.matrix_checkpoint import configuration_scenarios
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.checkpoint import configuration_scenarios
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.protocol import Request
 
     options = json.loads(argv[0]) if argv else {}

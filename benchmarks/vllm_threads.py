@@ -26,7 +26,7 @@ ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VL
 def measure(method: str, threads: int, calls: int) -> dict:
     """One row, in this process."""
     from specverify.adapters import vllm as adapter
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
     from specverify.params import SamplingParams
     from specverify.protocol import Request
 

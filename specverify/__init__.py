@@ -20,11 +20,11 @@ from specverify.params import SamplingParams
 __version__ = "0.1.0"
 
 _LAZY = {
-    "certify": "specverify.certification.pipeline",
-    "certify_configurations": "specverify.certification.configurations",
+    "certify": "specverify.certification.execution.certify",
+    "certify_configurations": "specverify.certification.execution.configurations",
     "EngineConfig": "specverify.protocol",
-    "RunConfig": "specverify.certification.config",
-    "Certificate": "specverify.certification.evidence",
+    "RunConfig": "specverify.certification.config.run_config",
+    "Certificate": "specverify.certification.results.evidence",
     "Request": "specverify.protocol",
     "Completion": "specverify.protocol",
     "SampleCounts": "specverify.protocol",

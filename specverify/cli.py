@@ -66,8 +66,8 @@ def _progress(err):
 
 
 def _certify(args, out, err) -> int:
-    from specverify.certification.config import RunConfig
-    from specverify.certification.factory import SetupFailure, resolve_factory
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.run.factory import SetupFailure, resolve_factory
     from specverify.errors import InvalidArgument
 
     names = list(args.engine_config or [])
@@ -97,7 +97,7 @@ def _certify(args, out, err) -> int:
         return ExitCode.USAGE
     except SetupFailure:
         pass  # the certificate reports it (verdict error)
-    from specverify.certification.pipeline import run_certification
+    from specverify.certification.execution.certify import run_certification
 
     if names:
         return _certify_configurations(config, names, args, out, err)
@@ -105,7 +105,7 @@ def _certify(args, out, err) -> int:
         if on_ray is None:
             cert = run_certification(config, _progress(err), **_split_options(args))
         else:
-            from specverify.certification.ray_executor import run_on_ray
+            from specverify.certification.execution.ray_executor import run_on_ray
 
             cert = run_on_ray(config, progress=_progress(err), **on_ray)
     except InvalidArgument as exc:
@@ -140,7 +140,7 @@ def _certify_configurations(config, names, args, out, err) -> int:
     that ran writes its certificate as a plain run does, then the configuration's line; several write the set
     (``--json``: a ``specverify-configurations`` document). The exit code: error when one could not be set up,
     else 0 only when every configuration meets the requirements with its state reached."""
-    from specverify.certification.configurations import run_configurations
+    from specverify.certification.execution.configurations import run_configurations
     from specverify.errors import InvalidArgument
     from specverify.report.configurations import render_configurations_json, render_configurations_text
 
@@ -167,7 +167,7 @@ def _certify_configurations(config, names, args, out, err) -> int:
 def _merge(args, out, err) -> int:
     from dataclasses import replace
 
-    from specverify.certification.shards import merge_shards
+    from specverify.certification.execution.shards import merge_shards
     from specverify.errors import InvalidArgument
 
     problem = check_outputs(args)
@@ -220,7 +220,7 @@ def _zoo(out) -> int:
 
 def _scenarios(args, out) -> int:
     from specverify.certification.checks import requirements
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.scenarios import matrix
     from specverify.protocol import MINIMUM_CAPABILITIES
 
     out.write(f"{'scenario':26s} {'kind':11s} {'core':4s} {'needs (beyond temperature, max_tokens)':40s} exercises\n")

@@ -6,7 +6,7 @@ import argparse
 import enum
 import os
 
-from specverify.certification.config import add_run_arguments
+from specverify.certification.config.run_config import add_run_arguments
 from specverify.enums import DraftFamily, ModelFamily, Verdict
 
 __all__ = ["ExitCode", "EPILOG", "parser", "check_outputs", "executor_options"]
@@ -185,7 +185,7 @@ def executor_options(args, names) -> dict | None:
         raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
     if getattr(args, "resume", None):  # a retried part starts again from its beginning: Ray's own resume
         raise InvalidArgument("--resume with --executor ray: a lost part is run again on Ray; resume locally.")
-    from specverify.certification.ray_executor import import_ray
+    from specverify.certification.execution.ray_executor import import_ray
 
     import_ray()  # without the extra: a usage error naming it, before anything runs
     return {

@@ -269,6 +269,6 @@ def specverify_pair(request: pytest.FixtureRequest) -> object:
 @pytest.fixture
 def specverify_scenarios(request: pytest.FixtureRequest) -> dict:
     """The scenario matrix of the session's model family: name -> ``CertificationScenario``."""
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.scenarios import matrix
 
     return dict(matrix(request.config.stash[_OPTIONS].models))

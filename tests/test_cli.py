@@ -239,8 +239,8 @@ def test_the_worker_runs_one_thread_unless_told(monkeypatch, threads):
 
 
 def test_a_slow_decoder_gets_a_note():
-    from specverify.certification.evidence import ScenarioResult
-    from specverify.certification.verdict import slow_note
+    from specverify.certification.results.evidence import ScenarioResult
+    from specverify.certification.results.verdict import slow_note
 
     slow = ScenarioResult("temperature-1", "sampling", "", covered=True, n=5000, elapsed_s=10.0)
     assert "slow (500 outcomes/s < 1,000)" in slow_note([slow])
@@ -271,7 +271,7 @@ def test_a_failing_reproducibility_check_is_not_invalid(monkeypatch):
 def test_one_seed_range_for_the_cli_and_certify():
     """Certification seeds are [0, 2**62) everywhere (one validator); request seeds, derived, are 63-bit."""
     from specverify import InvalidArgument
-    from specverify.certification.options import SEED_LIMIT
+    from specverify.certification.config.options import SEED_LIMIT
 
     assert SEED_LIMIT == 2**62
     with pytest.raises(InvalidArgument, match=rf"seed={2**62} must be an int in \[0, 2\*\*62\)"):

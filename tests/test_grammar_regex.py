@@ -88,8 +88,8 @@ def test_a_text_grammar_needs_text_grammar_and_any_grammar_implies_it():
     ToyGrammar needs ``grammar``, which a text-grammar decoder lacks, so those scenarios read not covered there."""
     from dataclasses import replace
 
-    from specverify.certification.matrix_checkpoint import structured_grammar
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.checkpoint import structured_grammar
+    from specverify.certification.matrix.scenarios import matrix
     from specverify.protocol import capabilities_of
 
     token_level = matrix()["grammar-dead-end"]
@@ -113,8 +113,8 @@ def test_acceptance_counts_of_drafts_that_ignore_the_grammar_are_shown_not_judge
     which raised InvalidArgument from the grammar in the first structured certificate)."""
     from types import SimpleNamespace
 
-    from specverify.certification.matrix_checkpoint import structured_grammar
-    from specverify.certification.metrics_check import metrics_evidence
+    from specverify.certification.matrix.checkpoint import structured_grammar
+    from specverify.certification.results.metrics import metrics_evidence
     from specverify.params import SamplingParams
 
     law = SimpleNamespace(params=SamplingParams(max_tokens=3, grammar=structured_grammar()), prompt=(0,))

@@ -6,9 +6,9 @@ certification runs.
 """
 
 from specverify._lazy import lazy_exports
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.scenarios import CORE, SCENARIOS, CertificationScenario, scenario_names
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.matrix.scenarios import CORE, SCENARIOS, CertificationScenario, scenario_names
+from specverify.certification.results.evidence import Certificate, ScenarioResult
 
 __all__ = [
     "certify",
@@ -24,6 +24,6 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
-    {"certify": "specverify.certification.pipeline", "DecoderFailure": "specverify.certification.runner"},
+    {"certify": "specverify.certification.execution.certify", "DecoderFailure": "specverify.certification.run.runner"},
     __all__,
 )

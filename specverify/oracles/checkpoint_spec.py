@@ -203,7 +203,7 @@ class MimoSpec:
 class MimoPairSpec:
     """The MiMo target and, as its draft, the same model: the drafts of the methods this pair serves come from the
     MTP layers inside the target directory, so only the target's law matters (docs/design.md, model families).
-    ``pair_set`` names the matrix the pair belongs to (``specverify.certification.matrix_checkpoint.PAIR_SETS``)."""
+    ``pair_set`` names the matrix the pair belongs to (``specverify.certification.matrix.checkpoint.PAIR_SETS``)."""
 
     family: ClassVar[str] = "checkpoint"
     pair_set: ClassVar[str] = "mimo"

@@ -24,7 +24,7 @@ from specverify.errors import InvalidArgument
 from specverify.report.schema import SCHEMA_VERSION, upgrade_document
 
 if TYPE_CHECKING:
-    from specverify.certification.evidence import Certificate
+    from specverify.certification.results.evidence import Certificate
 
 __all__ = [
     "json_document",
@@ -108,7 +108,7 @@ def _real(x):
 
 
 def _result(s: dict):
-    from specverify.certification.evidence import ScenarioResult
+    from specverify.certification.results.evidence import ScenarioResult
 
     data = {k: _real(v) if k in _REAL_KEYS else v for k, v in s.items()}
     data["elapsed_s"] = _real(s["elapsed_s"])
@@ -132,11 +132,11 @@ def _config(cls, run: dict | None):
 
 
 def certificate_from_document(doc: dict) -> Certificate:
-    """The :class:`~specverify.certification.evidence.Certificate` a :func:`json_document` came from.
+    """The :class:`~specverify.certification.results.evidence.Certificate` a :func:`json_document` came from.
 
     The document is validated first (``InvalidArgument`` with the JSON path of the first error)."""
-    from specverify.certification.config import RunConfig
-    from specverify.certification.evidence import Certificate
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.results.evidence import Certificate
     from specverify.enums import Level, Verdict
 
     kind = doc.get("kind") if isinstance(doc, dict) else None

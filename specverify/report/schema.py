@@ -3,7 +3,8 @@
 Two kinds of document share ``schema_version`` 2: the certificate (``"kind": "specverify-certificate"``, what
 ``--json`` writes) and a shard's counts file (``"kind": "specverify-shard"``, what ``--counts-out`` writes). Their
 JSON Schema (draft 2020-12) files ship in this package, under ``schema/``, beside the version 1 files: a version 1
-document is validated against those and :func:`upgrade_document` migrates it (``specverify.certification.migrate``).
+document is validated against those and :func:`upgrade_document` migrates it
+(``specverify.certification.results.migrate``).
 ``validate_document`` checks a document against its kind's schema with a small built-in validator of the keywords
 those files use (no extra dependency); the tests check that it agrees with the ``jsonschema`` package where that is
 installed.
@@ -114,7 +115,7 @@ def validate_document(doc: object) -> str:
 
 def upgrade_document(doc: object) -> dict:
     """``doc`` validated and, if it is of version 1, migrated to the current version (and validated again)."""
-    from specverify.certification.migrate import migrate_document
+    from specverify.certification.results.migrate import migrate_document
 
     validate_document(doc)
     if doc["schema_version"] == SCHEMA_VERSION:

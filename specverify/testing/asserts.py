@@ -21,7 +21,7 @@ def _hide_assertion(excinfo) -> bool:  # pytest's __tracebackhide__: a failure's
 def certify_with(options, factory: object, **kwargs) -> object:
     """``certify(factory, ...)`` with the session's ``options`` (its run options: level, seed, alpha, models,
     scenarios, isolation, budget, …); ``kwargs`` (any ``certify`` argument) win over them."""
-    from specverify.certification.pipeline import run_certification
+    from specverify.certification.execution.certify import run_certification
 
     progress = kwargs.pop("progress", None)
     return run_certification(options.config(factory, **kwargs), progress)
@@ -64,7 +64,7 @@ def assert_exact(
 def assert_greedy_equal(factory_or_cert: object, **kwargs) -> object:
     """Fail unless every covered greedy scenario's output equals the target's greedy output (and at least one was
     covered, and the protocol held). Without ``scenarios=`` a factory is certified on the greedy scenarios only."""
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.scenarios import matrix
 
     __tracebackhide__ = _hide_assertion
     if "scenarios" not in kwargs and not hasattr(factory_or_cert, "verdict"):
@@ -113,7 +113,7 @@ def model_pair(family: str = "toy", distance: float | None = None, **fields) -> 
         check(set(fields) <= known, f"{sorted(set(fields) - known)!r} are not ToyPairSpec fields; use {sorted(known)}.")
         spec = ToyPairSpec(**fields) if distance is None else ToyPairSpec(draft_distance=float(distance), **fields)
         return spec.build()
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
     from specverify.oracles.checkpoint_spec import CheckpointSpec
 
     name = fields.pop("pair", "main")

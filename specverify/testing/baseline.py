@@ -171,8 +171,8 @@ def merge_certificates(certs: list, models: str = "toy") -> object:
     configuration is the first test's, with the scenarios they covered together."""
     from dataclasses import replace
 
-    from specverify.certification.run import matrix_for
-    from specverify.certification.verdict import error_certificate, finish_certificate
+    from specverify.certification.results.verdict import error_certificate, finish_certificate
+    from specverify.certification.run.context import matrix_for
 
     first = certs[0]
     if len(certs) == 1:

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from specverify.certification.config import RunConfig
-from specverify.certification.options import OPTIONS as _RUN_OPTIONS
-from specverify.certification.options import marker_field
-from specverify.certification.scenarios import scenario_names
+from specverify.certification.config.options import OPTIONS as _RUN_OPTIONS
+from specverify.certification.config.options import marker_field
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.matrix.scenarios import scenario_names
 from specverify.enums import NotRun, Verdict
 from specverify.errors import InvalidArgument, check
 
@@ -114,8 +114,8 @@ def marker_configurations(args: tuple, kwargs: dict) -> Optional[dict]:
     names = _configurations_asked(v)
     if names is None:
         return None
-    from specverify.certification.configurations import ALL, chosen_configurations
-    from specverify.certification.factory import resolve_factory
+    from specverify.certification.execution.configurations import ALL, chosen_configurations
+    from specverify.certification.run.factory import resolve_factory
     from specverify.protocol import engine_configs_of
 
     factory = v["factory"]
@@ -155,8 +155,8 @@ def marker_spec(args: tuple, kwargs: dict, options, *, engine_config: Optional[s
 def _configured(config: RunConfig, scenarios: list) -> tuple:
     """The scenarios and the state evidence (``EngineConfig.reaches``) of ``config``'s engine configuration: its
     own scenarios are added when the marker does not choose the scenarios (``certification.configured``)."""
-    from specverify.certification.factory import resolve_factory
-    from specverify.certification.run import matrix_for
+    from specverify.certification.run.context import matrix_for
+    from specverify.certification.run.factory import resolve_factory
     from specverify.protocol import engine_configs_of
 
     presets, _ = engine_configs_of(resolve_factory(config.factory))
@@ -169,7 +169,7 @@ def _configured(config: RunConfig, scenarios: list) -> tuple:
 def planned_m(config: RunConfig) -> int:
     """``m`` of the α plan of the run ``config`` describes (its matrix, with an engine configuration's scenarios)."""
     from specverify.certification.checks import num_tests
-    from specverify.certification.run import matrix_for
+    from specverify.certification.run.context import matrix_for
 
     return num_tests(matrix_for(config))
 
@@ -222,7 +222,7 @@ class ItemResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> ItemResult:
-        from specverify.certification.evidence import ScenarioResult
+        from specverify.certification.results.evidence import ScenarioResult
 
         data = dict(data)
         data["results"] = tuple(ScenarioResult.from_dict(r) for r in data.get("results", ()))
@@ -236,7 +236,7 @@ def certify_item(
     ``progress``: the certifier's progress callback, or None)."""
     from dataclasses import replace as with_
 
-    from specverify.certification.pipeline import run_certification
+    from specverify.certification.execution.certify import run_certification
 
     started = time.perf_counter()
     try:
@@ -273,8 +273,8 @@ def item_verdict(record: ItemResult, spec: MarkerSpec, *, num_tests: int):
     """The verdict rules (``certification.verdict.decide``, the one copy) over the item's own results: the core is
     the item's scenario if it is a core one, Holm counts the whole matrix's ``num_tests`` (the others as p = 1), so
     a rejection here is a rejection at the per-test α, valid alone."""
-    from specverify.certification.run import matrix_for
-    from specverify.certification.verdict import decide
+    from specverify.certification.results.verdict import decide
+    from specverify.certification.run.context import matrix_for
 
     family = matrix_for(spec.config)
     core = (record.scenario,) if record.scenario in family.core else ()

@@ -39,7 +39,7 @@ class Group:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("records", "certificate")}
 
     def run_config(self) -> object:
-        from specverify.certification.config import RunConfig
+        from specverify.certification.config.run_config import RunConfig
 
         return RunConfig.from_dict(self.config)
 
@@ -120,7 +120,7 @@ def _repro(records: list) -> tuple:
 
 
 def _certificate(group: Group, config, family, records: list):
-    from specverify.certification.verdict import error_certificate, finish_certificate
+    from specverify.certification.results.verdict import error_certificate, finish_certificate
 
     ran = tuple(r.scenario for r in records)
     config = replace(config, scenarios=() if len(ran) == len(family) else ran)
@@ -134,8 +134,8 @@ def _certificate(group: Group, config, family, records: list):
 
 
 def _decide(group: Group) -> Decision:
-    from specverify.certification.ledger import planned_tests
-    from specverify.certification.run import matrix_for
+    from specverify.certification.checks.alpha import planned_tests
+    from specverify.certification.run.context import matrix_for
     from specverify.testing.items import planned_m
 
     config = group.run_config()

@@ -2,7 +2,7 @@
 outputs, resolved and validated once.
 
 The run options (level, seed, alpha, models, drafts, scenario, budget, isolation, fixed, engine_option) are
-rows of ``specverify.certification.options.OPTIONS`` with a plugin stem: each becomes ``--specverify-STEM`` with
+rows of ``specverify.certification.config.options.OPTIONS`` with a plugin stem: each becomes ``--specverify-STEM`` with
 the ini key ``specverify_STEM`` (and, for level and seed, ``$SPECVERIFY_LEVEL`` / ``$SPECVERIFY_SEED``), validated
 by the row's parser. A value comes from the command line, else the environment variable, else the ini file
 (``[tool.pytest.ini_options]`` / ``pytest.ini``), else the plugin's default (level quick) or ``RunConfig``'s. A bad
@@ -21,9 +21,9 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Mapping, NamedTuple, Optional
 
-from specverify.certification.config import RunConfig
-from specverify.certification.options import OPTIONS as RUN_OPTIONS
-from specverify.certification.options import OptionError, format_value, parse_option
+from specverify.certification.config.options import OPTIONS as RUN_OPTIONS
+from specverify.certification.config.options import OptionError, format_value, parse_option
+from specverify.certification.config.run_config import RunConfig
 from specverify.errors import InvalidArgument
 
 __all__ = ["Option", "OPTIONS", "Options", "resolve", "PLUGIN_DEFAULTS"]
@@ -282,7 +282,7 @@ def _field(name: str) -> Optional[str]:
 
 
 def _names(field: str, where: str) -> dict:
-    from specverify.certification.options import where as spelled
+    from specverify.certification.config.options import where as spelled
 
     names = {row.name: spelled(row.name, "plugin") for row in RUN_OPTIONS}
     return {**names, field: where, "factory": "factory"}

@@ -164,7 +164,7 @@ def _unreachable_item(item, marker, name: str) -> object:
 
 def certify_call(node, options, ledger, factory: object, kwargs: dict, *, index: int) -> object:
     """The ``specverify_certify`` fixture's call: certify with the session's options, record, check the baseline."""
-    from specverify.certification.ledger import per_test_alpha
+    from specverify.certification.checks.alpha import per_test_alpha
     from specverify.testing.asserts import certify_with
 
     cert = certify_with(options, factory, **kwargs)

@@ -118,7 +118,7 @@ def test_import_does_not_load_llama_cpp():
 
 @pytest.fixture(scope="module")
 def pair():
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     return CHECKPOINT_PAIRS["main"].build()
 
@@ -133,7 +133,7 @@ def test_gguf_logits_agree_with_the_oracle_on_every_prefix(name):
     import itertools
 
     from specverify.adapters.llamacpp import _llama, import_llama_cpp
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     models = CHECKPOINT_PAIRS[name].build()
     rng = np.random.default_rng(3)

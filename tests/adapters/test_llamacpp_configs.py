@@ -36,7 +36,7 @@ def _requests(n=12, max_tokens=5):
 def _turns():
     """Turn 1 (31 tokens), then its turn 2 twice (33 tokens): the second turn 2 meets the first's tokens whole, so a
     prompt cache keeps 32 of them, one written by decoding (``long_prefix_hits``)."""
-    from specverify.certification.matrix_checkpoint import TURN_1_OUTPUT, TURN_1_PROMPT
+    from specverify.certification.matrix.checkpoint import TURN_1_OUTPUT, TURN_1_PROMPT
 
     params = SamplingParams(temperature=1.0, max_tokens=3)
     turn_2 = TURN_1_PROMPT + TURN_1_OUTPUT
@@ -108,7 +108,7 @@ def test_server_evidence_counts_cache_hits_slots_and_parallel_decodes():
 def test_bad_options_are_refused(monkeypatch):
     from specverify.adapters import _llamacpp_bin as lb
     from specverify.adapters import llamacpp
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     pair = CHECKPOINT_PAIRS["main"].build()
     monkeypatch.setattr(lb.ServerDecoder, "_server", lambda self, gamma: None)
@@ -128,7 +128,7 @@ def test_bad_options_are_refused(monkeypatch):
 
 @pytest.fixture(scope="module")
 def pair():
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     return CHECKPOINT_PAIRS["main"].build()
 
@@ -200,7 +200,7 @@ def test_a_certified_configuration_shows_its_state_or_is_not_covered(pair):
     """Through the certifier (one scenario, quick level): cache-prompt's run of ``multi-turn`` alone (turn 2 after
     turn 2) shows long cache hits in the certificate's engine record and is covered; the same preset with the cache
     forced off by an engine option is not covered."""
-    from specverify.certification.configurations import certify_configurations
+    from specverify.certification.execution.configurations import certify_configurations
 
     run = dict(level="quick", models="checkpoint", isolation="none", scenarios=["multi-turn"])
     factory = "specverify.adapters.llamacpp:server_plain"

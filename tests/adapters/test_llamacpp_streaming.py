@@ -59,7 +59,7 @@ def test_recorded_runs_compare_text_and_result_and_check_their_arguments():
 
 @pytest.fixture(scope="module")
 def pair():
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
     return CHECKPOINT_PAIRS["main"].build()
 

@@ -23,7 +23,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_patches  # noqa: E402
 from specverify.adapters._finish import EngineStoppedEarly  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.acceptance_first import first_round_acceptance_law  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
@@ -236,7 +236,7 @@ _GREEDY_SCRIPT = """
 import sys
 import numpy as np
 from specverify.adapters import vllm as va
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 from specverify.oracles.law import greedy_outcome
 from specverify.params import SamplingParams
 from specverify.protocol import Request
@@ -288,7 +288,7 @@ def test_speculative_law_is_rejected_finding_1(decoders, pair, name):
 _WORKAROUND_SCRIPT = """
 import collections, json
 from specverify.adapters import vllm as va
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 from specverify.errors import InvalidArgument
 from specverify.metrics.acceptance import AcceptanceCounts, acceptance_metrics
 from specverify.oracles.acceptance_first import acceptance_law_after, draft_for_law

@@ -12,8 +12,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_configs  # noqa: E402
-from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
-from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
+from specverify.certification.matrix.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.protocol import Request, engine_of  # noqa: E402

@@ -15,7 +15,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_patches  # noqa: E402
 from specverify.adapters._vllm_metrics import logged_rates  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.metrics.counters import CounterTally, ReportedMetrics, counter_identities  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402

@@ -14,8 +14,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
-from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.certification.matrix.checkpoint import configuration_scenarios  # noqa: E402
+from specverify.certification.matrix.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.fuzz.vllm_engine import Resubmit, engine_mismatches, law_under_events, run_engine_schedule  # noqa: E402
 from specverify.fuzz.whitebox.schedules import Add, Cancel, Preempt, Step  # noqa: E402

@@ -17,7 +17,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.certification.checks.judge import MIN_MARGIN  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.oracles.law import boundary_margin, greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402

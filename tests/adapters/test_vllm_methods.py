@@ -22,7 +22,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 from specverify.adapters import _head_math as hm  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_heads  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402

@@ -18,9 +18,9 @@ import torch  # noqa: E402
 
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_patches  # noqa: E402
-from specverify.certification.laws import law_of  # noqa: E402
-from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
-from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.certification.matrix.checkpoint import configuration_scenarios  # noqa: E402
+from specverify.certification.matrix.laws import law_of  # noqa: E402
+from specverify.certification.matrix.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.oracles.law import greedy_outcome  # noqa: E402

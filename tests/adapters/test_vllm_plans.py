@@ -13,7 +13,7 @@ from specverify import certify  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.certification.checks.composition import small_call_shape  # noqa: E402
 from specverify.certification.checks.greedy import GREEDY_GAMMAS  # noqa: E402
-from specverify.certification.scenarios import matrix  # noqa: E402
+from specverify.certification.matrix.scenarios import matrix  # noqa: E402
 
 CKPT = matrix("checkpoint")
 SAME_PAIR = ["greedy-processors", "greedy-penalties"]  # both on the main pair, no prompts sent alone
@@ -107,7 +107,7 @@ def test_threads_is_a_checked_option_and_holds_through_ngram_calls():
     count through numba around each proposal, so the adapter sets numba's too (``_vllm_mapping.set_threads``)."""
     import torch
 
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
     from specverify.errors import InvalidArgument
     from specverify.params import SamplingParams
     from specverify.protocol import Request

@@ -14,12 +14,12 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_patches  # noqa: E402
-from specverify.certification.matrix_checkpoint import (  # noqa: E402
+from specverify.certification.matrix.checkpoint import (  # noqa: E402
     STRUCTURED_PATTERN,
     configuration_scenarios,
     structured_grammar,
 )
-from specverify.certification.scenarios import SCENARIOS  # noqa: E402
+from specverify.certification.matrix.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.grammar_regex import RegexGrammar  # noqa: E402
 from specverify.protocol import Request  # noqa: E402

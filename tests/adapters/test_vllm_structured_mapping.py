@@ -6,8 +6,8 @@ import pytest
 
 from specverify.adapters import _vllm_mapping, vllm_configs
 from specverify.adapters.vllm_methods import method_options
-from specverify.certification.matrix_checkpoint import STRUCTURED_PATTERN, configuration_scenarios, structured_grammar
-from specverify.certification.scenarios import DEAD_END_GRAMMAR, SCENARIOS
+from specverify.certification.matrix.checkpoint import STRUCTURED_PATTERN, configuration_scenarios, structured_grammar
+from specverify.certification.matrix.scenarios import DEAD_END_GRAMMAR, SCENARIOS
 from specverify.errors import InvalidArgument
 from specverify.params import SamplingParams
 from specverify.protocol import Request

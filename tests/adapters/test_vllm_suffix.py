@@ -17,7 +17,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_suffix  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from tests.adapters.test_vllm_methods import _battery, _greedy_wrong, _run  # noqa: E402
 

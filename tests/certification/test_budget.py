@@ -4,7 +4,7 @@ import time
 
 import specverify as sv
 from specverify.certification import CORE
-from specverify.certification.budget import allocate, allotted
+from specverify.certification.run.budget import allocate, allotted
 from specverify.reference import make_decoder
 from tests.certification import bad_decoders
 
@@ -55,7 +55,7 @@ def test_sequential_passes_exact_decoders_early_and_rejects_bugs_early():
 
 
 def test_the_allocation_is_redone_as_the_run_goes():
-    from specverify.certification.budget import Allocation
+    from specverify.certification.run.budget import Allocation
 
     plan = Allocation({"a": 100, "core": 1000, "b": 300}, {"core"}, 1200)
     assert plan.fraction("a") == 0.5 and plan.fraction("core") == 1.0

@@ -7,10 +7,10 @@ import gc
 import numpy as np
 import pytest
 
-from specverify.certification.bulk import gc_paused, reseeded
-from specverify.certification.collect import Tally
-from specverify.certification.runner import _as_completions
-from specverify.certification.validate import completion_violation, completions_violation
+from specverify.certification.run.bulk import gc_paused, reseeded
+from specverify.certification.run.collect import Tally
+from specverify.certification.run.runner import _as_completions
+from specverify.certification.run.validate import completion_violation, completions_violation
 from specverify.errors import InvalidArgument
 from specverify.oracles.models import make_vocab
 from specverify.params import SamplingParams
@@ -161,7 +161,7 @@ def test_clean_completions_with_streams_pass_through_as_they_are():
 
 
 def test_set_up_is_frozen_until_release_and_a_foreign_freeze_is_left_alone():
-    from specverify.certification.bulk import GcFreeze
+    from specverify.certification.run.bulk import GcFreeze
 
     assert gc.get_freeze_count() == 0
     freeze, a, b = GcFreeze(), object(), object()
@@ -213,7 +213,7 @@ def test_what_was_valid_on_one_pair_is_checked_again_on_another(path):
     """Token 4 is valid in a vocabulary of 6 and outside one of 4: the cache of valid outcomes is per pair."""
     from types import SimpleNamespace
 
-    from specverify.certification.collect import DecoderHandle, Session
+    from specverify.certification.run.collect import DecoderHandle, Session
     from specverify.errors import ProtocolViolation
 
     session, params = Session(_Answers()), SamplingParams(max_tokens=1)
@@ -237,8 +237,8 @@ def test_what_was_valid_on_one_pair_is_checked_again_on_another(path):
     ],
 )
 def test_clean_sample_counts_pass_through_and_others_are_converted(outcomes, same):
-    from specverify.certification.bulk import clean_outcomes
-    from specverify.certification.runner import _as_counts
+    from specverify.certification.run.bulk import clean_outcomes
+    from specverify.certification.run.runner import _as_counts
     from specverify.protocol import SampleCounts
 
     assert clean_outcomes(outcomes) == same
@@ -249,7 +249,7 @@ def test_clean_sample_counts_pass_through_and_others_are_converted(outcomes, sam
 
 def test_the_few_completions_check_agrees_with_the_bulk_one(monkeypatch):
     """Calls of up to ``_FEW`` completions are checked field by field: the same answer as the bulk sets."""
-    from specverify.certification import bulk
+    from specverify.certification.run import bulk
 
     ok = Completion((1, 2, 3), "length", stream=((1,), (2, 3)), accepted=(1, 0))
     cases = [

@@ -69,7 +69,7 @@ def test_missing_core_scenarios_make_it_inconclusive_and_inconclusive_never_meet
 
 def test_budget_exhaustion_is_inconclusive(monkeypatch):
     """The core runs, then the (injected) clock jumps past the budget: the rest is not run and the verdict says so."""
-    from specverify.certification import pipeline
+    from specverify.certification.execution import certify as pipeline
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(pipeline, "_now", lambda: next(ticks))  # one second per look at the clock

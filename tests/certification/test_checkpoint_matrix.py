@@ -7,8 +7,8 @@ pytest.importorskip("transformers", reason="the checkpoint family needs the hf e
 import specverify as sv  # noqa: E402
 from specverify.certification import CORE, SCENARIOS  # noqa: E402
 from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, TOY_ONLY  # noqa: E402
-from specverify.certification.scenarios import matrix, select_scenarios  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, TOY_ONLY  # noqa: E402
+from specverify.certification.matrix.scenarios import matrix, select_scenarios  # noqa: E402
 from specverify.oracles.law import boundary_margin, exact_law  # noqa: E402
 
 CHECKPOINT = matrix("checkpoint")

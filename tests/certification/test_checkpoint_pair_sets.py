@@ -7,10 +7,10 @@ pytest.importorskip("transformers", reason="the checkpoint family needs the hf e
 
 import specverify as sv  # noqa: E402
 from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32  # noqa: E402
-from specverify.certification.config import RunConfig  # noqa: E402
-from specverify.certification.matrix_checkpoint import MIMO_PAIRS, PAIR_SETS, pair_set_of  # noqa: E402
-from specverify.certification.run import matrix_for  # noqa: E402
-from specverify.certification.scenarios import matrix, matrix_of  # noqa: E402
+from specverify.certification.config.run_config import RunConfig  # noqa: E402
+from specverify.certification.matrix.checkpoint import MIMO_PAIRS, PAIR_SETS, pair_set_of  # noqa: E402
+from specverify.certification.matrix.scenarios import matrix, matrix_of  # noqa: E402
+from specverify.certification.run.context import matrix_for  # noqa: E402
 from specverify.oracles.law import boundary_margin, exact_law  # noqa: E402
 from specverify.reference import make_decoder  # noqa: E402
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from specverify.certification.collect import Tally
-from specverify.certification.runner import DecoderFailure, _as_completions
-from specverify.certification.validate import completion_violation
+from specverify.certification.run.collect import Tally
+from specverify.certification.run.runner import DecoderFailure, _as_completions
+from specverify.certification.run.validate import completion_violation
 from specverify.oracles.models import make_vocab
 from specverify.params import SamplingParams
 from specverify.protocol import Completion, Request

@@ -14,9 +14,9 @@ from specverify.certification.checks.composition import (
     small_call_epsilon,
     small_call_shape,
 )
-from specverify.certification.laws import law_of
-from specverify.certification.run import AlphaPlan
-from specverify.certification.scenarios import matrix
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.matrix.scenarios import matrix
+from specverify.certification.run.context import AlphaPlan
 from specverify.enums import Level
 from specverify.errors import InvalidArgument
 from specverify.oracles.law import exact_law

@@ -7,7 +7,7 @@ from specverify.certification.checks.composition import (
     _neighbours,
     small_call_shape,
 )
-from specverify.certification.scenarios import matrix
+from specverify.certification.matrix.scenarios import matrix
 
 SCENARIO = matrix("checkpoint")["batch-composition"]
 

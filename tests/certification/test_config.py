@@ -4,7 +4,7 @@ RunConfig."""
 import pytest
 
 from specverify.certification import RunConfig
-from specverify.certification.options import OPTIONS
+from specverify.certification.config.options import OPTIONS
 from specverify.cli_args import parser
 from specverify.errors import InvalidArgument
 from specverify.testing.items import marker_spec
@@ -126,7 +126,7 @@ echo.engine_configs = {"fast": {"a": 1, "b": "x"}}
 
 
 def test_engine_options_and_configs_reach_the_factory():
-    from specverify.certification.factory import factory_options
+    from specverify.certification.run.factory import factory_options
 
     config = RunConfig.create(factory=f"{__name__}:echo", engine_config="fast", engine_options={"b": "y", "c": [1]})
     assert factory_options(echo, config) == {"a": 1, "b": "y", "c": [1]}  # the options win over the preset

@@ -6,10 +6,10 @@ from collections import Counter
 import pytest
 
 import specverify as sv
-from specverify.certification import collect
-from specverify.certification.collect import DecoderHandle, Session, chunk_seed
-from specverify.certification.runner import takes_start
-from specverify.certification.scenarios import SCENARIOS
+from specverify.certification.matrix.scenarios import SCENARIOS
+from specverify.certification.run import collect
+from specverify.certification.run.collect import DecoderHandle, Session, chunk_seed
+from specverify.certification.run.runner import takes_start
 from specverify.protocol import Request
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import specverify as sv
 from specverify.certification import CORE
-from specverify.certification.configurations import certify_configurations
+from specverify.certification.execution.configurations import certify_configurations
 from specverify.cli import ExitCode
 from specverify.errors import InvalidArgument
 from specverify.protocol import EngineConfig, engine_of
@@ -108,8 +108,8 @@ def test_a_configuration_names_its_own_scenarios():
 
 def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_in_m():
     from specverify.certification import checks
-    from specverify.certification.configured import configured_matrix, engine_config_matrix
-    from specverify.certification.scenarios import matrix
+    from specverify.certification.matrix.configured import configured_matrix, engine_config_matrix
+    from specverify.certification.matrix.scenarios import matrix
 
     base = matrix("checkpoint")
     names = ("second-block", "long-prompt", "multi-turn")
@@ -129,8 +129,8 @@ def test_configured_matrix_appends_the_configuration_scenarios_and_counts_them_i
 
 
 def test_the_configuration_scenario_names_by_family():
-    from specverify.certification.configured import configuration_scenario_names
-    from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
+    from specverify.certification.matrix.checkpoint import CONFIGURATION_SCENARIOS
+    from specverify.certification.matrix.configured import configuration_scenario_names
 
     assert configuration_scenario_names("checkpoint") == CONFIGURATION_SCENARIOS == (
         "one-token-prompt", "second-block", "long-prompt", "multi-turn", "long-prompt-63", "multi-turn-65",
@@ -139,14 +139,14 @@ def test_the_configuration_scenario_names_by_family():
 
 
 def test_the_checkpoint_configuration_scenarios_create_their_state():
-    from specverify.certification.matrix_checkpoint import (
+    from specverify.certification.matrix.checkpoint import (
         LONG_TURN_1_OUTPUT,
         LONG_TURN_1_PROMPT,
         TURN_1_OUTPUT,
         TURN_1_PROMPT,
         configuration_scenarios,
     )
-    from specverify.certification.scenarios import SCENARIOS
+    from specverify.certification.matrix.scenarios import SCENARIOS
     from specverify.oracles.checkpoint_tokenizer import MAX_POSITIONS
 
     s = configuration_scenarios(SCENARIOS)
@@ -178,15 +178,15 @@ def test_the_checkpoint_configuration_scenarios_create_their_state():
 
 
 def test_a_run_with_the_configuration_runs_its_scenarios():
-    from specverify.certification.config import RunConfig
-    from specverify.certification.run import matrix_for
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.run.context import matrix_for
 
     config = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns")
     assert list(matrix_for(config))[-3:] == ["second-block", "long-prompt", "multi-turn"]
 
 
 def test_a_configuration_scenario_can_be_run_alone():  # what the reproduce line of its failure asks for
-    from specverify.certification.config import RunConfig
+    from specverify.certification.config.run_config import RunConfig
 
     alone = RunConfig.create(factory=f"{F}:with_scenarios", models="checkpoint", engine_config="turns",
                              scenarios=["multi-turn"])  # fmt: skip
@@ -226,7 +226,7 @@ class _Scenario:
 def test_the_run_state_counts_every_decoder_even_one_closed_before_the_end():
     # a run that moved on from pair "a" closes its decoder: its state must still count, and asking must not make a
     # fresh decoder (whose state would be empty: a reached configuration reported "not covered")
-    from specverify.certification.collect import Session
+    from specverify.certification.run.collect import Session
 
     runner = _FakeRunner({"a": {"cached_tokens": 40, "preemptions": 0}, "b": {"cached_tokens": 3, "preemptions": 2}})
     session = Session(runner)
@@ -243,7 +243,7 @@ def test_a_configuration_scenario_is_accepted_when_configurations_follow(capsys)
     """``--engine-config NAME --scenario multi-turn`` (and ``certify_configurations(..., scenarios=["multi-turn"])``):
     a scenario that only a configuration adds to its matrix passes the options' check when configurations follow,
     and is still refused for a plain run."""
-    from specverify.certification.config import RunConfig
+    from specverify.certification.config.run_config import RunConfig
 
     run = dict(factory=f"{F}:configured", models="checkpoint", scenarios=["multi-turn"])
     assert RunConfig.create(configurations=True, **run).scenarios == ("multi-turn",)

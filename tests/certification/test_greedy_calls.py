@@ -5,7 +5,7 @@ import pytest
 
 from specverify import certify
 from specverify.certification.checks.greedy import GREEDY_GAMMAS
-from specverify.certification.scenarios import matrix, run_order
+from specverify.certification.matrix.scenarios import matrix, run_order
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, fixed_gamma_of
 from specverify.reference import make_decoder
@@ -114,10 +114,10 @@ def test_fixed_gamma_is_an_optional_bool():
 
 def test_shared_greedy_answers_live_in_their_run_and_die_with_it():
     from specverify.certification import checks
-    from specverify.certification.collect import Session
-    from specverify.certification.config import RunConfig
-    from specverify.certification.run import AlphaPlan, Run
-    from specverify.certification.runner import make_runner
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.run.collect import Session
+    from specverify.certification.run.context import AlphaPlan, Run
+    from specverify.certification.run.runner import make_runner
 
     made = []
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from specverify.certification.job_array import JobArrayError, shard_from_environment
-from specverify.certification.options import parse_option
+from specverify.certification.config.job_array import JobArrayError, shard_from_environment
+from specverify.certification.config.options import parse_option
 from specverify.cli import ExitCode
 from specverify.errors import InvalidArgument
 from tests.helpers import cli

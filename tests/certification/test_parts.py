@@ -8,8 +8,8 @@ import random
 import pytest
 
 import specverify as sv
-from specverify.certification.config import RunConfig
-from specverify.certification.parts import PartWorker, documents_of, merge_parts, needed, plan_parts
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.execution.parts import PartWorker, documents_of, merge_parts, needed, plan_parts
 from specverify.cli import ExitCode, main
 
 REF = "specverify.reference:make_decoder"

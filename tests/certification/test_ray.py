@@ -91,7 +91,7 @@ def test_the_ray_executor_refuses_a_bad_worker_count_and_what_it_cannot_split(ca
 
 
 def test_ray_resources_are_validated_with_their_name_and_value():
-    from specverify.certification.ray_executor import ray_resources_of
+    from specverify.certification.execution.ray_executor import ray_resources_of
     from tests.certification import ray_decoders
 
     assert ray_resources_of(ray_decoders.cpu_reference) == {"num_cpus": 1}
@@ -117,8 +117,8 @@ def test_ray_resources_are_validated_with_their_name_and_value():
 @pytest.mark.slow
 def test_a_malformed_ray_resources_declaration_is_a_set_up_error():
     _ray()
-    from specverify.certification.config import RunConfig
-    from specverify.certification.ray_executor import run_on_ray
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.execution.ray_executor import run_on_ray
 
     config = RunConfig.create(factory="tests.certification.ray_decoders:negative_gpus_reference", level="quick")
     cert = run_on_ray(config)  # refused before any cluster is started
@@ -129,8 +129,8 @@ def test_a_malformed_ray_resources_declaration_is_a_set_up_error():
 @pytest.mark.slow
 def test_the_merge_refuses_a_duplicate_part():
     _ray()
-    from specverify.certification.config import RunConfig
-    from specverify.certification.ray_units import PartUnits
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.execution.ray_units import PartUnits
 
     config = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=["greedy"], isolation="none")
     units = PartUnits(config, 4096)
@@ -166,7 +166,7 @@ def test_ray_gives_the_unsharded_verdict_and_seeded_counts(cluster, tmp_path, ca
     assert {name for _, _, name in merged} == {*SUBSET, "(reproducibility)"}
     cancelled = int(re.search(r"(\d+) cancelled", doc["versions"]["executor"]).group(1))
     assert len(merged) + cancelled == planned  # every part merged or cancelled: none lost, none twice
-    from specverify.certification.config import RunConfig
+    from specverify.certification.config.run_config import RunConfig
 
     same = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=SUBSET, isolation=isolation)
     # it reruns without Ray: in parts in this process (--block-draws), and without it the unsplit run (`whole`)
@@ -190,8 +190,8 @@ def _kill_when_marked(mark: Path, which: int, killed: list, done: threading.Even
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_path, isolation):
-    from specverify.certification.config import RunConfig
-    from specverify.certification.ray_executor import run_on_ray
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.execution.ray_executor import run_on_ray
 
     mark = tmp_path / "mark"
     options = {"mark": str(mark)}
@@ -221,8 +221,8 @@ def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_
 def test_a_part_that_loses_its_worker_twice_ends_the_run_by_design_rule_1(cluster, isolation, who, verdict):
     """Under --isolation none the decoder ran inside the Ray worker it killed: invalid, with a reproduce line.
     Under process its calls ran in a child of that worker, which dies with it: nothing is said of the decoder."""
-    from specverify.certification.config import RunConfig
-    from specverify.certification.ray_executor import run_on_ray
+    from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.execution.ray_executor import run_on_ray
 
     config = RunConfig.create(
         factory="tests.certification.ray_decoders:killing_reference", level="quick", seed=5, isolation=isolation,

@@ -116,7 +116,7 @@ def test_a_file_of_another_command_or_unreadable_is_refused(tmp_path, capsys):
 
 
 def test_a_long_scenario_says_how_far_its_draws_are(monkeypatch, uninterrupted):
-    from specverify.certification import pipeline
+    from specverify.certification.execution import certify as pipeline
 
     monkeypatch.setattr(pipeline, "DRAW_PROGRESS_S", 0.0)  # a line after every call (default: every 10 s)
     lines = []

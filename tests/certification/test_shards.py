@@ -6,7 +6,7 @@ import json
 import pytest
 
 import specverify as sv
-from specverify.certification.shards import merge_shards
+from specverify.certification.execution.shards import merge_shards
 from specverify.cli import ExitCode, main
 
 SUBSET = ["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy", "penalties", "unseeded-collision"]
@@ -77,7 +77,7 @@ def test_the_merge_refuses_missing_duplicate_or_foreign_shards(shard_infos):
 
 def test_a_version_1_counts_file_merges_like_its_version_2_twin(shard_infos):
     """Counts files written before schema version 2 are migrated: the same certificate as from the new ones."""
-    from specverify.certification.migrate import migrate_document
+    from specverify.certification.results.migrate import migrate_document
 
     new = shard_infos
     old = [_as_version_1(doc) for doc in new]

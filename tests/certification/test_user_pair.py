@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("transformers", reason="user checkpoints need the hf extra (tokenizers)")
 
 from specverify.certification import certify  # noqa: E402
-from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.cli import main  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 

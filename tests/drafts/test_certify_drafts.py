@@ -4,8 +4,8 @@ draft object and the scenarios the factory receives; ``--drafts`` on the command
 import pytest
 
 import specverify as sv
-from specverify.certification.matrix_drafts import FAMILY_SCENARIOS
-from specverify.certification.scenarios import CORE, matrix
+from specverify.certification.matrix.drafts import FAMILY_SCENARIOS
+from specverify.certification.matrix.scenarios import CORE, matrix
 from specverify.cli import main
 from specverify.enums import DraftFamily
 from specverify.errors import InvalidArgument

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from specverify import certify
-from specverify.certification.collect import Tally, merge_draws
+from specverify.certification.run.collect import Tally, merge_draws
 from specverify.cli import ExitCode, main
 from specverify.enums import Verdict
 from specverify.protocol import Completion
@@ -49,7 +49,7 @@ def test_require_metrics_is_binding(reference_cert, monkeypatch):
     assert broken.meets("exact") and not broken.meets("exact", require_metrics=True)
     assert broken.failed_checks == ("metrics",)
     assert not replace(exact, metrics_ok=None).meets("exact", require_metrics=True)
-    from specverify.certification import pipeline
+    from specverify.certification.execution import certify as pipeline
 
     monkeypatch.setattr(pipeline, "run_certification", lambda config, progress=None: replace(broken, config=config))
     codes, lines = [], []

@@ -5,8 +5,8 @@ a scenario in one batched enumeration)."""
 import numpy as np
 import pytest
 
-from specverify.certification.laws import _GREEDY, greedy_many
-from specverify.certification.scenarios import matrix
+from specverify.certification.matrix.laws import _GREEDY, greedy_many
+from specverify.certification.matrix.scenarios import matrix
 from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.oracles.law import exact_law, greedy_outcome, greedy_outcomes

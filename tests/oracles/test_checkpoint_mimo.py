@@ -40,7 +40,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pair(root):
-    from specverify.certification.matrix_checkpoint import MIMO_PAIRS
+    from specverify.certification.matrix.checkpoint import MIMO_PAIRS
 
     return MIMO_PAIRS["mimo"].build()
 

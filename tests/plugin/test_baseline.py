@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from specverify.certification.evidence import ScenarioResult
+from specverify.certification.results.evidence import ScenarioResult
 from specverify.enums import ScenarioKind, Verdict
 from specverify.testing.baseline import acceptance_drop, baseline_name, verdict_regression
 
@@ -86,8 +86,8 @@ def test_acceptance_drop_is_a_one_sided_test_at_the_given_alpha():
 
 def test_verdict_order_for_regressions():
     from specverify.certification import RunConfig
-    from specverify.certification.scenarios import TOY_MATRIX
-    from specverify.certification.verdict import finish_certificate
+    from specverify.certification.matrix.scenarios import TOY_MATRIX
+    from specverify.certification.results.verdict import finish_certificate
 
     config = RunConfig(factory="m:f", level="quick")
     cert = finish_certificate([], None, (None, ""), config=config, matrix=TOY_MATRIX, elapsed_s=0.0)

@@ -1,8 +1,8 @@
 """The α ledger: per-test α from the whole matrix, results through JSON (xdist's workeroutput) unchanged."""
 
 import specverify as sv
-from specverify.certification.ledger import per_test_alpha, planned_tests
-from specverify.certification.scenarios import matrix
+from specverify.certification.checks.alpha import per_test_alpha, planned_tests
+from specverify.certification.matrix.scenarios import matrix
 from specverify.testing.items import certify_item, judge_item, marker_spec, with_decision
 from specverify.testing.ledger import Ledger
 from specverify.testing.options import Options

@@ -51,7 +51,7 @@ def test_entry_is_a_small_mutation_of_the_reference(name):
     if entry.drafts == "ar":
         decoder = entry.factory(*models())
     else:  # its family's own draft object (docs/adapters.md)
-        from specverify.certification.matrix_drafts import DraftPairSpec
+        from specverify.certification.matrix.drafts import DraftPairSpec
 
         pair = DraftPairSpec(drafts=entry.drafts).build()
         decoder = entry.factory(pair.target, pair.draft)

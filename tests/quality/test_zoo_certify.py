@@ -20,7 +20,7 @@ import pytest
 
 from specverify import Level, certify
 from specverify.certification import CORE, SCENARIOS
-from specverify.certification.config import RunConfig
+from specverify.certification.config.run_config import RunConfig
 from specverify.enums import DraftFamily, Verdict
 from specverify.zoo import ZOO, zoo_entries
 

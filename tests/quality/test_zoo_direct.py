@@ -18,7 +18,7 @@ import pytest
 import scipy.stats
 import torch
 
-from specverify.certification.scenarios import matrix
+from specverify.certification.matrix.scenarios import matrix
 from specverify.oracles import draft_near, exact_law
 from specverify.params import SamplingParams
 from specverify.protocol import Request

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import specverify as sv
-from specverify.certification.evidence import ScenarioResult
+from specverify.certification.results.evidence import ScenarioResult
 from specverify.enums import NotRun
 
 SCENARIOS = ["temperature-1", "greedy"]

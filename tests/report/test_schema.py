@@ -8,7 +8,7 @@ import json
 import pytest
 
 from specverify.certification import RunConfig
-from specverify.certification.evidence import ScenarioResult
+from specverify.certification.results.evidence import ScenarioResult
 from specverify.enums import Level, NotRun, ScenarioKind, Verdict
 from specverify.errors import InvalidArgument
 from specverify.report import (

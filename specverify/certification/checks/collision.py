@@ -7,8 +7,8 @@ import time
 from collections import Counter
 
 from specverify.certification.checks.judge import decode
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.laws import law_of
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.results.evidence import ScenarioResult
 from specverify.enums import Level, ScenarioKind
 from specverify.protocol import Request
 

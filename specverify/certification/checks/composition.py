@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import replace
 
 from specverify.certification.checks.judge import budget_spent, judge
-from specverify.certification.collect import Draws, scenario_seed
-from specverify.certification.laws import law_of
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.run.collect import Draws, scenario_seed
 from specverify.enums import ScenarioKind
 from specverify.errors import check
 from specverify.protocol import Request

@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from specverify.certification.checks.judge import MIN_MARGIN, unfit_for_float32
-from specverify.certification.collect import scenario_seed
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.laws import greedy_many
+from specverify.certification.matrix.laws import greedy_many
+from specverify.certification.results.evidence import ScenarioResult
+from specverify.certification.run.collect import scenario_seed
 from specverify.enums import ModelFamily, ScenarioKind
 from specverify.errors import ProtocolViolation
 from specverify.protocol import Request

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.metrics_check import acceptance_evidence, metrics_evidence
-from specverify.certification.run import BATTERY_SIZE
+from specverify.certification.results.evidence import ScenarioResult
+from specverify.certification.results.metrics import acceptance_evidence, metrics_evidence
+from specverify.certification.run.context import BATTERY_SIZE
 from specverify.enums import ModelFamily, NotRun
 
 __all__ = ["judge", "budget_spent", "decode", "unfit_for_float32", "MIN_MARGIN"]

@@ -9,10 +9,10 @@ from typing import Iterator
 
 import numpy as np
 
-from specverify.certification.bulk import reseeded
 from specverify.certification.checks.judge import budget_spent, judge
-from specverify.certification.collect import CHUNK, Tally, scenario_seed
-from specverify.certification.laws import law_of
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.run.bulk import reseeded
+from specverify.certification.run.collect import CHUNK, Tally, scenario_seed
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specverify.certification.collect import scenario_seed
+from specverify.certification.run.collect import scenario_seed
 from specverify.protocol import Request
 
 __all__ = ["REPRODUCIBILITY_SCENARIO", "check_reproducible"]

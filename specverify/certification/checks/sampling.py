@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from specverify.certification.checks.judge import budget_spent, judge
-from specverify.certification.collect import merge_draws, scenario_seed
-from specverify.certification.laws import law_of
-from specverify.certification.run import BATTERY_SIZE
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.run.collect import merge_draws, scenario_seed
+from specverify.certification.run.context import BATTERY_SIZE
 from specverify.enums import ScenarioKind
 from specverify.protocol import Request
 

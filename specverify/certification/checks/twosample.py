@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from specverify.certification.checks.judge import budget_spent
-from specverify.certification.collect import scenario_seed
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.laws import law_of
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.results.evidence import ScenarioResult
+from specverify.certification.run.collect import scenario_seed
 from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request

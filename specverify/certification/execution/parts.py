@@ -40,14 +40,14 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from specverify.certification.collect import Session, scenario_seed
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.execute import gate, reproducibility, run_scenario
-from specverify.certification.part_merge import PART_SCHEMA_VERSION, documents_of, merge_parts, needed
-from specverify.certification.part_plan import REPRODUCIBILITY, Part, check_split, plan_of, plan_parts
-from specverify.certification.run import Deadline, Run
-from specverify.certification.tally import draws_to_dict
+from specverify.certification.checks.scenario import gate, reproducibility, run_scenario
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.execution.part_merge import PART_SCHEMA_VERSION, documents_of, merge_parts, needed
+from specverify.certification.execution.part_plan import REPRODUCIBILITY, Part, check_split, plan_of, plan_parts
+from specverify.certification.results.evidence import Certificate, ScenarioResult
+from specverify.certification.run.collect import Session, scenario_seed
+from specverify.certification.run.context import Deadline, Run
+from specverify.certification.run.tally import draws_to_dict
 from specverify.enums import Verdict
 from specverify.errors import ProtocolViolation, check
 from specverify.protocol import Request
@@ -73,7 +73,7 @@ class PartWorker:
     or a job-array task makes one and calls :meth:`run` for each of its parts, then :meth:`close`."""
 
     def __init__(self, config: RunConfig, *, block_draws: int):
-        from specverify.certification.runner import make_runner
+        from specverify.certification.run.runner import make_runner
 
         self.plan = plan_of(config, block_draws)
         self._runner = make_runner(self.plan.config.factory, self.plan.config)
@@ -167,8 +167,8 @@ def run_parts(config: RunConfig, *, block_draws: int, progress=None, resume=None
     ``k % N + 1 == I``, and an ``inconclusive`` certificate whose ``shard_info`` is the shard's bundle of part
     documents (kind ``specverify-parts``: ``specverify merge`` reads it). ``resume`` (a path, ``--resume``):
     each finished part's document is kept there, and a block in flight after each call (``resume.py``)."""
-    from specverify.certification.factory import SetupFailure
-    from specverify.certification.verdict import error_certificate, finish_certificate
+    from specverify.certification.results.verdict import error_certificate, finish_certificate
+    from specverify.certification.run.factory import SetupFailure
 
     started = time.perf_counter()
     try:
@@ -203,7 +203,7 @@ def run_parts(config: RunConfig, *, block_draws: int, progress=None, resume=None
 
 
 def _resume_file(path, config: RunConfig, block_draws: int, progress=None):
-    from specverify.certification.resume import ResumeFile
+    from specverify.certification.execution.resume import ResumeFile
 
     journal = ResumeFile(path, config, block_draws=block_draws)
     if progress and journal.resumed:

@@ -16,8 +16,8 @@ import time
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.results.evidence import Certificate, ScenarioResult
 from specverify.enums import Isolation, Verdict
 
 __all__ = ["DEFAULT_BLOCK_DRAWS", "PartUnits", "EngineHost", "lost_part"]
@@ -31,13 +31,13 @@ class PartUnits:
     """A run cut into parts (``parts.py``) for the Ray executor."""
 
     def __init__(self, config: RunConfig, block_draws: int):
-        from specverify.certification.parts import plan_parts
+        from specverify.certification.execution.parts import plan_parts
 
         self.config, self.block_draws = config, block_draws
         self.parts = plan_parts(config, block_draws=block_draws)
 
     def worker(self):  # noqa: ANN201 - a parts.PartWorker (imported lazily)
-        from specverify.certification.parts import PartWorker
+        from specverify.certification.execution.parts import PartWorker
 
         return PartWorker(self.config, block_draws=self.block_draws)
 
@@ -52,14 +52,14 @@ class PartUnits:
         return f"{part.scenario} block {part.block} (draws {part.start} .. {part.start + part.count - 1})"
 
     def needed(self, docs: Sequence[dict]) -> set:
-        from specverify.certification.parts import needed
+        from specverify.certification.execution.parts import needed
 
         return {p.id for p in needed(self.config, docs, block_draws=self.block_draws)}
 
     def merge(self, docs: Sequence[dict], *, lost: Optional[tuple] = None) -> Certificate:
         """The certificate of the parts' documents; ``lost`` = (part, violation) is recorded as that part's protocol
         violation (a part whose worker died while the decoder ran inside it)."""
-        from specverify.certification.parts import merge_parts
+        from specverify.certification.execution.parts import merge_parts
 
         docs = list(docs) + ([self.lost_document(*lost)] if lost else [])
         return merge_parts(self.config, docs, block_draws=self.block_draws)
@@ -67,8 +67,8 @@ class PartUnits:
     def lost_document(self, part, violation: str) -> dict:
         """A part's document that records ``violation`` instead of counts (the shape ``PartWorker.run`` gives a
         part whose call broke the protocol)."""
-        from specverify.certification.part_plan import REPRODUCIBILITY, plan_of
-        from specverify.certification.parts import PART_SCHEMA_VERSION, command_of
+        from specverify.certification.execution.part_plan import REPRODUCIBILITY, plan_of
+        from specverify.certification.execution.parts import PART_SCHEMA_VERSION, command_of
 
         plan = plan_of(self.config, self.block_draws)
         results = []
@@ -105,7 +105,7 @@ class EngineHost:
 
     def run(self, part) -> dict:
         """``{"doc": ...}`` or ``{"error": reason}`` (a set-up failure), with this process's pid and the time."""
-        from specverify.certification.factory import SetupFailure
+        from specverify.certification.run.factory import SetupFailure
 
         started = time.perf_counter()
         try:

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Iterable
 
-from specverify.certification.options import OptionError
 from specverify.enums import DraftFamily, ModelFamily, ScenarioKind
 from specverify.errors import InvalidArgument, check
 from specverify.grammar import ToyGrammar, text_form
@@ -23,7 +22,7 @@ __all__ = [
     "matrix",
     "matrix_of",
     "scenario_names",
-    "check_names",
+    "name_problem",
     "select_scenarios",
     "run_order",
 ]
@@ -316,7 +315,7 @@ def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR, pairs: s
     if models == ModelFamily.CHECKPOINT and drafts == DraftFamily.AR and pairs not in (None, "llama"):
         key = f"{models}:{pairs}"
         if key not in _CACHE:
-            from specverify.certification.matrix_checkpoint import checkpoint_matrix
+            from specverify.certification.matrix.checkpoint import checkpoint_matrix
 
             _CACHE[key] = Matrix(checkpoint_matrix(SCENARIOS, pairs=pairs))
         return _CACHE[key]
@@ -324,7 +323,7 @@ def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR, pairs: s
         if models != ModelFamily.TOY:
             raise InvalidArgument(f"drafts={str(drafts)!r} runs on the toy models only; pass models='toy'.")
         if drafts not in _CACHE:
-            from specverify.certification.matrix_drafts import drafts_matrix
+            from specverify.certification.matrix.drafts import drafts_matrix
 
             _CACHE[drafts] = Matrix(drafts_matrix(drafts, SCENARIOS), label=f"{drafts} draft")
         return _CACHE[drafts]
@@ -332,7 +331,7 @@ def matrix(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR, pairs: s
         return TOY_MATRIX
     if models not in _CACHE:
         try:
-            from specverify.certification.matrix_checkpoint import checkpoint_matrix
+            from specverify.certification.matrix.checkpoint import checkpoint_matrix
         except ImportError as exc:  # pragma: no cover - the hf extra is missing
             raise InvalidArgument(f"models='checkpoint' needs transformers ({exc}): pip install -e '.[hf]'.") from exc
         _CACHE[models] = Matrix(checkpoint_matrix(SCENARIOS))
@@ -352,27 +351,30 @@ def scenario_names(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) 
     return tuple(matrix(models, drafts))
 
 
-def check_names(names, chosen: Matrix) -> None:
-    """``OptionError`` (naming ``scenarios`` as the caller's surface spells it) for the first name not in the matrix
-    ``chosen``, with a hint: close names, or that the scenario is toy-only."""
+def name_problem(name: str, chosen: Matrix) -> str | None:
+    """Why ``name`` is not a scenario of the matrix ``chosen`` (None when it is), as a template naming the options
+    ``{scenarios}`` and ``{models}`` and the value ``{value}`` (``config.run_config.check_names`` spells them for the
+    caller's surface): with a hint, close names, or that the scenario is toy-only."""
     import difflib
 
-    for name in names:
-        if name in chosen:
-            continue
-        if chosen is not TOY_MATRIX and name in SCENARIOS and chosen.exact_law and not chosen.label:
-            hint = " It is toy-only (exact zeros or the toy paged pool): run it with {models} toy."
-        else:
-            close = difflib.get_close_matches(name, chosen, n=3)
-            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise OptionError("{scenarios}={value} is not a scenario." + hint + " `specverify scenarios` lists them.", name)
+    if name in chosen:
+        return None
+    if chosen is not TOY_MATRIX and name in SCENARIOS and chosen.exact_law and not chosen.label:
+        hint = " It is toy-only (exact zeros or the toy paged pool): run it with {models} toy."
+    else:
+        close = difflib.get_close_matches(name, chosen, n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+    return "{scenarios}={value} is not a scenario." + hint + " `specverify scenarios` lists them."
 
 
 def select_scenarios(names: Iterable[str] = (), models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> list:
     """The scenarios named, in the order given (all of the matrix when ``names`` is empty)."""
     chosen = matrix(models, drafts)
     names = (names,) if isinstance(names, str) else tuple(names or ())
-    check_names(names, chosen)
+    for name in names:
+        problem = name_problem(name, chosen)
+        if problem:
+            raise InvalidArgument(problem.format(scenarios="names", models="models", value=repr(name)))
     return [chosen[n] for n in names] if names else list(chosen.values())
 
 

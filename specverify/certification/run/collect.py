@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Optional
 
-from specverify.certification.bulk import gc_paused
-from specverify.certification.tally import Draws, Tally, _slack, merge_draws
+from specverify.certification.run.bulk import gc_paused
+from specverify.certification.run.tally import Draws, Tally, _slack, merge_draws
 from specverify.errors import ProtocolViolation
 from specverify.metrics.acceptance import consistency_violation
 from specverify.oracles.pairs import ModelPair
@@ -41,7 +41,7 @@ def chunk_seed(seed: int, start: int) -> int:
 def _validate():
     """The protocol checks (``validate.py``), imported on the first call: they use the oracle's finish rule (torch),
     and listing scenarios or building a run must not import it."""
-    from specverify.certification import validate
+    from specverify.certification.run import validate
 
     return validate
 
@@ -148,7 +148,7 @@ class Session:
     @contextlib.contextmanager
     def counting(self) -> Iterator:
         """Open a ``CounterScope`` for one scenario's calls; yields it (``scope.close(...)`` gives the evidence)."""
-        from specverify.certification.counters_check import CounterScope
+        from specverify.certification.results.counters import CounterScope
 
         scope = CounterScope(self.reported_metrics)
         self.counters = scope

@@ -149,7 +149,7 @@ def _shard(value: object, text: bool) -> Optional[tuple]:
         return None
     if isinstance(value, (tuple, list)) and len(value) == 2:
         value = f"{value[0]}/{value[1]}"
-    from specverify.certification.job_array import is_auto, shard_from_environment
+    from specverify.certification.config.job_array import is_auto, shard_from_environment
 
     if is_auto(value):  # resolved here, so the certificate's command spells --shard I/N and reproduces anywhere
         import os

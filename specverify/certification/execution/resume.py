@@ -32,9 +32,9 @@ import os
 import tempfile
 from typing import Optional
 
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.tally import draws_from_dict, draws_to_dict, tally_from_dict, tally_to_dict
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.results.evidence import ScenarioResult
+from specverify.certification.run.tally import draws_from_dict, draws_to_dict, tally_from_dict, tally_to_dict
 from specverify.errors import InvalidArgument, check
 
 __all__ = ["RESUME_SCHEMA_VERSION", "ResumeFile", "identity_of"]
@@ -205,7 +205,7 @@ class Entry:
         return draws_from_dict(state) if kind == "draws" else tally_from_dict(state)
 
     def save(self, state: object, done: int) -> None:
-        from specverify.certification.tally import Draws
+        from specverify.certification.run.tally import Draws
 
         is_draws = isinstance(state, Draws)
         self.record.update(done=done, kind="draws" if is_draws else "tally")

@@ -12,7 +12,7 @@ import platform
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from specverify.certification.evidence import Certificate
+from specverify.certification.results.evidence import Certificate
 from specverify.enums import NotRun, ScenarioKind, Verdict
 
 __all__ = ["Decision", "decide", "finish_certificate", "error_certificate", "coverage_phrase", "slow_note"]
@@ -177,8 +177,8 @@ def finish_certificate(
     results, violation, repro, *, config, matrix, elapsed_s: float, timings=None, engine=None
 ) -> Certificate:
     """Holm over the tested scenarios, the verdict rules, the certificate (certify, the shard merge, the plugin)."""
-    from specverify.certification.counters_check import counters_summary
-    from specverify.certification.metrics_check import metrics_summary
+    from specverify.certification.results.counters import counters_summary
+    from specverify.certification.results.metrics import metrics_summary
 
     decision = decide(results, violation, matrix=matrix, alpha=config.alpha, against=config.against)
     spec = [r.accepted_observed for r in decision.results if r.accepted_observed]
@@ -217,7 +217,7 @@ def finish_certificate(
 
 def error_certificate(message: str, *, config, elapsed_s: float) -> Certificate:
     """Rule 1's set-up failure: the factory or adapter could not be set up; the verdict says nothing of the decoder."""
-    from specverify.certification.scenarios import Matrix
+    from specverify.certification.matrix.scenarios import Matrix
 
     cert = finish_certificate([], None, (None, ""), config=config, matrix=Matrix({}), elapsed_s=elapsed_s)
     return replace(cert, verdict=Verdict.ERROR, reason=f"set-up failed: {message}")

@@ -266,6 +266,6 @@ def _pair_set(name: object, label: str) -> dict:
     if name not in PAIR_SETS:
         raise InvalidArgument(
             f"{label}={name!r} must be one of {sorted(PAIR_SETS)!r}: the checkpoint pair sets "
-            "(specverify.certification.matrix_checkpoint.PAIR_SETS)."
+            "(specverify.certification.matrix.checkpoint.PAIR_SETS)."
         )
     return PAIR_SETS[name]

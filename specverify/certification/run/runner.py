@@ -14,10 +14,10 @@ import pickle
 import sys
 import traceback
 
-from specverify.certification.bulk import FREEZE as _FREEZE
-from specverify.certification.bulk import clean_completions, clean_outcomes, gc_paused
-from specverify.certification.config import factory_name
-from specverify.certification.factory import SetupFailure, factory_options, resolve_factory, user_traceback
+from specverify.certification.config.run_config import factory_name
+from specverify.certification.run.bulk import FREEZE as _FREEZE
+from specverify.certification.run.bulk import clean_completions, clean_outcomes, gc_paused
+from specverify.certification.run.factory import SetupFailure, factory_options, resolve_factory, user_traceback
 from specverify.enums import Isolation
 from specverify.errors import InvalidArgument, ProtocolViolation, check
 from specverify.protocol import (

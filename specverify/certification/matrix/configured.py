@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from specverify.certification.scenarios import SCENARIOS, Matrix
+from specverify.certification.matrix.scenarios import SCENARIOS, Matrix
 from specverify.enums import ModelFamily
 from specverify.errors import InvalidArgument, check
 
@@ -30,7 +30,7 @@ def configured_matrix(
     models = ModelFamily.parse(models, "models")
     offered: dict = {}
     if models == ModelFamily.CHECKPOINT and family.exact_law and not family.label:
-        from specverify.certification.matrix_checkpoint import DEFAULT_PAIR_SET, configuration_scenarios
+        from specverify.certification.matrix.checkpoint import DEFAULT_PAIR_SET, configuration_scenarios
 
         offered = configuration_scenarios(SCENARIOS, pairs or DEFAULT_PAIR_SET)
     unknown = [n for n in missing if n not in offered]
@@ -69,6 +69,6 @@ def configuration_scenario_names(models: str = ModelFamily.TOY) -> tuple:
     configured matrix checks them again once built)."""
     if ModelFamily.parse(models, "models") != ModelFamily.CHECKPOINT:
         return ()
-    from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS
+    from specverify.certification.matrix.checkpoint import CONFIGURATION_SCENARIOS
 
     return CONFIGURATION_SCENARIOS

@@ -15,8 +15,8 @@ True
 from __future__ import annotations
 
 from specverify.certification.checks import num_tests
-from specverify.certification.options import parse_option
-from specverify.certification.scenarios import matrix
+from specverify.certification.config.options import parse_option
+from specverify.certification.matrix.scenarios import matrix
 from specverify.enums import DraftFamily, ModelFamily
 
 __all__ = ["planned_tests", "per_test_alpha"]

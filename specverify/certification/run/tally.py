@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from specverify.certification.bulk import gc_paused
+from specverify.certification.run.bulk import gc_paused
 from specverify.metrics.acceptance import PREFILL_TOKENS
 from specverify.metrics.acceptance import completion_violation as accepted_violation
 from specverify.protocol import Completion

@@ -7,13 +7,13 @@ import time
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from specverify.certification.collect import scenario_seed
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.laws import law_of
-from specverify.certification.part_plan import REPRODUCIBILITY, Part, plan_of
-from specverify.certification.run import BATTERY_SIZE
-from specverify.certification.tally import draws_from_dict, merge_draws
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.execution.part_plan import REPRODUCIBILITY, Part, plan_of
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.results.evidence import Certificate, ScenarioResult
+from specverify.certification.run.collect import scenario_seed
+from specverify.certification.run.context import BATTERY_SIZE
+from specverify.certification.run.tally import draws_from_dict, merge_draws
 from specverify.enums import NotRun
 from specverify.errors import InvalidArgument, check
 
@@ -141,7 +141,7 @@ def needed(config: RunConfig, docs: Sequence[dict], *, block_draws: int) -> list
 
 def merge_parts(config: RunConfig, docs: Sequence[dict], *, block_draws: int) -> Certificate:
     """The run's certificate from its parts' documents (any arrival order), as the unsplit run decides it."""
-    from specverify.certification.verdict import finish_certificate
+    from specverify.certification.results.verdict import finish_certificate
 
     plan = plan_of(config, block_draws)
     have = _check_docs(plan, docs)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from specverify.certification import checks
 from specverify.certification.checks.judge import unfit_for_float32
-from specverify.certification.counters_check import attach_counters
-from specverify.certification.evidence import ScenarioResult
-from specverify.certification.run import BudgetSpent
+from specverify.certification.results.counters import attach_counters
+from specverify.certification.results.evidence import ScenarioResult
+from specverify.certification.run.context import BudgetSpent
 from specverify.enums import NotRun
 from specverify.errors import ProtocolViolation
 
@@ -70,6 +70,6 @@ def reproducibility(run, chosen) -> tuple:
 
 def _matrix_of(run, scenario):
     """The matrix of the first chosen scenario's pair (its decoder is the one kept for the check)."""
-    from specverify.certification.scenarios import matrix_of
+    from specverify.certification.matrix.scenarios import matrix_of
 
     return run.matrix if run.config.user_pair else matrix_of(scenario.pair)

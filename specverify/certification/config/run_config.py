@@ -28,7 +28,7 @@ import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional, Union
 
-from specverify.certification.options import (
+from specverify.certification.config.options import (
     OPTIONS,
     OPTIONS_BY_NAME,
     OptionError,
@@ -39,7 +39,7 @@ from specverify.certification.options import (
 from specverify.enums import DraftFamily, Isolation, Level, ModelFamily, Verdict
 from specverify.errors import InvalidArgument
 
-__all__ = ["RunConfig", "factory_name", "add_run_arguments"]
+__all__ = ["RunConfig", "factory_name", "add_run_arguments", "check_names"]
 
 
 def factory_name(spec: object) -> str:
@@ -118,14 +118,14 @@ class RunConfig:
             if clashing:
                 raise OptionError(", ".join(f"{{{n}}}" for n in clashing) + " cannot be used with {target_dir}.")
         if self.scenarios and not self.user_pair:  # a user pair's names are checked once its matrix is built
-            from specverify.certification.scenarios import check_names, matrix
+            from specverify.certification.matrix.scenarios import matrix
 
             if self.drafts is None and self.models == ModelFamily.TOY:  # the factory may declare its family: a name
                 known = {n for family in DraftFamily for n in matrix(self.models, family)}  # of any family waits for it
                 unknown = [n for n in self.scenarios if n not in known]
                 check_names(unknown, matrix(self.models, DraftFamily.AR))
             else:  # with an engine configuration, the names it may add are checked once its matrix is built
-                from specverify.certification.configured import configuration_scenario_names
+                from specverify.certification.matrix.configured import configuration_scenario_names
 
                 configured = self.engine_config or _CONFIGURATIONS_FOLLOW.get()
                 added = configuration_scenario_names(self.models) if configured else ()
@@ -215,7 +215,7 @@ class RunConfig:
         if len(names) > 1 or "all" in names:
             raise InvalidArgument(
                 f"--engine-config {' --engine-config '.join(names)}: several configurations are several runs; "
-                "this command certifies them one by one (specverify.certification.configurations)."
+                "this command certifies them one by one (specverify.certification.execution.configurations)."
             )
         values["engine_config"] = names[0] if names else None
         values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
@@ -237,6 +237,17 @@ class RunConfig:
         data["scenarios"] = tuple(data.get("scenarios") or ())
         data["shard"] = tuple(data["shard"]) if data.get("shard") else None
         return cls.create(**{k: v for k, v in data.items() if v is not None})
+
+
+def check_names(names, chosen) -> None:
+    """``OptionError`` (naming ``scenarios`` as the caller's surface spells it) for the first name not in the matrix
+    ``chosen`` (``matrix.scenarios.name_problem`` says why)."""
+    from specverify.certification.matrix.scenarios import name_problem
+
+    for name in names:
+        problem = name_problem(name, chosen)
+        if problem:
+            raise OptionError(problem, name)
 
 
 def _flag(option, value) -> list:

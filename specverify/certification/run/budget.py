@@ -71,7 +71,7 @@ class Allocation:
 def pilot_rate(session: object, scenario: object, seed: int) -> float:
     """Outcomes per second of the decoder on ``scenario`` (a pilot of ``PILOT_DRAWS`` draws with their own seed,
     not used as evidence)."""
-    from specverify.certification.collect import scenario_seed
+    from specverify.certification.run.collect import scenario_seed
     from specverify.protocol import Request
 
     handle = session.decoder(scenario)

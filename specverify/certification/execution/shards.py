@@ -10,7 +10,7 @@ once. With ``--block-draws N`` the shards split the run's parts instead (part k 
 merge is ``parts.merge_parts``.
 
 The counts file (``--counts-out``) is JSON with ``schema_version`` 2 and ``kind: "specverify-shard"``; version 1
-files are migrated when read (``specverify.certification.migrate``).
+files are migrated when read (``specverify.certification.results.migrate``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import json
 from dataclasses import replace
 from typing import Sequence
 
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.results.evidence import Certificate, ScenarioResult
 from specverify.enums import Verdict
 from specverify.errors import InvalidArgument, check
 
@@ -37,7 +37,7 @@ def shard_of(position: int, num_shards: int) -> int:
 def shard_document(cert: Certificate, *, violation: str | None) -> dict:
     """The counts file of one shard: its scenario results, its protocol violation if any, and the run's identity
     (its configuration, and the matrix order the merge restores)."""
-    from specverify.certification.run import matrix_for
+    from specverify.certification.run.context import matrix_for
 
     config = cert.config
     return {
@@ -68,7 +68,7 @@ def shard_certificate(cert: Certificate, violation: str | None) -> Certificate:
 
 
 def _load(part: object) -> dict:
-    from specverify.certification.migrate import migrate_document
+    from specverify.certification.results.migrate import migrate_document
 
     if isinstance(part, dict):
         return migrate_document(part)
@@ -87,8 +87,8 @@ def _load(part: object) -> dict:
 
 def merge_shards(parts: Sequence[object]) -> Certificate:
     """One certificate from every shard's counts file (paths or loaded dicts) of one run."""
-    from specverify.certification.run import matrix_for
-    from specverify.certification.verdict import finish_certificate
+    from specverify.certification.results.verdict import finish_certificate
+    from specverify.certification.run.context import matrix_for
 
     check(
         bool(parts), "parts=[] must hold the counts file of every shard (specverify merge PART1.json PART2.json ...)."
@@ -136,7 +136,7 @@ def merge_shards(parts: Sequence[object]) -> Certificate:
 def _merge_part_bundles(docs: list) -> Certificate:
     """The shards of a run in parts (``--block-draws N --shard I/N``): each a bundle of part documents, merged by
     ``parts.merge_parts``, which names a part given twice or still missing."""
-    from specverify.certification.parts import merge_parts
+    from specverify.certification.execution.parts import merge_parts
 
     check(
         all(doc.get("kind") == "specverify-parts" for doc in docs),

@@ -36,7 +36,7 @@ def _scenario(s: dict) -> dict:
 
 
 def _run(command: str, **fields) -> dict | None:
-    from specverify.certification.config import RunConfig
+    from specverify.certification.config.run_config import RunConfig
 
     try:
         config = RunConfig.from_command(command)

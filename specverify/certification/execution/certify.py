@@ -14,18 +14,18 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from specverify.certification import checks
-from specverify.certification.budget import SAFETY, Allocation, pilot_rate
+from specverify.certification.checks.scenario import gamma_span, reproducibility, run_scenario
 from specverify.certification.checks.twosample import against_spec
-from specverify.certification.collect import Session
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate, ScenarioResult
-from specverify.certification.execute import gamma_span, reproducibility, run_scenario
-from specverify.certification.factory import SetupFailure, resolve_factory
-from specverify.certification.run import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
-from specverify.certification.runner import make_runner
-from specverify.certification.scenarios import check_names, run_order
-from specverify.certification.shards import shard_certificate, shard_of
-from specverify.certification.verdict import error_certificate, finish_certificate
+from specverify.certification.config.run_config import RunConfig, check_names
+from specverify.certification.execution.shards import shard_certificate, shard_of
+from specverify.certification.matrix.scenarios import run_order
+from specverify.certification.results.evidence import Certificate, ScenarioResult
+from specverify.certification.results.verdict import error_certificate, finish_certificate
+from specverify.certification.run.budget import SAFETY, Allocation, pilot_rate
+from specverify.certification.run.collect import Session
+from specverify.certification.run.context import AlphaPlan, BudgetSpent, Deadline, Run, matrix_for
+from specverify.certification.run.factory import SetupFailure, resolve_factory
+from specverify.certification.run.runner import make_runner
 from specverify.enums import NotRun, ScenarioKind
 from specverify.errors import InvalidArgument, ProtocolViolation
 
@@ -54,13 +54,13 @@ def certify(
     progress : callable, optional
         Called with one line per scenario (its position, name, elapsed time and an ETA).
     block_draws : int, optional
-        Run in parts (``specverify.certification.parts``): each sampling scenario's draws in blocks of this many,
-        decided at the merge in block order; the same verdict and seeded counts as without (``--block-draws``).
+        Run in parts (``execution.parts``): each sampling scenario's draws in blocks of this many, decided
+        at the merge in block order; the same verdict and seeded counts as without (``--block-draws``).
     resume : str, optional
-        A resume file (``specverify.certification.resume``, ``--resume PATH``): the counts are written there after
+        A resume file (``execution.resume``, ``--resume PATH``): the counts are written there after
         every decoder call, and a run of the same options with the same path continues where it was killed.
     **options
-        Every field of :class:`~specverify.certification.config.RunConfig` (``level``, ``seed``, ``alpha``,
+        Every field of :class:`~specverify.certification.config.run_config.RunConfig` (``level``, ``seed``, ``alpha``,
         ``power``, ``models``, ``drafts``, ``scenarios``, ``isolation``, ``timeout_s``, ``threads``, ``budget_s``,
         ``max_samples``, ``sequential``, ``against``, ``shard``, ``target_dir``/``draft_dir``, ``engine_options``,
         ``engine_config``, ``require*``); ``config=RunConfig(...)`` instead passes one whole. ``specverify
@@ -69,7 +69,7 @@ def certify(
     A set-up failure (the factory raises, its module raises on import, it returns no decoder, unknown
     ``capabilities``) gives the verdict ``error``: it says nothing about the decoder. A sharded run
     (``shard=(I, N)``) is ``inconclusive`` by itself; its ``shard_info`` is the counts file that
-    ``specverify.certification.shards.merge_shards`` turns into one certificate.
+    ``specverify.certification.execution.shards.merge_shards`` turns into one certificate.
 
     Returns
     -------
@@ -99,7 +99,7 @@ def run_certification(
     except SetupFailure as exc:
         return error_certificate(exc.reason, config=config, elapsed_s=_now() - started)
     if block_draws is not None:  # a run in parts (parts.py): the same counts, decided at the merge
-        from specverify.certification.parts import check_split, run_parts
+        from specverify.certification.execution.parts import check_split, run_parts
 
         check_split(config, block_draws)
         return run_parts(config, block_draws=block_draws, progress=progress, resume=resume)
@@ -125,7 +125,7 @@ def run_certification(
 
 def _resume_file(path, config, progress):
     """The run's resume file (``resume.py``), saying on ``progress`` what it already holds."""
-    from specverify.certification.resume import ResumeFile
+    from specverify.certification.execution.resume import ResumeFile
 
     journal = ResumeFile(path, config)
     if progress and journal.resumed:
@@ -186,7 +186,7 @@ def _progress_line(i, total, name, elapsed) -> str:
 
 
 def _run_all(run, chosen, progress, journal=None) -> tuple:
-    """Run the scenarios in :func:`~specverify.certification.scenarios.run_order` (by pair, then γ: an engine that
+    """Run the scenarios in :func:`~matrix.scenarios.run_order` (by pair, then γ: an engine that
     fixes γ per instance restarts on every change), or as given under a time budget (the order is then the
     priority: core first); the results are listed in ``chosen``'s (matrix) order."""
     order = chosen if run.config.budget_s is not None else run_order(chosen, gammas=lambda s: gamma_span(run, s))

@@ -12,10 +12,10 @@ from typing import Optional
 
 from specverify.certification import checks
 from specverify.certification.checks.sampling import SamplingCheck
-from specverify.certification.config import RunConfig
-from specverify.certification.execute import gamma_span
-from specverify.certification.laws import law_of
-from specverify.certification.run import AlphaPlan, Run, matrix_for
+from specverify.certification.checks.scenario import gamma_span
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.matrix.laws import law_of
+from specverify.certification.run.context import AlphaPlan, Run, matrix_for
 from specverify.errors import check
 
 __all__ = ["Part", "REPRODUCIBILITY", "plan_parts", "plan_of", "check_split"]
@@ -53,8 +53,9 @@ class _Plan:
     def __init__(self, config: RunConfig, block_draws: int):
         check_split(config, block_draws)
         self.block_draws = block_draws
-        from specverify.certification.factory import resolve_factory
-        from specverify.certification.scenarios import check_names, run_order
+        from specverify.certification.config.run_config import check_names
+        from specverify.certification.matrix.scenarios import run_order
+        from specverify.certification.run.factory import resolve_factory
 
         self.config = replace(config.with_factory_drafts(resolve_factory(config.factory)), shard=None)
         self.matrix = matrix_for(self.config)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.certification.scenarios import CertificationScenario, Matrix
+from specverify.certification.matrix.scenarios import CertificationScenario, Matrix
 from specverify.enums import ScenarioKind
 from specverify.errors import InvalidArgument
 from specverify.params import SamplingParams

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
-from specverify.certification.config import RunConfig
-from specverify.certification.evidence import Certificate
-from specverify.certification.factory import SetupFailure, resolve_factory
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.results.evidence import Certificate
+from specverify.certification.run.factory import SetupFailure, resolve_factory
 from specverify.enums import Verdict
 from specverify.errors import InvalidArgument
 from specverify.protocol import EngineConfig, engine_configs_of
@@ -122,7 +122,7 @@ def run_configurations(
 ) -> ConfigurationSet:
     """Certify each configuration ``names`` picks (``all``: every one the factory declares) with the rest of
     ``config``: :func:`certify_configurations` of a ``RunConfig`` already built."""
-    from specverify.certification.pipeline import run_certification
+    from specverify.certification.execution.certify import run_certification
 
     if config.engine_config is not None:
         raise InvalidArgument(

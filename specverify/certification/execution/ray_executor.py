@@ -21,8 +21,8 @@ import time
 from dataclasses import replace
 from typing import Callable, Optional, Sequence
 
-from specverify.certification.config import RunConfig, factory_name
-from specverify.certification.evidence import Certificate
+from specverify.certification.config.run_config import RunConfig, factory_name
+from specverify.certification.results.evidence import Certificate
 from specverify.enums import Verdict
 from specverify.errors import InvalidArgument, check
 
@@ -141,7 +141,7 @@ class _Schedule:
     answer made unneeded are cancelled (a queued one is dropped, a running one's answer is thrown away)."""
 
     def __init__(self, ray, units, resources: dict, count: int, report: Callable[[str], None]):
-        from specverify.certification.ray_units import EngineHost
+        from specverify.certification.execution.ray_units import EngineHost
 
         self.ray, self.units, self.report = ray, units, report
         self.host = ray.remote(EngineHost).options(**resources, max_restarts=0, max_task_retries=0)
@@ -239,7 +239,7 @@ class _Schedule:
 
 def _check_ray_config(config: RunConfig, block_draws: int) -> None:
     """What ``--executor ray`` cannot run, refused before a cluster is started."""
-    from specverify.certification.parts import check_split
+    from specverify.certification.execution.parts import check_split
 
     check(config.shard is None, f"--shard {config.shard!r} with --executor ray: the executor splits the run itself.")
     check(
@@ -265,7 +265,7 @@ def run_on_ray(
     ``address`` connects to a running cluster (``ray start --head``; ``auto``); without it a local cluster is
     started and shut down afterwards; a Ray already initialised in this process is used as it is. The
     certificate's ``versions["executor"]`` records the executor; its ``command`` runs without Ray."""
-    from specverify.certification.ray_units import DEFAULT_BLOCK_DRAWS
+    from specverify.certification.execution.ray_units import DEFAULT_BLOCK_DRAWS
 
     ray = import_ray()
     check(
@@ -278,8 +278,8 @@ def run_on_ray(
     )
     check(isinstance(config, RunConfig), f"config={config!r} must be a RunConfig (RunConfig.create(...)).")
     block_draws = DEFAULT_BLOCK_DRAWS if block_draws is None else block_draws
-    from specverify.certification.factory import SetupFailure, resolve_factory
-    from specverify.certification.verdict import error_certificate
+    from specverify.certification.results.verdict import error_certificate
+    from specverify.certification.run.factory import SetupFailure, resolve_factory
 
     try:
         factory = resolve_factory(config.factory)
@@ -295,9 +295,9 @@ def run_on_ray(
 
 
 def _run(ray, config, block_draws, resources, address, workers, report) -> Certificate:
-    from specverify.certification.part_plan import REPRODUCIBILITY
-    from specverify.certification.ray_units import PartUnits, lost_part
-    from specverify.certification.verdict import error_certificate
+    from specverify.certification.execution.part_plan import REPRODUCIBILITY
+    from specverify.certification.execution.ray_units import PartUnits, lost_part
+    from specverify.certification.results.verdict import error_certificate
 
     started, units = time.perf_counter(), PartUnits(config, block_draws)
     with _cluster(ray, address, workers, resources):

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from specverify.certification.budget import Allocation, allotted
-from specverify.certification.collect import Session
-from specverify.certification.config import RunConfig
-from specverify.certification.scenarios import Matrix, matrix
+from specverify.certification.config.run_config import RunConfig
+from specverify.certification.matrix.scenarios import Matrix, matrix
+from specverify.certification.run.budget import Allocation, allotted
+from specverify.certification.run.collect import Session
 from specverify.enums import DraftFamily, ModelFamily
 
 __all__ = ["BATTERY_SIZE", "AlphaPlan", "Run", "Deadline", "BudgetSpent", "matrix_for"]
@@ -108,10 +108,10 @@ def matrix_for(config: RunConfig) -> Matrix:
     """The matrix a configuration runs: the user pair's, a draft family's, or the model family's; on the checkpoint
     family, the pair set the factory declares (``checkpoint_pairs``, ``matrix_checkpoint.pair_set_of``)."""
     if config.user_pair:
-        from specverify.certification.matrix_user import user_matrix
+        from specverify.certification.matrix.user import user_matrix
 
         return user_matrix(config.target_dir, config.draft_dir)
-    from specverify.certification.factory import SetupFailure, resolve_factory
+    from specverify.certification.run.factory import SetupFailure, resolve_factory
 
     pairs, factory = None, None
     if (config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR) or config.engine_config:
@@ -120,7 +120,7 @@ def matrix_for(config: RunConfig) -> Matrix:
         except SetupFailure:  # the run reports it as its set-up failure (pipeline.run_certification)
             factory = None
     if factory is not None and config.models == ModelFamily.CHECKPOINT and config.draft_family == DraftFamily.AR:
-        from specverify.certification.matrix_checkpoint import pair_set_of
+        from specverify.certification.matrix.checkpoint import pair_set_of
 
         try:
             pairs = pair_set_of(factory)
@@ -129,6 +129,6 @@ def matrix_for(config: RunConfig) -> Matrix:
     family = matrix(config.models, config.draft_family, pairs)
     if factory is None or not config.engine_config:
         return family
-    from specverify.certification.configured import engine_config_matrix  # a configuration's added scenarios
+    from specverify.certification.matrix.configured import engine_config_matrix  # a configuration's added scenarios
 
     return engine_config_matrix(family, factory, config.engine_config, config.models, pairs)
