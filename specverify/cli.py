@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
-from specverify.cli_args import ExitCode, check_outputs, executor_options
+from specverify.cli_args import ExitCode, check_outputs
 from specverify.cli_args import parser as _parser
 from specverify.enums import Verdict
 
-__all__ = ["main", "ExitCode"]
+__all__ = ["main", "ExitCode", "before_work"]
 
 
 def _write_visuals(cert, html_path, plots_dir, err) -> int | None:
@@ -66,92 +66,65 @@ def _progress(err):
 
 
 def _certify(args, out, err) -> int:
-    from specverify.certification.config.run_config import RunConfig
-    from specverify.certification.run.factory import SetupFailure, resolve_factory
+    from specverify.certification.config.execution import from_args
+    from specverify.certification.run.factory import SetupFailure
     from specverify.errors import InvalidArgument
 
-    names = list(args.engine_config or [])
-    args.engine_config = []  # each configuration is its own run (below)
     try:
-        config = RunConfig.from_args(args, configurations=bool(names))
-        if names and (config.shard is not None or args.counts_out):
-            raise InvalidArgument("--engine-config with --shard: shard one configuration's run at a time.")
-        given = [f for f, v in (("--resume", args.resume), ("--block-draws", args.block_draws)) if v is not None]
-        if given and names:
-            raise InvalidArgument(f"{' and '.join(given)} with --engine-config: certify one configuration per run.")
-        if args.resume is not None and getattr(args, "executor", None) == "ray":
-            raise InvalidArgument("--resume with --executor ray: a Ray run retries its lost parts itself.")
-        if config.shard is not None and not args.counts_out:
-            raise InvalidArgument(
-                "--shard needs --counts-out PATH: a shard's evidence is its counts file (merge them)."
-            )
-        if args.counts_out and config.shard is None:
-            raise InvalidArgument("--counts-out needs --shard I/N (a whole run's certificate is --json).")
+        config, execution = from_args(args)
         problem = check_outputs(args)
         if problem:
             raise InvalidArgument(problem)
-        on_ray = executor_options(args, names)
-        resolve_factory(config.factory)  # a missing module is a usage error, before anything heavy is imported
+        if execution.engine_configs and execution.shard is None and (args.report or args.plots):
+            raise InvalidArgument("--report/--plots draw one certificate: give one --engine-config NAME")
+        before_work(config, execution)
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
     except SetupFailure:
         pass  # the certificate reports it (verdict error)
-    from specverify.certification.execution.certify import run_certification
+    from specverify.certification.execution.certify import execute
 
-    if names:
-        return _certify_configurations(config, names, args, out, err)
     try:
-        if on_ray is None:
-            cert = run_certification(config, _progress(err), **_split_options(args))
-        else:
-            from specverify.certification.execution.ray_executor import run_on_ray
-
-            cert = run_on_ray(config, progress=_progress(err), **on_ray)
+        outcome = execute(config, execution, _progress(err))
     except InvalidArgument as exc:
         print(f"specverify: error: {exc}", file=err)
         return ExitCode.USAGE
-    if cert.shard_info is not None:
-        import json
-        import shlex
-        from dataclasses import replace
-
-        with open(args.counts_out, "w") as fh:
-            json.dump(cert.shard_info, fh, indent=1)
-        cert = replace(cert, command=f"{cert.command} --counts-out {shlex.quote(args.counts_out)}")
-    return _emit(cert, args, out, err)
+    if outcome.shard is not None:
+        return _emit(outcome.shard, args, out, err)
+    if config.engine_config is not None or execution.engine_configs:
+        return _emit_configurations(outcome.configurations(execution.engine_configs), args, out, err)
+    return _emit(outcome.certificate, args, out, err)
 
 
-def _split_options(args) -> dict:
-    """``run_certification``'s keywords from ``--block-draws`` and ``--resume`` (only those given)."""
-    from specverify.errors import InvalidArgument
+def before_work(config, execution) -> None:
+    """What can be refused before any heavy import (``InvalidArgument``, a usage error): the factory's module and
+    attribute, the engine configurations it declares and the options it accepts, the executor's extra. A module that
+    raises on import is a ``SetupFailure``: the certificate reports it (verdict error)."""
+    from specverify.certification.config.options import Executor
+    from specverify.certification.run.factory import check_engine_options, factory_options, resolve_factory
 
-    out = {} if args.resume is None else {"resume": args.resume}
-    if args.block_draws is None:
-        return out
-    try:
-        return dict(out, block_draws=int(args.block_draws))
-    except ValueError:
-        raise InvalidArgument(f"--block-draws={args.block_draws!r} must be an int >= 1, e.g. 65536.") from None
+    factory = resolve_factory(config.factory)
+    if execution.engine_configs:
+        from specverify.certification.execution.plan import chosen_configurations
+        from specverify.protocol import engine_configs_of
+
+        presets, _ = engine_configs_of(factory)
+        chosen_configurations(list(execution.engine_configs), presets, config.factory_name)
+    check_engine_options(factory, factory_options(factory, config))
+    if execution.executor == Executor.RAY:
+        from specverify.certification.execution.ray import import_ray
+
+        import_ray()  # without the extra: a usage error naming it, before anything runs
 
 
-def _certify_configurations(config, names, args, out, err) -> int:
-    """``--engine-config NAME`` (repeatable, or ``all``): one certificate per configuration. One configuration
-    that ran writes its certificate as a plain run does, then the configuration's line; several write the set
-    (``--json``: a ``specverify-configurations`` document). The exit code: error when one could not be set up,
-    else 0 only when every configuration meets the requirements with its state reached."""
-    from specverify.certification.execution.configurations import run_configurations
-    from specverify.errors import InvalidArgument
+def _emit_configurations(cs, args, out, err) -> int:
+    """A run over engine configurations: one that ran writes its certificate as a plain run does, then the
+    configuration's line; several write the set (``--json``: a ``specverify-configurations`` document). The exit
+    code: error when one could not be set up, else 0 only when every configuration meets the requirements with its
+    state reached."""
     from specverify.report.configurations import render_configurations_json, render_configurations_text
 
-    if (len(names) > 1 or "all" in names) and (args.report or args.plots):
-        print("specverify: error: --report/--plots draw one certificate: give one --engine-config NAME", file=err)
-        return ExitCode.USAGE
-    try:
-        cs = run_configurations(config, names, _progress(err))
-    except InvalidArgument as exc:
-        print(f"specverify: error: {exc}", file=err)
-        return ExitCode.USAGE
     if len(cs.results) == 1 and cs.certificates:
         code = _emit(cs.certificates[0], args, out, err)
         (err if args.json == "-" else out).write(render_configurations_text(cs, certificates=False))
@@ -167,7 +140,7 @@ def _certify_configurations(config, names, args, out, err) -> int:
 def _merge(args, out, err) -> int:
     from dataclasses import replace
 
-    from specverify.certification.execution.shards import merge_shards
+    from specverify.certification.execution.certify import merge_files
     from specverify.errors import InvalidArgument
 
     problem = check_outputs(args)
@@ -175,14 +148,19 @@ def _merge(args, out, err) -> int:
         print(f"specverify: error: {problem}", file=err)
         return ExitCode.USAGE
     try:
-        cert = merge_shards(args.parts)
+        outcome = merge_files(args.parts)
         if args.require is not None:
-            cert = replace(cert, config=replace(cert.config, require=Verdict.parse(args.require, "--require")))
+            require = Verdict.parse(args.require, "--require")
+            merged = [(run, replace(c, config=replace(c.config, require=require))) for run, c in outcome.certificates]
+            outcome = replace(outcome, certificates=tuple(merged))
     except (OSError, ValueError) as exc:  # InvalidArgument is a ValueError; json errors too
         reason = exc if isinstance(exc, InvalidArgument) else f"cannot read the parts ({exc})"
         print(f"specverify: error: {reason}", file=err)
         return ExitCode.USAGE
-    return _emit(cert, args, out, err)
+    plan = outcome.plan
+    if plan.config.engine_config is not None or plan.execution.engine_configs:
+        return _emit_configurations(outcome.configurations(plan.execution.engine_configs), args, out, err)
+    return _emit(outcome.certificate, args, out, err)
 
 
 def _write(args, out, text: str, json_text: str) -> None:

@@ -9,7 +9,7 @@ import os
 from specverify.certification.config.run_config import add_run_arguments
 from specverify.enums import DraftFamily, ModelFamily, Verdict
 
-__all__ = ["ExitCode", "EPILOG", "parser", "check_outputs", "executor_options"]
+__all__ = ["ExitCode", "EPILOG", "parser", "check_outputs"]
 
 
 class ExitCode(enum.IntEnum):
@@ -50,32 +50,6 @@ def parser() -> argparse.ArgumentParser:
     )
     add_run_arguments(c)
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
-    c.add_argument("--counts-out", metavar="PATH", help="with --shard (required there): write the shard's counts file")
-    c.add_argument(
-        "--block-draws",
-        metavar="N",
-        help="run in parts: each sampling scenario's draws in blocks of N, decided in block order (with --shard the "
-        "shards split the parts, so a run spreads over more jobs than it has scenarios; docs/ci.md); the same "
-        "verdict and seeded counts as without",
-    )
-    c.add_argument(
-        "--resume",
-        metavar="PATH",
-        help="write the run's counts to PATH after every decoder call (atomically); the same command with the same "
-        "PATH after a kill continues where it stopped, with the same verdict and seeded counts (docs/ci.md); a "
-        "missing PATH starts afresh",
-    )
-    c.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local (default): this machine, as --isolation says; ray: the run's parts as Ray tasks on engine "
-        "actors, merged into the same certificate (the ray extra; docs/ray.md)",
-    )
-    c.add_argument("--ray-address", metavar="ADDR", help="with --executor ray: the cluster (default: a local one)")
-    c.add_argument(
-        "--ray-workers", metavar="K", help="with --executor ray: engine actors (default: what the cluster holds)"
-    )
     _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
     m.add_argument("parts", nargs="+", metavar="PART.json", help="the counts file of every shard of one run")
@@ -170,37 +144,3 @@ def check_outputs(args) -> str | None:
         ("--plots", getattr(args, "plots", None), True),
     ]
     return next((why for flag, path, d in checks if (why := _unwritable(flag, path, directory=d))), None)
-
-
-def executor_options(args, names) -> dict | None:
-    """``--executor ray``: ``run_on_ray``'s keyword arguments, checked before any work (None: ``local``)."""
-    from specverify.errors import InvalidArgument
-
-    if args.executor != "ray":
-        given = [f for f, v in (("--ray-address", args.ray_address), ("--ray-workers", args.ray_workers)) if v]
-        if given:
-            raise InvalidArgument(f"{' and '.join(given)} need --executor ray (the default executor is local).")
-        return None
-    if names:
-        raise InvalidArgument("--engine-config with --executor ray: certify one configuration per run on Ray.")
-    if getattr(args, "resume", None):  # a retried part starts again from its beginning: Ray's own resume
-        raise InvalidArgument("--resume with --executor ray: a lost part is run again on Ray; resume locally.")
-    from specverify.certification.execution.ray_executor import import_ray
-
-    import_ray()  # without the extra: a usage error naming it, before anything runs
-    return {
-        "address": args.ray_address,
-        "workers": _count(args.ray_workers, "--ray-workers", "engine actors, e.g. 2"),
-        "block_draws": _count(getattr(args, "block_draws", None), "--block-draws", "draws per part, e.g. 65536"),
-    }
-
-
-def _count(text, flag: str, what: str) -> int | None:
-    """A command line's positive int (None when not given)."""
-    from specverify.errors import InvalidArgument
-
-    if text is None:
-        return None
-    if not str(text).strip().isdigit() or int(text) < 1:
-        raise InvalidArgument(f"{flag}={text!r} must be an int >= 1 ({what}).")
-    return int(text)

@@ -78,8 +78,10 @@ def json_document(cert) -> dict:
     """The certificate as a JSON-ready dict of ``schema_version`` 2, ``kind`` ``"specverify-certificate"``: its
     fields, with the run configuration as ``run`` and the ``requirements`` and whether each held."""
     doc = cert.to_dict()
-    doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
+    bundle = doc.pop("shard_info", None)  # a shard's counts file is written on its own (--counts-out)
     doc["run"] = doc.pop("config")
+    if doc["run"] is not None:  # the run's shard, how it executed (schema 2 keeps it beside the options)
+        doc["run"]["shard"] = bundle.get("shard") if isinstance(bundle, dict) else None
     doc["requirements"] = cert.requirements() if cert.config is not None else None
     doc = {"schema_version": SCHEMA_VERSION, "kind": "specverify-certificate", **doc}
     doc["scenarios"] = [_scenario(s) for s in doc["scenarios"]]

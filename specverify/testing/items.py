@@ -1,8 +1,10 @@
 """The ``@pytest.mark.specverify`` marker: its arguments, one item per scenario, and each item's own decision.
 
-An item certifies one scenario (``certify(..., scenarios=[NAME])``: the same N and draws as in the full run, since
-the α plan counts the whole matrix) and fails on its own rejection at the planned per-test α (``alpha / m``,
-Bonferroni, valid alone). The verdict over all items of a decoder is decided once, by Holm, in ``ledger``.
+An item runs its scenario's parts of the run's plan (``certification.execution``: the parts a whole run, a shard
+or a Ray actor would run, with the same N and draws, since the α plan counts the whole matrix; the item of the
+first scenario also runs the reproducibility part) and fails on its own rejection at the planned per-test α
+(``alpha / m``, Bonferroni, valid alone). Its part documents travel with its result; the ledger merges every item's
+documents of one decoder with the one merge and decides the verdict once, by Holm (``ledger``).
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ def marker_configurations(args: tuple, kwargs: dict) -> Optional[dict]:
     names = _configurations_asked(v)
     if names is None:
         return None
-    from specverify.certification.execution.configurations import ALL, chosen_configurations
+    from specverify.certification.config.execution import ALL_CONFIGURATIONS as ALL
+    from specverify.certification.execution.plan import chosen_configurations
     from specverify.certification.run.factory import resolve_factory
     from specverify.protocol import engine_configs_of
 
@@ -194,6 +197,7 @@ class ItemResult:
     failure: Optional[str] = None
     meta: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # the run's engine_info["state"] (an engine configuration's evidence)
+    parts: tuple = ()  # the part documents the item ran (certification.execution.worker), for the ledger's merge
 
     @property
     def result(self) -> object:
@@ -216,8 +220,9 @@ class ItemResult:
         return min(found) if found else None
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "results"}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("results", "parts")}
         out["results"] = [r.to_dict() for r in self.results]
+        out["parts"] = list(self.parts)
         return out
 
     @classmethod
@@ -226,36 +231,55 @@ class ItemResult:
 
         data = dict(data)
         data["results"] = tuple(ScenarioResult.from_dict(r) for r in data.get("results", ()))
+        data["parts"] = tuple(data.get("parts", ()))
         return cls(**data)
 
 
 def certify_item(
     spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float], progress=None
 ) -> ItemResult:
-    """Certify ``scenario`` alone with ``spec`` (``budget_s``: this item's share of the decoder's budget;
-    ``progress``: the certifier's progress callback, or None)."""
-    from dataclasses import replace as with_
-
-    from specverify.certification.execution.certify import run_certification
+    """Run ``scenario``'s parts of ``spec``'s plan (and, for the plan's first scenario, the reproducibility part)
+    here (``budget_s``: this item's share of the decoder's budget; ``progress``: the certifier's progress callback,
+    or None)."""
+    from specverify.certification.config.execution import command_line
+    from specverify.certification.execution.local import run_local
+    from specverify.certification.execution.merge import documents_by_id, scenario_results
+    from specverify.certification.execution.plan import plan
+    from specverify.certification.execution.store import MemoryStore
+    from specverify.certification.run.factory import SetupFailure
+    from specverify.protocol import merged_state
 
     started = time.perf_counter()
+    command = command_line(spec.config, scenario=scenario)
     try:
-        cert = run_certification(with_(spec.config, scenarios=(scenario,), budget_s=budget_s), progress)
-    except InvalidArgument as exc:
-        return ItemResult(group, scenario, error=str(exc), elapsed_s=time.perf_counter() - started)
-    error = cert.reason if cert.verdict == Verdict.ERROR else None
-    violation = cert.reason if cert.verdict == Verdict.INVALID else None
+        the_plan = plan(spec.config)
+    except (InvalidArgument, SetupFailure) as exc:
+        why = exc.reason if isinstance(exc, SetupFailure) else str(exc)
+        return ItemResult(group, scenario, error=why, elapsed_s=time.perf_counter() - started, command=command)
+    run = the_plan.runs[0]
+    ids = [p.id for p in run.parts if p.scenario == scenario]
+    if run.chosen and run.chosen[0].name == scenario:  # the reproducibility check rides with the first scenario
+        ids.append(run.parts[-1].id)
+    store = MemoryStore()
+    run_local(the_plan, store, progress=progress, select=ids, budget_s=budget_s)
+    docs = store.documents()
+    have = documents_by_id(the_plan, docs)
+    error = next((d["error"] for d in docs if d.get("error")), None)
+    violation = next((d["violation"] for d in docs if d.get("violation")), None)
+    repro = have.get(run.parts[-1].id)
+    reproducible, note = tuple(repro["reproducible"]) if repro and repro.get("reproducible") else (None, "")
     return ItemResult(
         group,
         scenario,
-        results=tuple(cert.scenarios),
+        results=() if error else tuple(scenario_results(run, scenario, have, broken=violation is not None)),
         violation=violation,
-        reproducible=cert.reproducible,
-        reproducibility_note=cert.reproducibility_note,
+        reproducible=reproducible,
+        reproducibility_note=note,
         error=error,
         elapsed_s=time.perf_counter() - started,
-        command=cert.command,
-        state=dict((cert.engine or {}).get("state") or {}) if isinstance(cert.engine, dict) else {},
+        command=command,
+        state=merged_state(d.get("state") for d in docs),
+        parts=tuple(docs),
     )
 
 

@@ -2,8 +2,9 @@
 
 Each ``@pytest.mark.specverify`` test is one *group*: one decoder certified with one set of options, one item per
 scenario. Items judge their own test at the planned per-test α (``alpha / m``); the ledger applies Holm at the family
-α over every result of the group and the verdict rules once (``finish_certificate``, as ``certify`` and
-``merge_shards`` do), so a serial run and an xdist run, which gather the same results, decide the same verdict.
+α over every result of the group and the verdict rules once (the items' part documents through the same merge as
+``certify`` and ``specverify merge``), so a serial run and an xdist run, which gather the same parts, decide the same
+verdict.
 Certificates from the ``specverify_certify`` fixture are groups of their own (the test asserts on them itself).
 Workers send :meth:`Ledger.dump` through ``workeroutput``; the controller :meth:`Ledger.merge`\\ s it.
 """
@@ -111,26 +112,21 @@ class Ledger:
         return [_decide(g) for g in groups if g.records or g.certificate is not None]
 
 
-def _repro(records: list) -> tuple:
-    for wanted in (False, True):
-        for r in records:
-            if r.reproducible is wanted:
-                return r.reproducible, r.reproducibility_note
-    return None, records[0].reproducibility_note if records else ""
+def _certificate(group: Group, config, records: list):
+    """The decoder's certificate: every item's part documents through the one merge (the scenarios no item ran are
+    left out, as a run of the others would say), or the error one item met setting the decoder up."""
+    from specverify.certification.execution.merge import merge
+    from specverify.certification.execution.plan import plan
+    from specverify.certification.results.verdict import error_certificate
 
-
-def _certificate(group: Group, config, family, records: list):
-    from specverify.certification.results.verdict import error_certificate, finish_certificate
-
-    ran = tuple(r.scenario for r in records)
-    config = replace(config, scenarios=() if len(ran) == len(family) else ran)
     elapsed = sum(r.elapsed_s for r in records)
     errors = [r.error for r in records if r.error]
     if errors:
-        return error_certificate(errors[0], config=config, elapsed_s=elapsed)
-    results = [res for r in records for res in r.results]
-    violation = next((r.violation for r in records if r.violation), None)
-    return finish_certificate(results, violation, _repro(records), config=config, matrix=family, elapsed_s=elapsed)
+        ran = tuple(r.scenario for r in records)
+        return error_certificate(errors[0], config=replace(config, scenarios=ran), elapsed_s=elapsed)
+    docs = [doc for r in records for doc in r.parts]
+    [(_, cert)] = merge(plan(config), docs, partial=True)
+    return replace(cert, elapsed_s=elapsed)
 
 
 def _decide(group: Group) -> Decision:
@@ -148,7 +144,7 @@ def _decide(group: Group) -> Decision:
         return Decision(group, cert, None, "", alpha_test, m)
     family = matrix_for(config)
     records = sorted(group.records, key=lambda r: family.position(r.scenario))
-    cert = _certificate(group, config, family, records)
+    cert = _certificate(group, config, records)
     passed_items = {r.scenario for r in records if not r.failure}
     holm_only = tuple(s.name for s in cert.failures if s.scenario in passed_items)
     not_run = tuple(n for n in group.planned if n not in {r.scenario for r in records})

@@ -26,8 +26,8 @@ def test_the_fixed_plan_is_one_flag_away_and_every_reproduce_line_spells_the_rul
     fixed = RunConfig.create("cli", factory="m:f", level="quick", sequential=False)
     assert default.sequential and "--sequential" in default.reproduce() and "--fixed" not in default.reproduce()
     assert "--fixed" in fixed.reproduce() and "--sequential" not in fixed.reproduce()
-    assert not RunConfig.from_command(fixed.reproduce()).sequential
-    assert RunConfig.from_command(default.reproduce()).sequential
+    assert not run_from_command(fixed.reproduce())[0].sequential
+    assert run_from_command(default.reproduce())[0].sequential
     assert RunConfig.from_command("specverify certify m:f --level quick").sequential  # the default
 
 

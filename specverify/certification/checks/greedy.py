@@ -112,15 +112,13 @@ def _answers(run, scenario, handle) -> list:
 
 
 def _pair_group(run, scenario, handle) -> list:
-    """The greedy scenarios of ``scenario``'s pair that this run will run (the pipeline's selection, shard and
-    gates, predicted), in matrix order."""
+    """The greedy scenarios of ``scenario``'s pair that this process will run (``run.here``, else the run's
+    selection; the gates predicted), in matrix order."""
     config, matrix = run.config, run.matrix
-    chosen = set(config.scenarios) if config.scenarios else set(matrix)
+    chosen = run.here if run.here is not None else (set(config.scenarios) if config.scenarios else set(matrix))
     group = []
     for other in matrix.values():
         if other.kind != ScenarioKind.GREEDY or other.pair != scenario.pair or other.name not in chosen:
-            continue
-        if config.shard is not None and matrix.position(other.name) % config.shard[1] + 1 != config.shard[0]:
             continue
         if not other.needs() <= handle.capabilities or unfit_for_float32(other, matrix):
             continue

@@ -1,7 +1,7 @@
 """One scenario through its check, after the capability and float32 gates; the run-level reproducibility check.
 
-Shared by the whole run (``pipeline.py``) and by a run split into parts (``parts.py``), so a scenario run as a part
-is the scenario the unsplit run would have run: the same gates, the same check, the engine's counters over its calls.
+What a part of a run (``execution.worker``) runs: a whole scenario through its gates and its check, with the
+engine's counters over its calls, or the reproducibility check.
 """
 
 from __future__ import annotations
@@ -54,8 +54,6 @@ def gamma_span(run, scenario) -> tuple:
 def reproducibility(run, chosen) -> tuple:
     """The separate reproducibility check on the first chosen scenario's pair: ``(reproducible, note)``; its
     failure, even a protocol violation, is ``reproducible=False``."""
-    if run.config.shard is not None and run.config.shard[0] != 1:
-        return None, "not run in this shard"
     name = checks.REPRODUCIBILITY_SCENARIO
     home = _matrix_of(run, chosen[0]) if chosen else {}
     if name not in home:

@@ -1,4 +1,5 @@
-"""The table of run options: one row per ``RunConfig`` field, with its parser, CLI flag, plugin and marker names.
+"""The table of run options: one row per field of ``RunConfig`` (what a run is) and of ``Execution`` (how it
+executes), with its parser, CLI flag, plugin and marker names.
 
 Every surface that starts a certification — the CLI, the pytest plugin's options, the ``@pytest.mark.specverify``
 marker and ``certify(**kwargs)`` — validates a value with the row's ``parse`` and names it the way that surface
@@ -18,10 +19,31 @@ import json
 import re
 from typing import Callable, NamedTuple, Optional
 
-from specverify.enums import DraftFamily, Isolation, Level, ModelFamily, Verdict
+from specverify.enums import DraftFamily, Isolation, Level, ModelFamily, Verdict, _StrEnum
 from specverify.errors import InvalidArgument
 
-__all__ = ["RunOption", "OPTIONS", "OPTIONS_BY_NAME", "OptionError", "where", "SEED_LIMIT", "format_value"]
+__all__ = [
+    "RunOption",
+    "OPTIONS",
+    "OPTIONS_BY_NAME",
+    "RUN",
+    "EXECUTION",
+    "OptionError",
+    "where",
+    "SEED_LIMIT",
+    "format_value",
+    "Executor",
+    "RUN_OPTIONS",
+    "EXECUTION_OPTIONS",
+]
+
+
+class Executor(_StrEnum):
+    """Where a run's parts execute: ``local`` (this process, one after the other) or ``ray`` (engine actors)."""
+
+    LOCAL = "local"
+    RAY = "ray"
+
 
 SEED_LIMIT = 2**62  # certification seeds; request seeds derived from them are 63-bit (protocol.Request, docs)
 
@@ -48,7 +70,10 @@ class RunOption(NamedTuple):
     ``plugin`` the stem of the plugin's ``--specverify-STEM`` option (None: not a plugin option); ``marker``
     whether ``@pytest.mark.specverify`` takes it (by ``marker_name``, default ``name``); ``negate``: the switch
     ``flag`` sets the field to False and ``alias`` (also a switch) to True, the default (``--fixed`` /
-    ``--sequential`` for ``sequential``: reproduce lines always spell one of the two)."""
+    ``--sequential`` for ``sequential``: reproduce lines always spell one of the two). ``owner`` is the dataclass
+    whose field it is: ``RUN`` (``RunConfig``: what the run draws and decides) or ``EXECUTION`` (``Execution``: how
+    its parts run, which changes no seeded count); ``in_command``: the certificate's command line spells it;
+    ``cli``: the CLI has a flag of its own for it (``engine_configs`` comes from repeated ``--engine-config``)."""
 
     name: str
     flag: str
@@ -62,6 +87,12 @@ class RunOption(NamedTuple):
     marker_name: Optional[str] = None
     negate: bool = False  # a switch that sets the field to False (``--fixed``); ``alias`` is the flag for True
     alias: Optional[str] = None
+    owner: str = "run"
+    in_command: bool = True
+    cli: bool = True
+
+
+RUN, EXECUTION = "run", "execution"
 
 
 def _int(value: object, text: bool) -> int:
@@ -130,18 +161,24 @@ def _text(expected: str):
     return parse
 
 
-def _names(value: object, text: bool) -> tuple:
-    if value is None:
-        return ()
-    if isinstance(value, str):  # one scenario, never its letters
-        value = (value,)
-    try:
-        names = tuple(value)
-    except TypeError:
-        raise ValueError("must be a scenario name or a list of them") from None
-    if not all(isinstance(n, str) and n.strip() for n in names):
-        raise ValueError("must be a scenario name or a list of them (strings)")
-    return tuple(dict.fromkeys(n.strip() for n in names))
+def _names_of(what: str):
+    def parse(value: object, text: bool) -> tuple:
+        if value is None:
+            return ()
+        if isinstance(value, str):  # one name, never its letters
+            value = (value,)
+        try:
+            names = tuple(value)
+        except TypeError:
+            raise ValueError(f"must be a {what} name or a list of them") from None
+        if not all(isinstance(n, str) and n.strip() for n in names):
+            raise ValueError(f"must be a {what} name or a list of them (strings)")
+        return tuple(dict.fromkeys(n.strip() for n in names))
+
+    return parse
+
+
+_names = _names_of("scenario")
 
 
 def _shard(value: object, text: bool) -> Optional[tuple]:
@@ -250,9 +287,6 @@ OPTIONS = (
     RunOption("against", "--against", _text("must be 'plain' or 'module:attr'"), None,
               "two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
               "FACTORY, speculation off) instead of the exact law", "plain|MODULE:ATTR"),
-    RunOption("shard", "--shard", _shard, None, "run only shard I of N (scenarios split by position; write "
-              "--counts-out and merge the parts); auto or auto/N reads a Buildkite, Kubernetes or Slurm job "
-              "array's index (docs/ci.md)", "I/N", marker=False),
     RunOption("target_dir", "--target", _text("must be a checkpoint directory"), None,
               "your own target checkpoint directory (with --draft DIR and --against): two-sample scenarios only, no "
               "exact law, so never `exact`", "DIR", marker=False),
@@ -276,8 +310,40 @@ OPTIONS = (
     RunOption("require_speculation", "--require-speculation", _switch, False,
               "also require that speculation was observed (some draft accepted)", None,
               plugin="require_speculation"),
+    # how the run executes (config.execution.Execution): none of these changes a seeded count
+    RunOption("block_draws", "--block-draws", _ranged(_int, 0, float("inf"), "must be an int >= 1 (draws per "
+              "block), e.g. 65536", none=True), None, "run in parts: each sampling scenario's draws in blocks of N, "
+              "decided in block order (the shards, Ray's engine actors or a resume file then split or keep parts "
+              "finer than a scenario; docs/ci.md); the same verdict and seeded counts as without", "N", marker=False,
+              owner=EXECUTION),
+    RunOption("executor", "--executor", _enum(Executor), Executor.LOCAL, "local (default): the parts run here, "
+              "one after the other, as --isolation says; ray: on Ray engine actors, merged into the same "
+              "certificate (the ray extra; docs/ray.md)", "local|ray", marker=False, owner=EXECUTION,
+              in_command=False),
+    RunOption("ray_address", "--ray-address", _text("must be a Ray address such as 'auto' or 'HOST:6379'"), None,
+              "with --executor ray: the cluster (default: a local one)", "ADDR", marker=False, owner=EXECUTION,
+              in_command=False),
+    RunOption("ray_workers", "--ray-workers", _ranged(_int, 0, float("inf"), "must be an int >= 1 (engine "
+              "actors), e.g. 2", none=True), None, "with --executor ray: engine actors (default: what the cluster "
+              "holds)", "K", marker=False, owner=EXECUTION, in_command=False),
+    RunOption("shard", "--shard", _shard, None, "run only shard I of N (part k of the run's plan on shard "
+              "k % N + 1: whole scenarios, or blocks with --block-draws; write --counts-out and merge them); auto "
+              "or auto/N reads a Buildkite, Kubernetes or Slurm job array's index (docs/ci.md)", "I/N",
+              marker=False, owner=EXECUTION),
+    RunOption("counts_out", "--counts-out", _text("must be a file path"), None, "with --shard (required "
+              "there): write the shard's parts (its counts) to PATH, for `specverify merge`", "PATH", marker=False,
+              owner=EXECUTION),
+    RunOption("resume", "--resume", _text("must be a file path"), None, "keep the run's finished parts and the "
+              "counts of the one in flight in PATH, rewritten atomically after every decoder call; the same command "
+              "with the same PATH after a kill continues where it stopped, with the same verdict and seeded counts "
+              "(docs/ci.md); a missing PATH starts afresh", "PATH", marker=False, owner=EXECUTION, in_command=False),
+    RunOption("engine_configs", "--engine-config", _names_of("configuration"), (), "several engine "
+              "configurations, each certified as its own decoder in one run (repeated --engine-config, or all)",
+              "NAME", many=True, marker=False, owner=EXECUTION, in_command=False, cli=False),
 )  # fmt: skip
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
+RUN_OPTIONS = tuple(o for o in OPTIONS if o.owner == RUN)
+EXECUTION_OPTIONS = tuple(o for o in OPTIONS if o.owner == EXECUTION)
 _MARKER_NAMES = {(o.marker_name or o.name): o.name for o in OPTIONS if o.marker}
 
 

@@ -1,21 +1,20 @@
 """``RunConfig``: every option of one certification, frozen and validated once (docs/design.md, run configuration).
 
 The CLI, the pytest plugin's options, the ``@pytest.mark.specverify`` marker and ``certify(**kwargs)`` all build it
-with :meth:`RunConfig.create`, which validates each value with the table of ``options.py`` and names bad values the
-way that surface spells them. :meth:`RunConfig.reproduce` is the command line that runs it again (one scenario of it
-with ``scenario=NAME``); :meth:`RunConfig.from_command` reads such a line back into the same ``RunConfig``.
+with :meth:`RunConfig.create` (through ``execution.create_run``, which also builds how the run executes), validating
+each value with the table of ``options.py`` and naming bad values the way that surface spells them.
+:meth:`RunConfig.reproduce` is the command line that runs it again (one scenario of it with ``scenario=NAME``);
+``execution.run_from_command`` reads such a line back into the same ``RunConfig``.
 
 How an option is added (one place, here and in ``options.py``): a field of ``RunConfig`` with its default, a row of
 ``options.OPTIONS`` (its parser, CLI flag and help, the plugin's option stem, whether the marker takes it), and any
-rule that ties it to other options in :meth:`RunConfig.__post_init__`. The CLI flag (:func:`add_run_arguments`), the
+combination that has no meaning as a row of ``rules.RULES``. The CLI flag (:func:`add_run_arguments`), the
 plugin option, the marker argument, ``certify``'s keyword and the ``reproduce`` flag all follow from the row;
 ``tests/certification/test_config.py`` checks the round trip options → RunConfig → reproduce() → the same RunConfig.
 
 >>> cfg = RunConfig.create(factory="specverify.reference:make_decoder", level="quick", seed=7, budget_s=60)
 >>> cfg.reproduce()
 'specverify certify specverify.reference:make_decoder --level quick --budget 60 --sequential --seed 7'
->>> RunConfig.from_command(cfg.reproduce()) == cfg
-True
 >>> cfg.reproduce(scenario="greedy")
 'specverify certify specverify.reference:make_decoder --level quick --budget 60 --sequential --scenario greedy --seed 7'
 """
@@ -23,7 +22,6 @@ True
 from __future__ import annotations
 
 import argparse
-import contextvars
 import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional, Union
@@ -31,11 +29,14 @@ from typing import Callable, Optional, Union
 from specverify.certification.config.options import (
     OPTIONS,
     OPTIONS_BY_NAME,
+    RUN,
+    RUN_OPTIONS,
     OptionError,
     engine_value,
     format_value,
     parse_option,
 )
+from specverify.certification.config.rules import check_rules
 from specverify.enums import DraftFamily, Isolation, Level, ModelFamily, Verdict
 from specverify.errors import InvalidArgument
 
@@ -60,15 +61,11 @@ def _check_factory(factory: object) -> None:
         )
 
 
-#: Set while a RunConfig is built for a set of engine configurations (``RunConfig.create(configurations=True)``):
-#: its scenario names are checked against each configuration's own matrix when that run is built.
-_CONFIGURATIONS_FOLLOW: contextvars.ContextVar = contextvars.ContextVar("configurations_follow", default=False)
-
-
 @dataclass(frozen=True)
 class RunConfig:
-    """Every option of a certification (``options.OPTIONS`` documents each). ``drafts`` None means the factory's
-    declared ``draft_family`` (else ``ar``): :meth:`with_factory_drafts` resolves it before a run."""
+    """Every option of what a certification draws and decides (the ``run`` rows of ``options.OPTIONS`` document
+    each; how it executes is ``config.execution.Execution``). ``drafts`` None means the factory's declared
+    ``draft_family`` (else ``ar``): :meth:`with_factory_drafts` resolves it before a run."""
 
     factory: Union[str, Callable]
     level: Level = Level.STANDARD
@@ -85,7 +82,6 @@ class RunConfig:
     max_samples: Optional[int] = None
     sequential: bool = True  # sequential looks (docs/design.md); False: the fixed plan (--fixed)
     against: Optional[str] = None
-    shard: Optional[tuple] = None
     target_dir: Optional[str] = None
     draft_dir: Optional[str] = None
     engine_options: tuple = ()
@@ -97,60 +93,43 @@ class RunConfig:
 
     def __post_init__(self):
         _check_factory(self.factory)
-        for option in OPTIONS:  # normalise (enums, tuples, floats) and validate each value once
+        for option in RUN_OPTIONS:  # normalise (enums, tuples, floats) and validate each value once
             object.__setattr__(self, option.name, parse_option(option.name, getattr(self, option.name)))
-        self._check_combinations()
+        check_rules(self, None, owners=(RUN,))
+        self._check_names()
 
-    def _check_combinations(self) -> None:
-        if self.drafts not in (None, DraftFamily.AR) and self.models != ModelFamily.TOY:
-            raise OptionError("{drafts} runs on the toy models only; leave {models} at 'toy'.", self.drafts)
-        if self.shard is not None and self.drafts not in (None, DraftFamily.AR):
-            raise OptionError("{shard}={value} with {drafts}: shards run the AR matrix only.", self.shard)
-        if self.target_dir or self.draft_dir:
-            if not (self.target_dir and self.draft_dir and self.against):
-                raise OptionError(
-                    "{target_dir} and {draft_dir} go together, with {against} (e.g. plain): a user's checkpoints "
-                    "have no exact law."
-                )
-            clashing = [n for n in ("shard", "budget_s") if getattr(self, n)]  # two-sample tests: the fixed plan
-            clashing += ["models"] if self.models != ModelFamily.TOY else []
-            clashing += ["drafts"] if self.drafts not in (None, DraftFamily.AR) else []
-            if clashing:
-                raise OptionError(", ".join(f"{{{n}}}" for n in clashing) + " cannot be used with {target_dir}.")
-        if self.scenarios and not self.user_pair:  # a user pair's names are checked once its matrix is built
-            from specverify.certification.matrix.scenarios import matrix
+    def _check_names(self) -> None:
+        """The scenario names against the matrix they can belong to: a name of any draft family's matrix while the
+        family is not known yet (the factory may declare it), and the names an engine configuration may add to the
+        checkpoint matrix (each configuration's own matrix is checked when the run is planned)."""
+        if not self.scenarios or self.user_pair:  # a user pair's names are checked once its matrix is built
+            return
+        from specverify.certification.matrix.configured import configuration_scenario_names
+        from specverify.certification.matrix.scenarios import matrix
 
-            if self.drafts is None and self.models == ModelFamily.TOY:  # the factory may declare its family: a name
-                known = {n for family in DraftFamily for n in matrix(self.models, family)}  # of any family waits for it
-                unknown = [n for n in self.scenarios if n not in known]
-                check_names(unknown, matrix(self.models, DraftFamily.AR))
-            else:  # with an engine configuration, the names it may add are checked once its matrix is built
-                from specverify.certification.matrix.configured import configuration_scenario_names
-
-                configured = self.engine_config or _CONFIGURATIONS_FOLLOW.get()
-                added = configuration_scenario_names(self.models) if configured else ()
-                check_names([n for n in self.scenarios if n not in added], matrix(self.models, self.draft_family))
+        added = set(configuration_scenario_names(self.models))
+        if self.drafts is None and self.models == ModelFamily.TOY:
+            known = {n for family in DraftFamily for n in matrix(self.models, family)}
+            check_names([n for n in self.scenarios if n not in known], matrix(self.models, DraftFamily.AR))
+        else:
+            check_names([n for n in self.scenarios if n not in added], matrix(self.models, self.draft_family))
 
     @classmethod
-    def create(cls, surface: str = "python", *, configurations: bool = False, **values: object) -> RunConfig:
+    def create(cls, surface: str = "python", **values: object) -> RunConfig:
         """A validated ``RunConfig`` from ``values`` (``RunConfig`` field names; None or absent: the default);
-        ``surface`` ("python", "cli", "plugin", "marker") names bad options as that surface spells them.
-        ``configurations``: the run is certified once per engine configuration (each with its own
-        ``engine_config``), so ``scenarios`` may name the scenarios a configuration adds to its matrix."""
+        ``surface`` ("python", "cli", "plugin", "marker") names bad options as that surface spells them. Options of
+        how the run executes (``Execution``) are taken by ``config.execution.create_run``."""
         unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
             known = ", ".join(f.name for f in fields(cls))
             raise InvalidArgument(f"{unknown!r} are not certify options; use {known}.")
         text = surface in ("cli", "plugin")
         given = {k: v for k, v in values.items() if v is not None}
-        token = _CONFIGURATIONS_FOLLOW.set(bool(configurations))
         try:
             parsed = {k: parse_option(k, v, text=text) if k in OPTIONS_BY_NAME else v for k, v in given.items()}
             return cls(**parsed)
         except OptionError as exc:
             raise InvalidArgument(exc.render(surface)) from None
-        finally:
-            _CONFIGURATIONS_FOLLOW.reset(token)
 
     @property
     def factory_name(self) -> str:
@@ -180,11 +159,15 @@ class RunConfig:
             ) from None
 
     def reproduce(self, scenario: Optional[str] = None) -> str:
-        """The command line that runs this configuration again; with ``scenario``, that one scenario alone (no
-        shard). Options at their default are left out (``--drafts ar`` too), except ``--level`` and ``--seed``."""
-        cfg = self if scenario is None else replace(self, scenarios=(scenario,), shard=None)
+        """The command line that runs this configuration again; with ``scenario``, that one scenario alone. Options
+        at their default are left out (``--drafts ar`` too), except ``--level`` and ``--seed``."""
+        return self.command(scenario=scenario)
+
+    def command(self, *, scenario: Optional[str] = None, flags: tuple = ()) -> str:
+        """:meth:`reproduce`, with ``flags`` (how the run executes, ``Execution.flags``) before ``--seed``."""
+        cfg = self if scenario is None else replace(self, scenarios=(scenario,))
         parts = ["specverify certify", shlex.quote(self.factory_name), f"--level {cfg.level}"]
-        for option in OPTIONS:
+        for option in RUN_OPTIONS:
             value = getattr(cfg, option.name)
             if option.negate:  # spelled either way, so a stored line keeps its meaning if the default changes
                 parts.append(option.alias if value else option.flag)
@@ -192,50 +175,21 @@ class RunConfig:
             if option.name in ("level", "seed", "scenarios") or value in (option.default, DraftFamily.AR):
                 continue
             parts += _flag(option, value)
-        parts += _flag(OPTIONS_BY_NAME["scenarios"], cfg.scenarios) + [f"--seed {cfg.seed}"]
+        parts += _flag(OPTIONS_BY_NAME["scenarios"], cfg.scenarios) + list(flags) + [f"--seed {cfg.seed}"]
         return " ".join(parts)
-
-    @classmethod
-    def from_command(cls, command: str) -> RunConfig:
-        """The ``RunConfig`` a :meth:`reproduce` line (or any ``specverify certify`` command line) describes."""
-        words = shlex.split(command)
-        if words[:2] != ["specverify", "certify"]:
-            raise InvalidArgument(f"command={command!r} must start with 'specverify certify FACTORY'.")
-        parser = argparse.ArgumentParser(prog="specverify certify", add_help=False)
-        parser.add_argument("factory")
-        add_run_arguments(parser)
-        args, _ = parser.parse_known_args(words[2:])
-        return cls.from_args(args)
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, *, configurations: bool = False) -> RunConfig:
-        """From the CLI's parsed arguments (:func:`add_run_arguments`): bad values name their flags."""
-        values = {o.name: getattr(args, o.name, None) for o in OPTIONS}
-        names = values.get("engine_config") or []
-        if len(names) > 1 or "all" in names:
-            raise InvalidArgument(
-                f"--engine-config {' --engine-config '.join(names)}: several configurations are several runs; "
-                "this command certifies them one by one (specverify.certification.execution.configurations)."
-            )
-        values["engine_config"] = names[0] if names else None
-        values = {k: (v or None) if OPTIONS_BY_NAME[k].many else v for k, v in values.items()}
-        kept = {k: v for k, v in values.items() if v is not None and (v is not False or OPTIONS_BY_NAME[k].negate)}
-        return cls.create("cli", factory=args.factory, configurations=configurations, **kept)
 
     def to_dict(self) -> dict:
         """Plain JSON values (the certificate's ``run``; schema v2): the factory by name, enums as strings."""
         out = asdict(self)
         out["factory"] = self.factory_name
-        out["shard"] = list(self.shard) if self.shard else None
         out["engine_options"] = {k: v for k, v in self.engine_options}
         return {k: (str(v) if hasattr(v, "value") else v) for k, v in out.items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
-        """The inverse of :meth:`to_dict`."""
-        data = dict(data)
+        """The inverse of :meth:`to_dict` (a document's ``run``: its ``shard``, how that run executed, is left out)."""
+        data = {k: v for k, v in data.items() if k != "shard"}
         data["scenarios"] = tuple(data.get("scenarios") or ())
-        data["shard"] = tuple(data["shard"]) if data.get("shard") else None
         return cls.create(**{k: v for k, v in data.items() if v is not None})
 
 
@@ -269,15 +223,18 @@ def _engine_text(value: object) -> str:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every run option as a flag of ``parser`` (values validated by :meth:`RunConfig.from_args`, not argparse)."""
+    """Every option with a flag of its own (``RunConfig``'s and ``Execution``'s) as a flag of ``parser`` (values
+    validated by ``config.execution.from_args``, not argparse)."""
     for option in OPTIONS:
+        if not option.cli:
+            continue
         if option.negate:
             both = parser.add_mutually_exclusive_group()
             both.add_argument(option.flag, dest=option.name, action="store_const", const=False, help=option.help)
             both.add_argument(option.alias, dest=option.name, action="store_const", const=True, help="the default")
         elif option.metavar is None:
             parser.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
-        elif option.many or option.name == "engine_config":  # several configurations: one run each (cli.py)
+        elif option.many or option.name == "engine_config":  # several configurations: Execution.engine_configs
             parser.add_argument(
                 option.flag, dest=option.name, action="append", default=[], metavar=option.metavar, help=option.help
             )

@@ -1,4 +1,5 @@
-"""Schema version 1 documents (certificates and shard counts files) read as version 2.
+"""Documents of older versions read as this version's: schema 1 certificates and shard counts files as schema 2,
+and the shard counts files of runs before every run was a plan of parts as bundles of part documents.
 
 Version 2 added, per scenario, ``scenario`` and ``member`` (v1 had only ``name``, ``scenario/member`` for a
 member) and the typed ``not_run`` reason (v1 said why only in ``note``); per document the ``run`` configuration,
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 from specverify.errors import InvalidArgument
 
-__all__ = ["migrate_document", "not_run_of_v1_note"]
+__all__ = ["PART_SCHEMA_VERSION", "migrate_document", "not_run_of_v1_note", "parts_of_shard_files"]
+
+PART_SCHEMA_VERSION = 3  # part documents and their bundles (3: parts name their configuration; whole scenarios too)
+_REPRODUCIBILITY = "(reproducibility)"
 
 _V1_NOT_RUN = (  # v1 notes of scenarios that gathered no evidence -> the v2 reason
     ("budget", "budget"),
@@ -35,16 +39,16 @@ def _scenario(s: dict) -> dict:
     return out
 
 
-def _run(command: str, **fields) -> dict | None:
-    from specverify.certification.config.run_config import RunConfig
+def _run(command: str, shard: tuple | None = None, **fields) -> dict | None:
+    from specverify.certification.config.execution import run_from_command
 
     try:
-        config = RunConfig.from_command(command)
+        config, _ = run_from_command(command)
     except (InvalidArgument, ValueError, SystemExit):
         return None
     from dataclasses import replace
 
-    return replace(config, **fields).to_dict()
+    return dict(replace(config, **fields).to_dict(), shard=list(shard) if shard else None)
 
 
 def migrate_document(doc: dict) -> dict:
@@ -68,3 +72,58 @@ def migrate_document(doc: dict) -> dict:
         return out
     out.update(run=_run(doc.get("command", "")), requirements=None, engine=None)
     return {"metrics_ok": None, "metrics_note": "", "timings": None, **out}
+
+
+def _part(scenario: str, doc: dict, **fields) -> dict:
+    part = dict(scenario=scenario, block=0, start=0, count=None, look=None, pair=None, configuration=None)
+    part["id"] = f"{scenario}#0"
+    run = {k: v for k, v in doc["run"].items() if k != "shard"}
+    return {"schema_version": PART_SCHEMA_VERSION, "kind": "specverify-part", "part": part, "block_draws": None,
+            "run": run, "command": doc.get("command", ""), "violation": None, "error": None, **fields}  # fmt: skip
+
+
+def _shard_as_bundle(doc: dict) -> dict:
+    """A version 2 shard counts file as a bundle of whole-scenario part documents (``pair`` None: the merge takes
+    it from its plan)."""
+    by_scenario: dict = {}
+    for s in doc["scenarios"]:
+        by_scenario.setdefault(s["scenario"], []).append(s)
+    parts = []
+    for name, results in by_scenario.items():
+        broke = doc.get("violation") if any(r.get("violation") for r in results) else None
+        elapsed = sum(r.get("elapsed_s") or 0.0 for r in results)
+        parts.append(_part(name, doc, violation=broke, results=results, elapsed_s=elapsed))
+    if doc["shard"][0] == 1 and not doc.get("violation"):  # shard 1 ran the reproducibility check
+        repro = [doc.get("reproducible"), doc.get("reproducibility_note", "")]
+        parts.append(_part(_REPRODUCIBILITY, doc, reproducible=repro, timings=None, engine=None, elapsed_s=0.0))
+    return {"schema_version": PART_SCHEMA_VERSION, "kind": "specverify-parts", "shard": list(doc["shard"]),
+            "block_draws": None, "engine_configs": [], "run": doc["run"], "parts": parts}  # fmt: skip
+
+
+def _parts_v2(bundle: dict) -> dict:
+    """A version 2 bundle (parts of a run in parts) as version 3: each part names no configuration."""
+    parts = []
+    for doc in bundle["parts"]:
+        part = dict(doc["part"], configuration=None)
+        parts.append({**doc, "schema_version": PART_SCHEMA_VERSION, "part": part, "error": doc.get("error")})
+    return {**bundle, "schema_version": PART_SCHEMA_VERSION, "engine_configs": [], "parts": parts}
+
+
+def parts_of_shard_files(docs: list) -> list:
+    """Each shard's document (a bundle of part documents, of this version or an older one; or an older shard counts
+    file) as a bundle of this version's part documents."""
+    out = []
+    for doc in docs:
+        kind, version = doc.get("kind"), doc.get("schema_version")
+        if kind == "specverify-shard" and version in (1, 2):
+            out.append(_shard_as_bundle(migrate_document(doc)))
+        elif kind == "specverify-parts" and version == 2:
+            out.append(_parts_v2(doc))
+        elif kind == "specverify-parts" and version == PART_SCHEMA_VERSION:
+            out.append(doc)
+        else:
+            raise InvalidArgument(
+                f"{kind!r} (schema_version {version!r}) is not a specverify shard counts file: write it with "
+                "`specverify certify ... --shard I/N --counts-out PATH`."
+            )
+    return out

@@ -137,6 +137,13 @@ class Session:
             return info
         return {**info, "state": merged_state(states)}
 
+    def engine_state(self) -> dict:
+        """``engine_info["state"]`` over every decoder made so far (closed ones as they were then), each key the
+        largest value one decoder reached (``protocol.merged_state``); ``{}`` when none reports a state."""
+        records = dict(self._released)
+        records.update({s: self._engine_info_of(h) for s, h in self._made.items()})
+        return merged_state(r.get("state") for r in records.values() if isinstance(r, dict))
+
     def timings(self, scenario) -> Optional[dict]:
         """The optional ``decoder.timings()`` of the scenario's decoder (None when it has none, or on failure:
         timings are evidence for the speed model, never for the verdict)."""

@@ -1,6 +1,6 @@
 """What every check reads while a certification runs: the α plan, the matrix, the decoders' sessions, the budget.
 
-``Run`` is built once per certification (``pipeline.py``) and never gains attributes: the two-sample decoder
+``Run`` is built once per decoder of a run (``execution.worker``) and never gains attributes: the two-sample decoder
 (``other``), the budget's allocation, the deadline and the greedy scenarios' shared answers are fields from the start,
 so no state outlives the run.
 """
@@ -57,16 +57,17 @@ class BudgetSpent(Exception):
 
 class Deadline:
     """A runner that refuses new calls once the budget's wall clock is spent (an in-process call cannot be
-    interrupted: the budget is enforced between calls)."""
+    interrupted: the budget is enforced between calls). ``end`` (a ``clock()`` reading, None: no deadline) is set
+    by whoever runs the part."""
 
-    def __init__(self, runner, end: Optional[float], clock=time.perf_counter):
-        self._runner, self._end, self._clock = runner, end, clock
+    def __init__(self, runner, end: Optional[float] = None, clock=time.perf_counter):
+        self._runner, self.end, self._clock = runner, end, clock
 
     def __getattr__(self, name):
         return getattr(self._runner, name)
 
     def request(self, op: str, *args: object) -> object:
-        if self._end is not None and op in ("call", "sample") and self._clock() > self._end:
+        if self.end is not None and op in ("call", "sample") and self._clock() > self.end:
             raise BudgetSpent()
         return self._runner.request(op, *args)
 
@@ -77,7 +78,9 @@ class Run:
     budget's shares (None without ``--budget`` / ``--max-samples``); ``pilots`` planned sizes a check measured
     once (a user pair's pilot of the plain path), by scenario name; ``greedy_answers`` the completions that the
     greedy scenarios' shared calls made for scenarios not run yet (``checks/greedy.py``: ``{scenario name:
-    answers}``, each popped by its scenario), so they are made once per run and dropped with it."""
+    answers}``, each popped by its scenario), so they are made once per run and dropped with it; ``here`` the
+    names of the scenarios this process runs, when it runs only some of them (a shard, a pytest item, a Ray actor),
+    so shared calls are made only for those."""
 
     config: RunConfig
     matrix: Matrix
@@ -88,6 +91,7 @@ class Run:
     started: float = 0.0
     pilots: dict = field(default_factory=dict)
     greedy_answers: dict = field(default_factory=dict)
+    here: Optional[frozenset] = None  # the scenarios this process runs (None: the run's selection), for shared calls
 
     @property
     def seed(self) -> int:

@@ -13,7 +13,7 @@ from typing import Callable, Union
 
 from specverify.errors import InvalidArgument, SpecverifyError, check
 
-__all__ = ["SetupFailure", "resolve_factory", "factory_options", "user_traceback"]
+__all__ = ["SetupFailure", "resolve_factory", "factory_options", "check_engine_options", "user_traceback"]
 
 
 class SetupFailure(SpecverifyError):
@@ -98,3 +98,31 @@ def factory_options(factory: Callable, config) -> dict:
             )
         options.update(preset.options)
     return {**options, **dict(config.engine_options)}
+
+
+def check_engine_options(factory: Callable, options: dict) -> None:
+    """``InvalidArgument`` for an option the factory cannot take, before any work: a key outside what it declares
+    (``factory.engine_options``, a mapping of the names it accepts to their defaults, docs/adapters.md), or, where it
+    declares nothing, outside its signature's keyword parameters (a factory with ``**options`` takes any name
+    there, and checks them itself when it runs)."""
+    import inspect
+
+    name = getattr(factory, "__qualname__", getattr(factory, "__name__", repr(factory)))
+    declared = getattr(factory, "engine_options", None)
+    if declared is not None:
+        accepted = set(declared)
+    else:
+        try:
+            params = list(inspect.signature(factory).parameters.values())[2:]  # after (target, draft)
+        except (TypeError, ValueError):  # no signature to read: the factory checks its own options
+            return
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        accepted = {p.name for p in params if p.kind in keyword}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise InvalidArgument(
+            f"--engine-option {', '.join(f'{k}={options[k]!r}' for k in unknown)}: {name} takes "
+            f"{sorted(accepted) or 'no options'} (its engine_options, or its keyword parameters)."
+        )
