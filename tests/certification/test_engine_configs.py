@@ -8,7 +8,7 @@ import pytest
 
 import specverify as sv
 from specverify.certification import CORE
-from specverify.certification.execution.configurations import certify_configurations
+from specverify.certification.execution.certify import certify_configurations
 from specverify.cli import ExitCode
 from specverify.errors import InvalidArgument
 from specverify.protocol import EngineConfig, engine_of
@@ -239,17 +239,17 @@ def test_the_run_state_counts_every_decoder_even_one_closed_before_the_end():
     assert runner.made == ["a", "b"]  # no decoder re-made to be asked
 
 
-def test_a_configuration_scenario_is_accepted_when_configurations_follow(capsys):
+def test_a_configuration_scenario_is_a_name_the_options_accept_and_its_plan_checks(capsys):
     """``--engine-config NAME --scenario multi-turn`` (and ``certify_configurations(..., scenarios=["multi-turn"])``):
-    a scenario that only a configuration adds to its matrix passes the options' check when configurations follow,
-    and is still refused for a plain run."""
+    a scenario that only a configuration adds to its matrix passes the options' check on the checkpoint family; each
+    configuration's plan then checks it against its own matrix, before any work."""
     from specverify.certification.config.run_config import RunConfig
+    from specverify.certification.execution.plan import plan
 
     run = dict(factory=f"{F}:configured", models="checkpoint", scenarios=["multi-turn"])
-    assert RunConfig.create(configurations=True, **run).scenarios == ("multi-turn",)
-    with pytest.raises(InvalidArgument, match="'multi-turn' is not a scenario"):
-        RunConfig.create(**run)
-    assert RunConfig.create(configurations=True, factory=f"{F}:configured").scenarios in ((), None)
+    assert RunConfig.create(**run).scenarios == ("multi-turn",)
+    with pytest.raises(InvalidArgument, match="'multi-turn' is a scenario an engine configuration adds"):
+        plan(RunConfig.create(**run))  # no configuration adds it to this run's matrix
     code, _, err = cli("certify", f"{F}:configured", "--models", "checkpoint", "--engine-config", "nosuch",
                        "--scenario", "multi-turn")  # fmt: skip
     assert code == ExitCode.USAGE and "not a scenario" not in err and "nosuch" in err, err

@@ -2,6 +2,7 @@
 
 import specverify as sv
 from specverify.certification import RunConfig
+from specverify.certification.config.execution import run_from_command
 from specverify.cli import main
 
 CORE = ["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy"]
@@ -28,7 +29,7 @@ def test_the_fixed_plan_is_one_flag_away_and_every_reproduce_line_spells_the_rul
     assert "--fixed" in fixed.reproduce() and "--sequential" not in fixed.reproduce()
     assert not run_from_command(fixed.reproduce())[0].sequential
     assert run_from_command(default.reproduce())[0].sequential
-    assert RunConfig.from_command("specverify certify m:f --level quick").sequential  # the default
+    assert run_from_command("specverify certify m:f --level quick")[0].sequential  # the default
 
 
 def test_fixed_and_sequential_together_are_a_usage_error(capsys):
