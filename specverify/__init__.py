@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "certify": "specverify.certification.execution.certify",
-    "certify_configurations": "specverify.certification.execution.configurations",
+    "certify_configurations": "specverify.certification.execution.certify",
     "EngineConfig": "specverify.protocol",
     "RunConfig": "specverify.certification.config.run_config",
     "Certificate": "specverify.certification.results.evidence",

@@ -105,12 +105,13 @@ def before_work(config, execution) -> None:
     from specverify.certification.run.factory import check_engine_options, factory_options, resolve_factory
 
     factory = resolve_factory(config.factory)
-    if execution.engine_configs:
+    names = list(execution.engine_configs) or ([config.engine_config] if config.engine_config else [])
+    if names:
         from specverify.certification.execution.plan import chosen_configurations
         from specverify.protocol import engine_configs_of
 
         presets, _ = engine_configs_of(factory)
-        chosen_configurations(list(execution.engine_configs), presets, config.factory_name)
+        chosen_configurations(names, presets, config.factory_name)
     check_engine_options(factory, factory_options(factory, config))
     if execution.executor == Executor.RAY:
         from specverify.certification.execution.ray import import_ray

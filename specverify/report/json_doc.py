@@ -145,7 +145,7 @@ def certificate_from_document(doc: dict) -> Certificate:
     doc = upgrade_document(doc)
     if kind != "specverify-certificate":
         raise InvalidArgument(
-            f"$.kind={kind!r} is a shard's counts file, not a certificate: merge every shard first "
+            f"$.kind={kind!r} is not a certificate (a shard's counts file?): merge every shard first "
             "(specverify merge PART1.json PART2.json ... --json CERT.json)."
         )
     skip = ("schema_version", "kind", "scenarios", "run", "requirements")

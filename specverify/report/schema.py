@@ -1,8 +1,9 @@
 """The versioned JSON schema of everything specverify writes, and ``validate_document``.
 
-Two kinds of document share ``schema_version`` 2: the certificate (``"kind": "specverify-certificate"``, what
-``--json`` writes) and a shard's counts file (``"kind": "specverify-shard"``, what ``--counts-out`` writes). Their
-JSON Schema (draft 2020-12) files ship in this package, under ``schema/``, beside the version 1 files: a version 1
+The documents share ``schema_version`` 2: the certificate (``"kind": "specverify-certificate"``, what ``--json``
+writes), a shard's counts file (``"kind": "specverify-parts"``, the parts it ran, what ``--counts-out`` writes; the
+``specverify-shard`` files of older versions are still read) and a set of engine configurations' certificates
+(``"kind": "specverify-configurations"``). Their JSON Schema (draft 2020-12) files ship in this package, under ``schema/``, beside the version 1 files: a version 1
 document is validated against those and :func:`upgrade_document` migrates it
 (``specverify.certification.results.migrate``).
 ``validate_document`` checks a document against its kind's schema with a small built-in validator of the keywords
@@ -39,10 +40,13 @@ DOCUMENT_KINDS = {
     "specverify-certificate": "certificate.schema.json",
     "specverify-shard": "shard.schema.json",
     "specverify-configurations": "configurations.schema.json",  # version 2 only: one certificate per configuration
+    "specverify-parts": "parts.schema.json",  # version 2 only: a shard's part documents
 }
+_V2_ONLY = ("specverify-configurations", "specverify-parts")
 _HOW = {
     "specverify-certificate": "write it with `specverify certify ... --json PATH` (or `specverify merge ... --json`)",
     "specverify-shard": "write it with `specverify certify ... --shard I/N --counts-out PATH`",
+    "specverify-parts": "write it with `specverify certify ... --shard I/N --counts-out PATH`",
     "specverify-configurations": "write it with `specverify certify ... --engine-config NAME --engine-config "
     "OTHER --json PATH`",
 }
@@ -68,10 +72,10 @@ def load_schema(kind: str = "specverify-certificate", version: int = SCHEMA_VERS
     """The JSON Schema (a fresh dict) of documents of ``kind`` (one of :data:`DOCUMENT_KINDS`) at ``version``."""
     if kind not in DOCUMENT_KINDS:
         raise InvalidArgument(f"kind={kind!r} is not a specverify document kind; use one of {sorted(DOCUMENT_KINDS)}.")
-    if version not in SCHEMA_VERSIONS or (kind == "specverify-configurations" and version != SCHEMA_VERSION):
+    if version not in SCHEMA_VERSIONS or (kind in _V2_ONLY and version != SCHEMA_VERSION):
         raise InvalidArgument(
             f"version={version!r} is not a schema version this specverify reads for {kind}: "
-            f"{SCHEMA_VERSIONS if kind != 'specverify-configurations' else (SCHEMA_VERSION,)}."
+            f"{SCHEMA_VERSIONS if kind not in _V2_ONLY else (SCHEMA_VERSION,)}."
         )
     return json.loads(_schema_text(kind, version))
 
@@ -97,7 +101,7 @@ def validate_document(doc: object) -> str:
             f"$.schema_version={version!r} is not one of {list(SCHEMA_VERSIONS)}, the versions this specverify "
             f"reads: {_HOW[kind]} with this version."
         )
-    if kind == "specverify-configurations" and version != SCHEMA_VERSION:
+    if kind in _V2_ONLY and version != SCHEMA_VERSION:
         raise InvalidArgument(f"$.schema_version={version!r}: {kind} documents exist from version 2; {_HOW[kind]}.")
     schema = load_schema(kind, version)
     problem = _check(doc, schema, "$", schema)

@@ -161,7 +161,10 @@ def _text(expected: str):
     return parse
 
 
-def _names_of(what: str):
+def _names_of(what: str, *, once: bool = True):
+    """A parser of one name or a list of names; ``once``: a name given twice counts once (scenarios), else the
+    repeat is kept for whoever reads the names to refuse (engine configurations)."""
+
     def parse(value: object, text: bool) -> tuple:
         if value is None:
             return ()
@@ -173,7 +176,8 @@ def _names_of(what: str):
             raise ValueError(f"must be a {what} name or a list of them") from None
         if not all(isinstance(n, str) and n.strip() for n in names):
             raise ValueError(f"must be a {what} name or a list of them (strings)")
-        return tuple(dict.fromkeys(n.strip() for n in names))
+        names = tuple(n.strip() for n in names)
+        return tuple(dict.fromkeys(names)) if once else names
 
     return parse
 
@@ -327,7 +331,7 @@ OPTIONS = (
               "actors), e.g. 2", none=True), None, "with --executor ray: engine actors (default: what the cluster "
               "holds)", "K", marker=False, owner=EXECUTION, in_command=False),
     RunOption("shard", "--shard", _shard, None, "run only shard I of N (part k of the run's plan on shard "
-              "k % N + 1: whole scenarios, or blocks with --block-draws; write --counts-out and merge them); auto "
+              "(k mod N) + 1: whole scenarios, or blocks with --block-draws; write --counts-out and merge them); auto "
               "or auto/N reads a Buildkite, Kubernetes or Slurm job array's index (docs/ci.md)", "I/N",
               marker=False, owner=EXECUTION),
     RunOption("counts_out", "--counts-out", _text("must be a file path"), None, "with --shard (required "
@@ -337,7 +341,7 @@ OPTIONS = (
               "counts of the one in flight in PATH, rewritten atomically after every decoder call; the same command "
               "with the same PATH after a kill continues where it stopped, with the same verdict and seeded counts "
               "(docs/ci.md); a missing PATH starts afresh", "PATH", marker=False, owner=EXECUTION, in_command=False),
-    RunOption("engine_configs", "--engine-config", _names_of("configuration"), (), "several engine "
+    RunOption("engine_configs", "--engine-config", _names_of("configuration", once=False), (), "several engine "
               "configurations, each certified as its own decoder in one run (repeated --engine-config, or all)",
               "NAME", many=True, marker=False, owner=EXECUTION, in_command=False, cli=False),
 )  # fmt: skip

@@ -200,8 +200,12 @@ def certify_configurations(
             f"engine_config={options['engine_config']!r}: certify_configurations takes the names in "
             "engine_configs=[...]; give engine_config to certify() for one configuration."
         )
-    names = list(engine_configs) if isinstance(engine_configs, (list, tuple)) else engine_configs
-    config, execution = create_run(factory=factory, engine_configs=names, **options)
+    check(
+        isinstance(engine_configs, (list, tuple)) and bool(engine_configs),
+        f"engine_configs={engine_configs!r} must be a non-empty list of configuration names (or ['all']), e.g. "
+        "['prefix-cache', 'preempt'].",
+    )
+    config, execution = create_run(factory=factory, engine_configs=list(engine_configs), **options)
     check(execution.shard is None, "shard=... with certify_configurations: certify(..., shard=...) runs a shard.")
     return execute(config, execution, progress).configurations(execution.engine_configs)
 

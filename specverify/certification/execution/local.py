@@ -52,10 +52,6 @@ class _Budget:
     def left(self) -> Optional[float]:
         return None if self.seconds is None else self.seconds - (_now() - self.started)
 
-    def spent(self) -> bool:
-        left = self.left()
-        return left is not None and left < 0
-
     def share(self, part: Part) -> Optional[float]:
         if self.allocation is None or part.scenario == REPRODUCIBILITY:
             return None
@@ -95,7 +91,8 @@ def run_local(
                 names = None if here is None else here.get(part.configuration)
                 budgets[part.configuration] = _Budget(worker, plan, part, budget_s, names)
             budget = budgets[part.configuration]
-            if budget.spent() and part.scenario != REPRODUCIBILITY:
+            left = budget.left()  # one look at the clock per part
+            if left is not None and left < 0 and part.scenario != REPRODUCIBILITY:
                 store.put(part.id, _skipped(plan, part))
                 continue
             head = f"specverify: [{i + 1}/{len(parts)}] {part.label}"
@@ -106,7 +103,7 @@ def run_local(
             doc = worker.run(
                 part,
                 share=budget.share(part),
-                left_s=budget.left(),
+                left_s=left,
                 journal=lambda side, part_id=part.id: store.journal(part_id, side),
                 on_draws=_draw_progress(progress, head) if progress else None,
                 upcoming=parts[i + 1 :],

@@ -63,8 +63,11 @@ class Part:
 
     @property
     def label(self) -> str:
-        """How progress lines name it: ``temperature-1``, ``temperature-1 block 3 (draws 2100 .. 2799)``."""
+        """How progress lines name it: ``temperature-1``, ``temperature-1 block 3 (draws 2100 .. 2799)``, ``the
+        reproducibility check``."""
         head = "" if self.configuration is None else f"{self.configuration}: "
+        if self.scenario == REPRODUCIBILITY:
+            return head + "the reproducibility check"
         if self.count is None:
             return head + self.scenario
         return f"{head}{self.scenario} block {self.block} (draws {self.start} .. {self.start + self.count - 1})"
@@ -209,11 +212,14 @@ def plan(config: RunConfig, execution: Optional[Execution] = None) -> Plan:
     check(isinstance(config, RunConfig), f"config={config!r} must be a RunConfig (create_run(...)).")
     execution = Execution() if execution is None else execution
     check(isinstance(execution, Execution), f"execution={execution!r} must be an Execution (create_run(...)).")
+    from specverify.certification.run.factory import factory_options
+
     factory = resolve_factory(config.factory)
     config = config.with_factory_drafts(factory)
-    if not execution.engine_configs:
-        return Plan(config, execution, [RunPlan(config, execution, None)], {}, {}, None)
     presets, default = engine_configs_of(factory)
+    if not execution.engine_configs:
+        factory_options(factory, config)  # its engine_config: a name it declares, reachable here
+        return Plan(config, execution, [RunPlan(config, execution, None)], {}, presets, default)
     names = chosen_configurations(list(execution.engine_configs), presets, config.factory_name)
     runs, listed = [], {}
     for name in names:

@@ -38,6 +38,7 @@ from specverify.protocol import Request
 __all__ = ["PART_SCHEMA_VERSION", "PartWorker", "Share", "document", "broken_result"]
 
 _MID = "not run: budget exhausted mid-scenario"
+_wall = time.perf_counter  # the clock of the budget's deadline between calls (tests replace it)
 
 
 class Share:
@@ -86,7 +87,7 @@ class _Decoders:
         except BaseException:
             self.close()
             raise
-        self.deadlines = [Deadline(r) for r in self.runners]
+        self.deadlines = [Deadline(r, clock=lambda: _wall()) for r in self.runners]
         sessions = [Session(d) for d in self.deadlines]
         other = sessions[1] if config.against else None
         self.run = Run(config, run.matrix, run.alpha, sessions[0], other)
@@ -145,7 +146,7 @@ class PartWorker:
         here = None if self.here is None else frozenset(self.here.get(part.configuration, ()))
         run = replace(held.run, started=started, allocation=None if share is None else Share(share), here=here)
         for side, (deadline, session) in enumerate(zip(held.deadlines, held.sessions)):
-            deadline.end = None if left_s is None else time.perf_counter() + left_s
+            deadline.end = None if left_s is None else _wall() + left_s
             session.journal = None if journal is None else journal(side)
             session.on_draws = on_draws
         try:
@@ -198,7 +199,7 @@ class PartWorker:
         check's size may call the decoder (a user pair's pilot of the plain path). ``spent_s``: seconds of the
         budget already spent; ``names``: the scenarios it is shared between (default: the run's; a shard or a pytest
         item shares its own budget between its own scenarios)."""
-        started = time.perf_counter() - spent_s
+        started = _wall() - spent_s
         from specverify.certification.run.budget import SAFETY, Allocation, pilot_rate
 
         run_plan = self.plan.run_named(configuration)
@@ -216,7 +217,7 @@ class PartWorker:
             try:
                 if checks.requirements(first, run.matrix) <= run.session.decoder(first).capabilities:
                     rate = pilot_rate(run.session, first, run.seed)
-                    left = max(0.0, config.budget_s - (time.perf_counter() - started))
+                    left = max(0.0, config.budget_s - (_wall() - started))
                     total = min(total, int(rate * left * SAFETY))
             except ProtocolViolation:
                 pass  # the run itself finds and reports it, with the scenario that shows it

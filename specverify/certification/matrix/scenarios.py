@@ -359,6 +359,13 @@ def name_problem(name: str, chosen: Matrix) -> str | None:
 
     if name in chosen:
         return None
+    from specverify.certification.matrix.checkpoint import CONFIGURATION_SCENARIOS
+
+    if name in CONFIGURATION_SCENARIOS:
+        return (
+            "{scenarios}={value} is a scenario an engine configuration adds to its matrix (EngineConfig.scenarios): "
+            "certify a configuration that adds it (--engine-config NAME)."
+        )
     if chosen is not TOY_MATRIX and name in SCENARIOS and chosen.exact_law and not chosen.label:
         hint = " It is toy-only (exact zeros or the toy paged pool): run it with {models} toy."
     else:

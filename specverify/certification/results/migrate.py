@@ -14,7 +14,7 @@ from specverify.errors import InvalidArgument
 
 __all__ = ["PART_SCHEMA_VERSION", "migrate_document", "not_run_of_v1_note", "parts_of_shard_files"]
 
-PART_SCHEMA_VERSION = 3  # part documents and their bundles (3: parts name their configuration; whole scenarios too)
+PART_SCHEMA_VERSION = 2  # part documents and their bundles (a part's configuration and error are optional keys)
 _REPRODUCIBILITY = "(reproducibility)"
 
 _V1_NOT_RUN = (  # v1 notes of scenarios that gathered no evidence -> the v2 reason
@@ -100,15 +100,6 @@ def _shard_as_bundle(doc: dict) -> dict:
             "block_draws": None, "engine_configs": [], "run": doc["run"], "parts": parts}  # fmt: skip
 
 
-def _parts_v2(bundle: dict) -> dict:
-    """A version 2 bundle (parts of a run in parts) as version 3: each part names no configuration."""
-    parts = []
-    for doc in bundle["parts"]:
-        part = dict(doc["part"], configuration=None)
-        parts.append({**doc, "schema_version": PART_SCHEMA_VERSION, "part": part, "error": doc.get("error")})
-    return {**bundle, "schema_version": PART_SCHEMA_VERSION, "engine_configs": [], "parts": parts}
-
-
 def parts_of_shard_files(docs: list) -> list:
     """Each shard's document (a bundle of part documents, of this version or an older one; or an older shard counts
     file) as a bundle of this version's part documents."""
@@ -117,8 +108,6 @@ def parts_of_shard_files(docs: list) -> list:
         kind, version = doc.get("kind"), doc.get("schema_version")
         if kind == "specverify-shard" and version in (1, 2):
             out.append(_shard_as_bundle(migrate_document(doc)))
-        elif kind == "specverify-parts" and version == 2:
-            out.append(_parts_v2(doc))
         elif kind == "specverify-parts" and version == PART_SCHEMA_VERSION:
             out.append(doc)
         else:
