@@ -11,10 +11,13 @@ import sys
 import pytest
 
 import specverify
+from tests.extras import needs
 
 ROOT = pathlib.Path(__file__).parents[1]
 # packages with doctest tests of their own (tests/stats, tests/kernels, tests/kernel_checks)
 OWN_DOCTESTS = ("specverify.stats", "specverify.kernels", "specverify.kernel_checks")
+# modules that import their extra lazily, so they import without it, but whose doctests run it
+DOCTEST_EXTRAS = {"specverify.grammar_xgrammar": "grammar"}
 
 
 def _tool(name):
@@ -47,7 +50,13 @@ def _modules():
             yield info.name
 
 
-@pytest.mark.parametrize("name", sorted(_modules()))
+def _doctest_params():
+    for name in sorted(_modules()):
+        extra = DOCTEST_EXTRAS.get(name)
+        yield pytest.param(name, marks=[needs(extra, f"{name}'s doctests")] if extra else [])
+
+
+@pytest.mark.parametrize("name", list(_doctest_params()))
 def test_doctests(name):
     try:
         module = importlib.import_module(name)

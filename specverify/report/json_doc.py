@@ -160,11 +160,36 @@ def certificate_from_document(doc: dict) -> Certificate:
     return Certificate(**fields)
 
 
-def load_certificate(path: str) -> Certificate:
-    """The certificate saved at ``path`` (``specverify certify ... --json PATH``)."""
+def _read_json(path: str) -> object:
+    """The JSON document at ``path``; a ``.xz`` or ``.gz`` file is decompressed first (docs/findings stores its
+    certificates as ``.json.xz``)."""
+    name = str(path)
+    if name.endswith(".xz"):
+        import lzma
+
+        opener, broken = lzma.open, (lzma.LZMAError, EOFError)
+    elif name.endswith(".gz"):
+        import gzip
+
+        opener, broken = gzip.open, (gzip.BadGzipFile, EOFError)
+    else:
+        with open(name) as fh:
+            return json.load(fh)
     try:
-        with open(path) as fh:
-            doc = json.load(fh)
+        with opener(name, "rt", encoding="utf-8") as fh:
+            return json.load(fh)
+    except broken as exc:
+        raise InvalidArgument(
+            f"path={name!r} is not a readable .{name.rsplit('.', 1)[1]} file ({exc}): give the compressed "
+            "certificate as it was written, or the .json inside it."
+        ) from None
+
+
+def load_certificate(path: str) -> Certificate:
+    """The certificate saved at ``path`` (``specverify certify ... --json PATH``), or that file compressed
+    (``PATH.xz``, ``PATH.gz``)."""
+    try:
+        doc = _read_json(path)
     except OSError as exc:
         raise InvalidArgument(
             f"path={str(path)!r} cannot be read ({exc.strerror}): give a certificate's path."

@@ -25,6 +25,7 @@ from specverify.adapters._finish import EngineStoppedEarly, Finisher
 from specverify.adapters._llamacpp_common import BIN_ENV, executable, seed32
 from specverify.params import SamplingParams
 from specverify.protocol import Request
+from tests.extras import needs_hf
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
 needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama_cpp / gguf not installed here: see .ci/llamacpp's venv")
@@ -338,6 +339,7 @@ def test_greedy_draft_acceptance_meets_its_expectation_when_declared(pair):
     assert _make("python_prompt_lookup", pair).draft_law == "unmodelled"
 
 
+@needs_hf
 def test_tree_example_arguments_are_checked(pair):
     from specverify.adapters._llamacpp_bin import ExampleDecoder
     from specverify.errors import InvalidArgument

@@ -13,6 +13,7 @@ from specverify.cli import ExitCode
 from specverify.errors import InvalidArgument
 from specverify.protocol import EngineConfig, engine_of
 from specverify.report import validate_document
+from tests.extras import needs_hf
 from tests.helpers import cli
 
 F = "tests.certification.config_decoders"
@@ -138,6 +139,7 @@ def test_the_configuration_scenario_names_by_family():
     assert configuration_scenario_names("toy") == ()  # the toy matrix holds its own
 
 
+@needs_hf
 def test_the_checkpoint_configuration_scenarios_create_their_state():
     from specverify.certification.matrix.checkpoint import (
         LONG_TURN_1_OUTPUT,

@@ -9,6 +9,7 @@ from specverify.certification.matrix.scenarios import matrix, run_order
 from specverify.errors import InvalidArgument
 from specverify.protocol import Completion, fixed_gamma_of
 from specverify.reference import make_decoder
+from tests.extras import needs_hf
 
 TOY = matrix("toy")
 CKPT = matrix("checkpoint")
@@ -64,6 +65,7 @@ def test_results_stay_in_matrix_order_whatever_the_run_order():
     assert [r.scenario for r in cert.scenarios] == names
 
 
+@needs_hf
 def test_the_greedy_scenarios_of_a_pair_share_their_calls_and_still_pass():
     assert CKPT[SAME_PAIR[0]].pair == CKPT[SAME_PAIR[1]].pair
     cert, made = _certify(SAME_PAIR, models="checkpoint")
@@ -82,6 +84,7 @@ def test_prompts_sent_alone_are_ordered_by_gamma():
     assert cert.scenarios[0].passed and "batched and alone" in cert.scenarios[0].note
 
 
+@needs_hf
 def test_a_greedy_bug_fails_the_same_scenarios_in_shared_calls_as_alone():
     bug, kw = "specverify.zoo:penalties_ignored_in_verify", dict(level="quick", isolation="none", models="checkpoint")
     shared = certify(bug, scenarios=SAME_PAIR, **kw)
@@ -91,6 +94,7 @@ def test_a_greedy_bug_fails_the_same_scenarios_in_shared_calls_as_alone():
     assert shared.verdict == "approximate" and False in [r.passed for r in alone]
 
 
+@needs_hf
 def test_a_violation_in_a_shared_call_names_the_scenarios_that_shared_it():
     cert, _ = _certify(SAME_PAIR, models="checkpoint", corrupt_after=0)
     assert cert.verdict == "invalid"
@@ -112,6 +116,7 @@ def test_fixed_gamma_is_an_optional_bool():
         fixed_gamma_of(Wrong())
 
 
+@needs_hf
 def test_shared_greedy_answers_live_in_their_run_and_die_with_it():
     from specverify.certification import checks
     from specverify.certification.config.run_config import RunConfig

@@ -4,6 +4,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.extras import needs
+
 CORE = ["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy"]
 
 PASSING = f"""
@@ -59,6 +61,7 @@ def test_passing_suite_header_summary_and_junit(run_suite, pytester):
     assert props["test_reference_is_exact[greedy]"]["specverify_pvalue"] == "-"
 
 
+@needs("report", "--specverify-html")
 def test_failing_suite_names_the_bug_and_how_to_reproduce(run_suite, pytester):
     result = run_suite(FAILING, "--specverify-html", "report.html")
     result.assert_outcomes(failed=1)
