@@ -272,12 +272,13 @@ def measured_acceptance(path: str, scenario: str | None = None) -> tuple[list, s
     ``metrics`` check measured on ``scenario`` (default: the first scenario with per-position rates) and the costs
     its decoder's optional ``timings()`` reported (``draft``, ``state``, ``verify``; the target call's cost is taken
     as ``verify``'s, one target call on γ + 1 tokens). Flags given on the command line win."""
+    from specverify.certification.results.metrics import metric_rows
     from specverify.errors import InvalidArgument
     from specverify.report import load_certificate
 
     cert = load_certificate(path)
-    prefix = "acceptance at position "
-    found = [s for s in cert.scenarios if s.metrics and any(r[0].startswith(prefix) for r in s.metrics["rows"])]
+    kind = "acceptance_at_position"
+    found = [s for s in cert.scenarios if any(r.metric == kind for r in metric_rows(s.metrics))]
     if scenario is not None:
         found = [s for s in found if s.name == scenario]
     if not found:
@@ -286,8 +287,8 @@ def measured_acceptance(path: str, scenario: str | None = None) -> tuple[list, s
             f"--from {path}: {which} has no measured per-position acceptance (the decoder reported no "
             "SampleCounts.positions); give --acceptance or --acceptance-per-position instead."
         )
-    rows = [r for r in found[0].metrics["rows"] if r[0].startswith(prefix)]
-    rates = [float(r[1]) if r[1] is not None else 0.0 for r in rows]
+    rows = sorted((r for r in metric_rows(found[0].metrics) if r.metric == kind), key=lambda r: r.index)
+    rates = [float(r.measured) if r.measured is not None else 0.0 for r in rows]
     timings = cert.timings or {}
     costs = {"draft": timings.get("draft"), "state": timings.get("state"), "verify": timings.get("verify")}
     costs["target"] = timings.get("verify")  # one target call; the plain decoder's own cost is not measured here

@@ -31,7 +31,8 @@ def run(factory, scenarios=FAST, **kw):
 def test_progress_is_printed_on_stderr_without_a_tty_with_an_eta():
     code, _, err = quick(REF, "--scenario", "greedy", "--scenario", "max-tokens-not-multiple")
     lines = [line for line in err.splitlines() if line.startswith("specverify: [")]
-    assert len(lines) == 2 and "[1/2] greedy" in lines[0] and "ETA" in lines[1], err
+    assert len(lines) == 3 and "[1/3] greedy" in lines[0] and "ETA" in lines[1], err
+    assert lines[2].startswith("specverify: [3/3] the reproducibility check (elapsed "), err
 
 
 # 2 ------------------------------------------------------------------------------------------------------------------

@@ -113,3 +113,28 @@ def test_import_cycles_are_a_contract():
 
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["specverify"] for c in contracts)
+
+
+def test_library_code_never_prints():
+    """Only the CLI writes to the terminal (and a module's own ``if __name__ == "__main__":`` script block): the
+    library reports through return values, progress callbacks and ``warnings``."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "specverify").rglob("*.py")):
+        if path.name == "cli.py":
+            continue
+        tree = ast.parse(path.read_text())
+        scripts = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+        skipped = {id(n) for block in scripts for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print" and id(node) not in skipped:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"print() in library code: {found}; report through a return value, progress or warnings"
+
+
+def test_certification_and_adapter_modules_live_in_a_folder_named_for_their_job():
+    """docs/design.md: ``certification/`` and ``adapters/`` hold packages only (each a job), no loose modules."""
+    for package in ("certification", "adapters"):
+        loose = [p.name for p in (ROOT / "specverify" / package).glob("*.py") if p.name != "__init__.py"]
+        assert not loose, f"specverify/{package}/ holds modules outside a folder: {loose}"

@@ -22,6 +22,7 @@ from specverify.errors import InvalidArgument, check
 __all__ = [
     "AcceptanceCounts",
     "Metric",
+    "METRIC_KINDS",
     "MetricsReport",
     "acceptance_metrics",
     "completion_violation",
@@ -71,16 +72,32 @@ class AcceptanceCounts:
         return s
 
 
+#: What a metric measures (``Metric.kind``); ``rounds_accepting`` is indexed by the drafts accepted in a round,
+#: ``accepted_at_position`` and ``acceptance_at_position`` by the draft position (``Metric.index``).
+METRIC_KINDS = (
+    "tokens_per_call",
+    "calls_per_token",
+    "mean_acceptance_length",
+    "acceptance_rate",
+    "rounds_accepting",
+    "accepted_at_position",
+    "acceptance_at_position",
+)
+
+
 @dataclass(frozen=True)
 class Metric:
-    """One metric: the measured value, its exact expectation and the 1-α interval a correct decoder's measurement
-    falls in; ``inside`` is None where too few counts are expected to judge."""
+    """One metric: what it measures (``kind``, one of :data:`METRIC_KINDS`, with its ``index`` where it has one),
+    its ``name`` in words, the measured value, its exact expectation and the 1-α interval a correct decoder's
+    measurement falls in; ``inside`` is None where too few counts are expected to judge."""
 
     name: str
     measured: float
     expected: float
     interval: tuple
     inside: Optional[bool]
+    kind: str = ""
+    index: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -100,13 +117,16 @@ class MetricsReport:
         return not self.failed
 
 
-def _ratio(name, a, b, s, law, n, z) -> Metric:
-    """(a·S)/(b·S) measured beside (a·μ)/(b·μ), delta-method interval with half-width z·sqrt(gᵀΣg/n)."""
+def _ratio(spec, a, b, s, law, n, z) -> Metric:
+    """(a·S)/(b·S) measured beside (a·μ)/(b·μ), delta-method interval with half-width z·sqrt(gᵀΣg/n); ``spec`` is
+    the metric's (name, kind, index)."""
+    name, kind, index = spec
     mu, cov = law._mean, law._cov
     num, den = float(a @ mu), float(b @ mu)
     measured = float(a @ s) / float(b @ s) if float(b @ s) > 0 else float("nan")
     if den <= 0:
-        return Metric(name, measured, float("nan"), (float("nan"), float("nan")), None if b @ s == 0 else False)
+        nan = float("nan")
+        return Metric(name, measured, nan, (nan, nan), None if b @ s == 0 else False, kind, index)
     expected = num / den
     g = a / den - num * b / den**2
     half = z * float(np.sqrt(max(g @ cov @ g, 0.0) / n)) + 1e-9 * max(1.0, abs(expected))
@@ -116,7 +136,7 @@ def _ratio(name, a, b, s, law, n, z) -> Metric:
     inside = (lo <= measured <= hi) if judged else None
     if np.isnan(measured):
         inside = False if judged else None
-    return Metric(name, measured, expected, (lo, hi), inside)
+    return Metric(name, measured, expected, (lo, hi), inside, kind, index)
 
 
 def acceptance_metrics(counts: AcceptanceCounts, law: object, *, alpha: float = 1e-6) -> MetricsReport:
@@ -148,20 +168,26 @@ def acceptance_metrics(counts: AcceptanceCounts, law: object, *, alpha: float = 
     accepted = np.zeros(size)
     accepted[: g + 1] = np.arange(g + 1)
     specs = [
-        ("tokens per target call", unit[g + 1], rounds),
-        ("target calls per output token", rounds, unit[g + 1]),
-        ("mean acceptance length (1 + accepted / rounds)", rounds + accepted, rounds),
-        ("draft acceptance rate (accepted / (γ · rounds))", accepted, g * rounds),
+        (("tokens per target call", "tokens_per_call", None), unit[g + 1], rounds),
+        (("target calls per output token", "calls_per_token", None), rounds, unit[g + 1]),
+        (("mean acceptance length (1 + accepted / rounds)", "mean_acceptance_length", None), rounds + accepted, rounds),
+        (("draft acceptance rate (accepted / (γ · rounds))", "acceptance_rate", None), accepted, g * rounds),
     ]
-    specs += [(f"rounds accepting {m} of {g}", unit[m], rounds) for m in range(g + 1)]
-    specs += [(f"accepted at position {k} per round", unit[2 * g + 2 + k], rounds) for k in range(g)]
+    specs += [((f"rounds accepting {m} of {g}", "rounds_accepting", m), unit[m], rounds) for m in range(g + 1)]
+    specs += [
+        ((f"accepted at position {k} per round", "accepted_at_position", k), unit[2 * g + 2 + k], rounds)
+        for k in range(g)
+    ]
     if counts.positions is not None:
         conditional = "acceptance at position {} (accepted / verified)"
-        specs += [(conditional.format(k), unit[2 * g + 2 + k], unit[g + 2 + k]) for k in range(g)]
+        specs += [
+            ((conditional.format(k), "acceptance_at_position", k), unit[2 * g + 2 + k], unit[g + 2 + k])
+            for k in range(g)
+        ]
     import scipy.stats  # lazy: the certifier imports this module to check counts, scipy.stats costs ~1 s
 
     z = float(scipy.stats.norm.isf(alpha / (2 * len(specs))))
-    metrics = tuple(_ratio(name, a, b, s, law, n, z) for name, a, b in specs)
+    metrics = tuple(_ratio(spec, a, b, s, law, n, z) for spec, a, b in specs)
     pvalue = None
     observed = {int(m): int(c) for m, c in counts.rounds.items()}
     if all(0 <= m <= g for m in observed):

@@ -111,8 +111,10 @@ def _real(x):
 
 def _result(s: dict):
     from specverify.certification.results.evidence import ScenarioResult
+    from specverify.certification.results.migrate import typed_metrics
 
     data = {k: _real(v) if k in _REAL_KEYS else v for k, v in s.items()}
+    data["metrics"] = typed_metrics(data.get("metrics"))
     data["elapsed_s"] = _real(s["elapsed_s"])
     if s["tv_interval"] is not None:
         data["tv_interval"] = [_real(v) for v in s["tv_interval"]]

@@ -3,9 +3,9 @@
 The documents share ``schema_version`` 2: the certificate (``"kind": "specverify-certificate"``, what ``--json``
 writes), a shard's counts file (``"kind": "specverify-parts"``, the parts it ran, what ``--counts-out`` writes; the
 ``specverify-shard`` files of older versions are still read) and a set of engine configurations' certificates
-(``"kind": "specverify-configurations"``). Their JSON Schema (draft 2020-12) files ship in this package, under ``schema/``, beside the version 1 files: a version 1
-document is validated against those and :func:`upgrade_document` migrates it
-(``specverify.certification.results.migrate``).
+(``"kind": "specverify-configurations"``). Their JSON Schema (draft 2020-12) files ship in this package, under
+``schema/``, beside the version 1 files: a version 1 document is validated against those and
+:func:`upgrade_document` migrates it (``specverify.certification.results.migrate``).
 ``validate_document`` checks a document against its kind's schema with a small built-in validator of the keywords
 those files use (no extra dependency); the tests check that it agrees with the ``jsonschema`` package where that is
 installed.

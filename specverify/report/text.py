@@ -199,10 +199,14 @@ def _metrics_lines(cert) -> list:
     out = [line.rstrip(" —")]
     judged = [s for s in cert.scenarios if s.metrics and s.metrics.get("rows")]
     if judged:
+        from specverify.certification.results.metrics import metric_rows
+
         s = judged[0]
-        for name, measured, expected, lo, hi, inside in s.metrics["rows"][:3]:
-            mark = {True: "inside", False: "OUTSIDE", None: "not judged"}[inside]
-            out.append(f"    {s.name}: {name} {measured:.4f}, exact {expected:.4f} [{lo:.4f}, {hi:.4f}] {mark}")
+        for r in metric_rows(s.metrics)[:3]:
+            mark = {True: "inside", False: "OUTSIDE", None: "not judged"}[r.inside]
+            out.append(
+                f"    {s.name}: {r.name} {r.measured:.4f}, exact {r.expected:.4f} [{r.low:.4f}, {r.high:.4f}] {mark}"
+            )
     return out
 
 

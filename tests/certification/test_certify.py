@@ -69,14 +69,14 @@ def test_missing_core_scenarios_make_it_inconclusive_and_inconclusive_never_meet
 
 def test_budget_exhaustion_is_inconclusive(monkeypatch):
     """The core runs, then the (injected) clock jumps past the budget: the rest is not run and the verdict says so."""
-    from specverify.certification.execution import certify as pipeline
+    from specverify.certification.execution import local, worker
 
     ticks = iter(range(10**6))
-    monkeypatch.setattr(pipeline, "_now", lambda: next(ticks))  # one second per look at the clock
-    monkeypatch.setattr(pipeline, "_wall", lambda: 0.0)  # the between-calls deadline: off, whatever the load
+    monkeypatch.setattr(local, "_now", lambda: next(ticks))  # one second per look at the clock
+    monkeypatch.setattr(worker, "_wall", lambda: 0.0)  # the between-calls deadline: off, whatever the load
     chosen = list(CORE) + ["penalties", "top-k"]
-    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5, sequential=False)  # ticks: start,
-    # allocation, each scenario (the fixed plan: one look at the clock per scenario)
+    cert = run(make_decoder, scenarios=chosen, budget_s=len(CORE) + 1.5, sequential=False)  # ticks: start, then
+    # one look at the clock per part
     assert cert.verdict == "inconclusive"
     assert "budget" in cert.reason and "core" not in cert.reason, cert.reason
     covered = {s.name for s in cert.scenarios if s.covered}
@@ -160,3 +160,16 @@ def test_decoders_are_closed_when_their_pair_is_done_and_at_the_end():
     assert cert.scenarios[0].passed and cert.scenarios[1].passed, cert.reason
     pairs = {SCENARIOS[name].pair for name in ("temperature-1", "near-deterministic")}
     assert len(pairs) == 2 and len(_Closing.log) == 2 and len(set(_Closing.log)) == 2  # each decoder once
+
+
+class _FailingClose(_Closing):
+    def close(self):
+        raise RuntimeError("the engine would not shut down")
+
+
+def test_a_close_that_raises_after_the_run_is_a_warning_not_a_print(capsys):
+    from specverify.certification.run.runner import DecoderCloseWarning
+
+    with pytest.warns(DecoderCloseWarning, match="the engine would not shut down"):
+        cert = certify(_FailingClose, level="quick", scenarios=["greedy"], isolation="none")
+    assert cert.scenarios[0].passed and capsys.readouterr().err == ""  # the library itself prints nothing

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import specverify as sv
+from specverify.certification.config.execution import create_run
+from specverify.certification.execution.certify import execute
 from specverify.cli import ExitCode, main
 
 FACTORY = "specverify.reference:make_decoder"
@@ -58,6 +60,14 @@ def _local(factory=FACTORY, **options):
     return sv.certify(factory, level="quick", seed=5, scenarios=SUBSET, isolation="none", **options)
 
 
+def _on_ray(factory=FACTORY, *, workers=2, progress=None, **options):
+    """The certificate of a run on Ray (blocks of 4096 draws unless told), in this process."""
+    values = dict(level="quick", seed=5, executor="ray", ray_workers=workers, block_draws=4096)
+    values.update(options)
+    config, execution = create_run(factory=factory, **values)
+    return execute(config, execution, progress).certificate
+
+
 def _distribution_name():
     text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     return re.search(r'^name = "([^"]+)"', text, re.M).group(1)
@@ -74,24 +84,23 @@ def test_without_the_extra_the_ray_executor_is_a_usage_error_naming_it(monkeypat
 def test_ray_flags_need_the_ray_executor(capsys):
     code = main(["certify", FACTORY, "--level", "quick", "--ray-workers", "2", "--ray-address", "auto"])
     assert code == ExitCode.USAGE
-    assert "--ray-address and --ray-workers need --executor ray" in capsys.readouterr().err
+    assert "--ray-address='auto' needs --executor ray" in capsys.readouterr().err
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_the_ray_executor_refuses_a_bad_worker_count_and_what_it_cannot_split(capsys):
+def test_the_ray_executor_refuses_a_bad_worker_count_and_a_shard(capsys):
     _ray()
     for extra, message in [
         (["--ray-workers", "0"], "--ray-workers='0' must be an int >= 1"),
-        (["--budget", "60"], "--budget / --max-samples with --executor ray"),
-        (["--shard", "1/2", "--counts-out", "x.json"], "--shard (1, 2) with --executor ray"),
+        (["--shard", "1/2", "--counts-out", "x.json"], "--shard=(1, 2) with --executor ray"),
     ]:
         code = main(["certify", FACTORY, "--level", "quick", "--executor", "ray", *extra])
         assert code == ExitCode.USAGE and message in capsys.readouterr().err, extra
 
 
 def test_ray_resources_are_validated_with_their_name_and_value():
-    from specverify.certification.execution.ray_executor import ray_resources_of
+    from specverify.certification.execution.ray import ray_resources_of
     from tests.certification import ray_decoders
 
     assert ray_resources_of(ray_decoders.cpu_reference) == {"num_cpus": 1}
@@ -117,40 +126,59 @@ def test_ray_resources_are_validated_with_their_name_and_value():
 @pytest.mark.slow
 def test_a_malformed_ray_resources_declaration_is_a_set_up_error():
     _ray()
-    from specverify.certification.config.run_config import RunConfig
-    from specverify.certification.execution.ray_executor import run_on_ray
-
-    config = RunConfig.create(factory="tests.certification.ray_decoders:negative_gpus_reference", level="quick")
-    cert = run_on_ray(config)  # refused before any cluster is started
+    cert = _on_ray("tests.certification.ray_decoders:negative_gpus_reference")  # before any cluster is started
     assert cert.verdict == "error" and "ray_resources['num_gpus']=-1" in cert.reason
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_the_merge_refuses_a_duplicate_part():
-    _ray()
-    from specverify.certification.config.run_config import RunConfig
-    from specverify.certification.execution.ray_units import PartUnits
+@pytest.mark.parametrize("factory", [FACTORY, "tests.certification.resume_decoders:slow_path"])
+def test_the_whole_quick_matrix_on_ray_is_the_run_here(cluster, factory):
+    """Issue 40's identity on Ray: the quick matrix in blocks on two engine actors, merged as the parts arrive, gives
+    the seeded counts, p-values and verdict of the run here (tests/certification/_identity.py)."""
+    from tests.certification import _identity as identity
 
-    config = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=["greedy"], isolation="none")
-    units = PartUnits(config, 4096)
-    worker = units.worker()
-    try:
-        docs = [worker.run(part) for part in units.parts]  # greedy whole, then the reproducibility check
-    finally:
-        worker.close()
-    assert units.needed(docs) == set() and units.merge(docs).scenarios[0].passed is True
-    with pytest.raises(sv.InvalidArgument, match="given twice"):
-        units.merge(docs + [json.loads(json.dumps(docs[0]))])
+    whole = identity.inline(factory)
+    on_ray = _on_ray(factory, block_draws=identity.BLOCK, **identity.OPTIONS)
+    identity.same(on_ray, whole)
+    assert on_ray.versions["executor"].startswith("ray ")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_keeps_its_parts_in_a_resume_file_and_a_local_run_resumes_it(cluster, tmp_path):
+    path = tmp_path / "run.json"
+    first = _on_ray(scenarios=SUBSET, isolation="none", resume=str(path))
+    kept = json.loads(path.read_text())["finished"]
+    assert "greedy#0" in kept and "(reproducibility)#0" in kept
+    lines = []
+    again = sv.certify(FACTORY, level="quick", seed=5, scenarios=SUBSET, isolation="none", block_draws=4096,
+                       resume=str(path), progress=lines.append)  # fmt: skip
+    assert not [line for line in lines if line.startswith("specverify: [")]  # nothing left to run
+    assert _counts(again) == _counts(first) == _counts(_local())
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_with_a_budget_and_with_several_configurations(cluster):
+    budgeted = _on_ray(scenarios=SUBSET, isolation="none", block_draws=None, max_samples=3000)
+    assert budgeted.verdict == "inconclusive" and any(s.n < s.planned_n for s in budgeted.scenarios if s.covered)
+    from specverify.certification.execution.certify import certify_configurations
+
+    cs = certify_configurations("tests.certification.config_decoders:configured", ["default", "warm-cache"],
+                                level="quick", seed=5, isolation="none", executor="ray", ray_workers=2)  # fmt: skip
+    assert [r.name for r in cs.results] == ["default", "warm-cache"] and cs.verdict == "exact", cs
+    assert all(c.versions["executor"].startswith("ray ") for c in cs.certificates)
 
 
 @pytest.mark.parametrize("isolation", ["none", "process"])
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_gives_the_unsharded_verdict_and_seeded_counts(cluster, tmp_path, capsys, isolation):
+def test_ray_gives_the_verdict_and_seeded_counts_of_the_run_here(cluster, tmp_path, capsys, isolation):
     out = tmp_path / "cert.json"
     args = ["certify", FACTORY, "--level", "quick", "--seed", "5", "--isolation", isolation, "--json", str(out)]
     args += [f"--scenario={name}" for name in SUBSET] + ["--executor", "ray", "--ray-workers", "2"]
+    args += ["--block-draws", "4096"]
     code = main(args)
     err = capsys.readouterr().err
     whole = _local()
@@ -160,16 +188,16 @@ def test_ray_gives_the_unsharded_verdict_and_seeded_counts(cluster, tmp_path, ca
     assert _counts(doc) == _counts(whole)
     assert doc["reproducible"] is whole.reproducible is True
     planned = int(re.search(r"ray \S+: (\d+) parts on 2 engine actors", err).group(1))
-    merged = re.findall(r"specverify: ray: \[(\d+)/(\d+)\] (\S+)", err)  # a progress line per part merged
+    merged = re.findall(r"specverify: ray: \[(\d+)/(\d+)\] (.+?)(?: block \d+ .*)? stored,", err)  # per part
     assert merged and all(int(total) == planned for _, total, _ in merged), err
     assert [int(i) for i, _, _ in merged] == list(range(1, len(merged) + 1))
-    assert {name for _, _, name in merged} == {*SUBSET, "(reproducibility)"}
+    assert {name for _, _, name in merged} == {*SUBSET, "the reproducibility check"}
     cancelled = int(re.search(r"(\d+) cancelled", doc["versions"]["executor"]).group(1))
     assert len(merged) + cancelled == planned  # every part merged or cancelled: none lost, none twice
     from specverify.certification.config.run_config import RunConfig
 
     same = RunConfig.create(factory=FACTORY, level="quick", seed=5, scenarios=SUBSET, isolation=isolation)
-    # it reruns without Ray: in parts in this process (--block-draws), and without it the unsplit run (`whole`)
+    # it reruns without Ray: in parts in this process (--block-draws), and without it the run of whole scenarios
     assert doc["command"] == same.reproduce().replace(" --seed ", " --block-draws 4096 --seed ")
     assert "ray" not in doc["command"]
 
@@ -190,21 +218,15 @@ def _kill_when_marked(mark: Path, which: int, killed: list, done: threading.Even
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_path, isolation):
-    from specverify.certification.config.run_config import RunConfig
-    from specverify.certification.execution.ray_executor import run_on_ray
-
     mark = tmp_path / "mark"
     options = {"mark": str(mark)}
-    config = RunConfig.create(
-        factory=MARKING, level="quick", seed=5, scenarios=SUBSET, isolation=isolation, engine_options=options
-    )
     killed, lines, done = [], [], threading.Event()
     # under --isolation none the decoder runs in the actor itself; under process, in the actor's worker child
     which = 0 if isolation == "none" else 1
     watcher = threading.Thread(target=_kill_when_marked, args=(mark, which, killed, done))
     watcher.start()
     try:
-        cert = run_on_ray(config, workers=2, progress=lines.append)
+        cert = _on_ray(MARKING, progress=lines.append, scenarios=SUBSET, isolation=isolation, engine_options=options)
     finally:
         done.set()
         watcher.join()
@@ -221,15 +243,9 @@ def test_a_worker_killed_mid_part_is_retried_with_identical_counts(cluster, tmp_
 def test_a_part_that_loses_its_worker_twice_ends_the_run_by_design_rule_1(cluster, isolation, who, verdict):
     """Under --isolation none the decoder ran inside the Ray worker it killed: invalid, with a reproduce line.
     Under process its calls ran in a child of that worker, which dies with it: nothing is said of the decoder."""
-    from specverify.certification.config.run_config import RunConfig
-    from specverify.certification.execution.ray_executor import run_on_ray
-
-    config = RunConfig.create(
-        factory="tests.certification.ray_decoders:killing_reference", level="quick", seed=5, isolation=isolation,
-        scenarios=["temperature-1", "greedy"], engine_options={"who": who},
-    )  # fmt: skip
     lines = []
-    cert = run_on_ray(config, workers=1, progress=lines.append)
+    cert = _on_ray("tests.certification.ray_decoders:killing_reference", workers=1, progress=lines.append,
+                   isolation=isolation, scenarios=["temperature-1", "greedy"], engine_options={"who": who})  # fmt: skip
     assert cert.verdict == verdict, cert.reason
     assert sum("its worker was lost" in line for line in lines) == 1, lines  # one retry, then the run ends
     assert "temperature-1 block 0" in cert.reason and "lost its Ray worker on both attempts" in cert.reason
@@ -271,6 +287,7 @@ def test_ray_address_connects_to_a_running_cluster(head_node, tmp_path):
     out = tmp_path / "cert.json"
     args = [sys.executable, "-m", "specverify.cli", "certify", FACTORY, "--level", "quick", "--seed", "5"]
     args += ["--scenario=eos-in-block", "--scenario=greedy", "--executor", "ray", "--ray-address", head_node]
+    args += ["--block-draws", "4096"]
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     refused = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert refused.returncode == ExitCode.USAGE and "RAY_AUTH_MODE=token" in refused.stderr, refused.stderr

@@ -47,7 +47,7 @@ def test_a_sigkilled_worker_is_invalid_and_the_resumed_run_is_uninterrupted(tmp_
     first = sv.certify(factory, isolation="process", resume=str(path), **OPTIONS)
     assert first.verdict == "invalid" and "worker process died" in first.reason and "exit code -9" in first.reason
     data, flight = _state(path)
-    assert list(data["finished"]) == ["greedy"] and flight.get("temperature-1", 0) > 0, (data["finished"], flight)
+    assert list(data["finished"]) == ["greedy#0"] and flight.get("temperature-1#0", 0) > 0, (data["finished"], flight)
     assert "exit code -9" in data["interruptions"][0]  # recorded, but not as evidence
     resumed = sv.certify(factory, isolation="none", resume=str(path), **OPTIONS)  # how it runs: not the identity
     assert resumed.verdict == uninterrupted.verdict and _key(resumed) == _key(uninterrupted)
@@ -116,11 +116,11 @@ def test_a_file_of_another_command_or_unreadable_is_refused(tmp_path, capsys):
 
 
 def test_a_long_scenario_says_how_far_its_draws_are(monkeypatch, uninterrupted):
-    from specverify.certification.execution import certify as pipeline
+    from specverify.certification.execution import local
 
-    monkeypatch.setattr(pipeline, "DRAW_PROGRESS_S", 0.0)  # a line after every call (default: every 10 s)
+    monkeypatch.setattr(local, "DRAW_PROGRESS_S", 0.0)  # a line after every call (default: every 10 s)
     lines = []
     cert = sv.certify("specverify.reference:make_decoder", isolation="none", progress=lines.append, **OPTIONS)
-    inside = [line for line in lines if line.startswith("specverify: [2/2] temperature-1: ")]
+    inside = [line for line in lines if line.startswith("specverify: [2/3] temperature-1: ")]
     n = f"{cert.scenarios[1].n:,}".replace(",", " ")
-    assert len(inside) > 2 and inside[-1] == f"specverify: [2/2] temperature-1: {n} of {n} draws", inside
+    assert len(inside) > 2 and inside[-1] == f"specverify: [2/3] temperature-1: {n} of {n} draws", inside

@@ -69,8 +69,6 @@ def test_unknown_families_and_checkpoint_models_are_refused():
         matrix("toy", "head")
     with pytest.raises(InvalidArgument, match="toy models only"):
         matrix("checkpoint", "tree")
-    with pytest.raises(InvalidArgument, match="shards run the AR matrix only"):
-        sv.certify("specverify.reference:make_decoder", drafts="tree", shard="1/2", isolation="none")
 
 
 def test_the_cli_runs_a_familys_scenarios_and_keeps_the_flag(tmp_path):

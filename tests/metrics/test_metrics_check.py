@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from specverify import certify
+from specverify.certification.results.metrics import MetricRow, metric_rows
 from specverify.certification.run.collect import Tally, merge_draws
 from specverify.cli import ExitCode, main
 from specverify.enums import Verdict
@@ -26,9 +27,12 @@ def test_reference_metrics_are_inside_and_carried_everywhere(reference_cert):
     ev = cert.scenarios[0].metrics
     assert cert.metrics_ok is True and ev["ok"] is True and ev["rule"] == "chain" and ev["prefill"] == 0
     assert ev["requests"] == cert.scenarios[0].n and ev["violation"] is None
-    names = [row[0] for row in ev["rows"]]
-    assert "tokens per target call" in names and "acceptance at position 0 (accepted / verified)" in names
-    assert all(row[5] in (True, None) for row in ev["rows"]) and sum(row[5] is True for row in ev["rows"]) >= 8
+    rows = metric_rows(ev)
+    assert [(r.metric, r.index) for r in rows[:2]] == [("tokens_per_call", None), ("calls_per_token", None)]
+    positional = [r for r in rows if r.metric == "acceptance_at_position"]
+    assert [r.index for r in positional] == list(range(len(positional))) and positional
+    assert positional[0].name == "acceptance at position 0 (accepted / verified)"
+    assert all(r.inside in (True, None) for r in rows) and sum(r.inside is True for r in rows) >= 8
     text = render_text(cert)
     assert "metrics (reported acceptance against its exact expectation" in text and "tokens per target call" in text
     doc = json.loads(render_json(cert))
@@ -51,7 +55,10 @@ def test_require_metrics_is_binding(reference_cert, monkeypatch):
     assert not replace(exact, metrics_ok=None).meets("exact", require_metrics=True)
     from specverify.certification.execution import certify as pipeline
 
-    monkeypatch.setattr(pipeline, "run_certification", lambda config, progress=None: replace(broken, config=config))
+    def execute(config, execution=None, progress=None):
+        return pipeline.Outcome(None, ((None, replace(broken, config=config)),))
+
+    monkeypatch.setattr(pipeline, "execute", execute)
     codes, lines = [], []
     for flags in ((), ("--require-metrics",)):
         out, err = io.StringIO(), io.StringIO()
@@ -114,13 +121,22 @@ def test_tally_and_merge_carry_all_round_counts():
     assert both.n == 4 and both.rounds[2] == 2 and both.violation == first.violation and both.prefill == 1
 
 
+def test_rows_of_older_certificates_read_as_typed_rows():
+    """Certificates written before typed rows hold positional rows: read as rows of the same kind and index."""
+    old = ["rounds accepting 2 of 3", 0.25, 0.24, 0.2, 0.3, True]
+    row = MetricRow.from_json(old)
+    assert (row.metric, row.index, row.name, row.measured, row.inside) == ("rounds_accepting", 2, old[0], 0.25, True)
+    assert MetricRow.from_json(["acceptance at position 3 (accepted / verified)", 1, 1, 0, 1, None]).index == 3
+    assert MetricRow.from_json(row.to_dict()) == row
+
+
 def test_speedup_from_a_certificate(reference_cert, tmp_path):
     from specverify.metrics import expected_tokens_per_call
 
     path = tmp_path / "cert.json"
     path.write_text(render_json(reference_cert))
-    rows = [r for r in reference_cert.scenarios[0].metrics["rows"] if r[0].startswith("acceptance at position")]
-    rates = [r[1] for r in rows]
+    rows = [r for r in metric_rows(reference_cert.scenarios[0].metrics) if r.metric == "acceptance_at_position"]
+    rates = [r.measured for r in rows]
     out, err = io.StringIO(), io.StringIO()
     assert main(["speedup", "--from", str(path), "--t-target", "10", "--t-draft", "1", "--json"], out=out, err=err) == 0
     doc = json.loads(out.getvalue())

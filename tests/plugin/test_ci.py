@@ -243,7 +243,7 @@ def test_a_long_item_prints_progress_lines(run_suite, pytester):
     result = run_suite(slow, "--specverify-progress", "0.1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["specverify: test_engine.py::test_subset[[]greedy[]] still certifying after 0 s — [[]1/1[]] greedy"]
+        ["specverify: test_engine.py::test_subset[[]greedy[]] still certifying after 0 s — [[]1/2[]] greedy"]
     )
 
 

@@ -4,6 +4,7 @@ are rejected with the JSON path of the first error; the built-in validator agree
 import copy
 import dataclasses
 import json
+import pathlib
 
 import pytest
 
@@ -24,6 +25,9 @@ from specverify.report import (
 OPTIONAL_IN_V2 = {"counters"}  # the counters check (docs/metrics.md): optional keys of schema version 2
 
 
+DATA = pathlib.Path(__file__).parents[1] / "data"
+
+
 def _doc(cert):
     return json.loads(render_json(cert))
 
@@ -36,7 +40,7 @@ def _jsonschema_errors(doc):
 
 def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
     jsonschema = pytest.importorskip("jsonschema")
-    for kind in ("specverify-certificate", "specverify-shard"):
+    for kind in ("specverify-certificate", "specverify-shard", "specverify-parts"):
         schema = load_schema(kind)
         jsonschema.Draft202012Validator.check_schema(schema)
         scenario = schema["$defs"]["scenario"]
@@ -46,8 +50,9 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
         assert not OPTIONAL_IN_V2 & set(scenario["required"])
         assert scenario["properties"]["not_run"]["enum"] == [r.value for r in NotRun] + [None]
         assert scenario["properties"]["kind"]["enum"] == [k.value for k in ScenarioKind]
-        run = schema["$defs"]["run"]
-        assert set(run["required"]) == set(run["properties"]) == set(RunConfig.__dataclass_fields__)
+        run = schema["$defs"]["run"]  # a document's run also says its shard (how it executed, kept in version 2)
+        assert set(run["properties"]) == set(RunConfig.__dataclass_fields__) | {"shard"}
+        assert set(run["required"]) == set(run["properties"]) - ({"shard"} if kind == "specverify-parts" else set())
         assert run["properties"]["level"]["enum"] == [v.value for v in Level]
     cert_schema = load_schema("specverify-certificate")
     assert cert_schema["properties"]["level"]["enum"] == [v.value for v in Level]
@@ -82,10 +87,16 @@ def test_worst_and_impossible_entries_are_labelled_and_a_violation_is_not_covere
 
 def test_a_shard_counts_file_validates(shard_path):
     doc = json.loads(shard_path.read_text())
-    assert validate_document(doc) == "specverify-shard"
+    assert validate_document(doc) == "specverify-parts"
     assert _jsonschema_errors(doc) == []
-    with pytest.raises(InvalidArgument, match="shard's counts file, not a certificate.*specverify merge"):
+    with pytest.raises(InvalidArgument, match="is not a certificate .a shard's counts file.*specverify merge"):
         certificate_from_document(doc)
+
+
+def test_the_counts_files_of_older_versions_still_validate():
+    for i in (1, 2):
+        doc = json.loads((DATA / f"shard_v2_reference_{i}of2.json").read_text())
+        assert validate_document(doc) == "specverify-shard" and _jsonschema_errors(doc) == []
 
 
 def _set(doc, path, value):
@@ -144,8 +155,9 @@ def test_documents_of_no_known_kind_or_version_are_rejected(doc, message):
 
 def test_a_broken_shard_file_is_rejected(shard_path):
     doc = json.loads(shard_path.read_text())
-    doc["scenarios"][0]["worst"][0] = {"text": "a"}
-    with pytest.raises(InvalidArgument, match=r"\$\.scenarios\[0\]\.worst\[0\]=.* expected array.*--counts-out"):
+    doc["parts"][0]["results"][0]["worst"][0] = {"text": "a"}
+    where = r"\$\.parts\[0\]\.results\[0\]\.worst\[0\]=.* expected array.*--counts-out"
+    with pytest.raises(InvalidArgument, match=where):
         validate_document(doc)
     assert _jsonschema_errors(doc)
 
@@ -155,6 +167,10 @@ def _as_version_1(doc):
     old = {k: v for k, v in doc.items() if k not in ("run", "requirements", "engine", "counters_ok", "counters_note")}
     drop = ("scenario", "member", "not_run", "counters")
     old["scenarios"] = [{k: v for k, v in s.items() if k not in drop} for s in doc["scenarios"]]
+    for s in old["scenarios"]:  # version 1 wrote positional metrics rows
+        if s.get("metrics"):
+            keys = ("name", "measured", "expected", "low", "high", "inside")
+            s["metrics"] = {**s["metrics"], "rows": [[row[k] for k in keys] for row in s["metrics"]["rows"]]}
     return {**old, "schema_version": 1}
 
 

@@ -120,13 +120,14 @@ class ResumeFile(MemoryStore):
         return data
 
     def put(self, part_id: str, doc: dict) -> None:
-        """Keep ``doc``; on disk only when it is evidence (no violation, no set-up failure), its draws dropped."""
+        """Keep ``doc``; on disk only when it is evidence (no violation, no set-up failure: then its draws so far
+        stay, and a resume continues from the last recorded call), its draws then dropped."""
         super().put(part_id, doc)
-        self.data["draws"].pop(part_id, None)
         ending = doc.get("violation") or doc.get("error")
         if ending:
             self.data["interruptions"].append(ending)
         else:
+            self.data["draws"].pop(part_id, None)
             self.data["finished"][part_id] = doc
             self._finished_text = json.dumps(self.data["finished"])
         self.write()

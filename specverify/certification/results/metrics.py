@@ -7,11 +7,18 @@ tree rule for trees; for a chain family the chain rule, or block verification wh
 the block rule does (the certifier cannot ask a decoder which rule it runs; a decoder fitting neither fails); on the
 slow path, after the tokens an engine emits before its first round (inferred from the counts: vLLM's prefill
 token). The check is evidence beside the verdict, never part of it; ``--require-metrics`` makes it binding.
+
+The evidence is JSON-ready (a scenario's ``metrics``); its ``rows`` are typed: one object per metric with what it
+measures (``metric``, one of ``metrics.acceptance.METRIC_KINDS``, and its ``index``), its ``name`` in words and its
+figures (:class:`MetricRow`, which also reads the positional rows of certificates written before them).
 """
 
 from __future__ import annotations
 
-__all__ = ["acceptance_evidence", "metrics_evidence", "metrics_summary"]
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+__all__ = ["acceptance_evidence", "metrics_evidence", "metrics_summary", "MetricRow", "metric_rows"]
 
 MAX_FAILED_SHOWN = 3
 
@@ -103,9 +110,49 @@ def metrics_evidence(scenario, draws, law, *, alpha: float, draft_law: str = "mo
         rule=rule,
         ok=(None if not judged else report.ok),
         rounds_pvalue=report.rounds_pvalue,
-        rows=[[m.name, m.measured, m.expected, m.interval[0], m.interval[1], m.inside] for m in report.metrics],
+        rows=[MetricRow.of(m).to_dict() for m in report.metrics],
     )
     return out
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One metric of a scenario's ``metrics`` evidence: ``metric`` (its kind) and ``index`` (the drafts accepted in a
+    round, or the draft position; None for the others), ``name`` in words, ``measured`` beside its ``expected``
+    value and the interval [``low``, ``high``] a correct decoder's measurement falls in; ``inside`` None where too
+    few counts were expected to judge."""
+
+    metric: str
+    index: Optional[int]
+    name: str
+    measured: float
+    expected: float
+    low: float
+    high: float
+    inside: Optional[bool]
+
+    @classmethod
+    def of(cls, m) -> MetricRow:
+        """The row of a ``metrics.acceptance.Metric``."""
+        return cls(m.kind, m.index, m.name, m.measured, m.expected, m.interval[0], m.interval[1], m.inside)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, row: object) -> MetricRow:
+        """A stored row: an object of this version, or the positional row of a certificate written before typed
+        rows (``results.migrate.metric_row_of_list`` reads its kind off its name)."""
+        if isinstance(row, dict):
+            return cls(**row)
+        from specverify.certification.results.migrate import metric_row_of_list
+
+        return cls(**metric_row_of_list(row))
+
+
+def metric_rows(evidence: Optional[dict]) -> list:
+    """The :class:`MetricRow` s of a scenario's ``metrics`` evidence (none without it)."""
+    return [MetricRow.from_json(row) for row in (evidence or {}).get("rows") or ()]
 
 
 def metrics_summary(results) -> tuple:
@@ -119,8 +166,10 @@ def metrics_summary(results) -> tuple:
         if ev["violation"]:
             bad.append(f"{r.name}: inconsistent accepted counts: {ev['violation']}")
         elif ev["ok"] is False:
-            rows = [row for row in ev["rows"] if row[5] is False][:MAX_FAILED_SHOWN]
-            what = "; ".join(f"{n} {m:.4g} outside [{lo:.4g}, {hi:.4g}] (exact {e:.4g})" for n, m, e, lo, hi, _ in rows)
+            rows = [row for row in metric_rows(ev) if row.inside is False][:MAX_FAILED_SHOWN]
+            what = "; ".join(
+                f"{r.name} {r.measured:.4g} outside [{r.low:.4g}, {r.high:.4g}] (exact {r.expected:.4g})" for r in rows
+            )
             bad.append(f"{r.name} ({ev['rule']} rule): {what}")
     if bad:
         return False, f"{len(bad)} of {len(checked)} scenarios: " + " | ".join(bad[:MAX_FAILED_SHOWN])

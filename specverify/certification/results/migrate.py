@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from specverify.errors import InvalidArgument
 
-__all__ = ["PART_SCHEMA_VERSION", "migrate_document", "not_run_of_v1_note", "parts_of_shard_files"]
+__all__ = [
+    "PART_SCHEMA_VERSION",
+    "migrate_document",
+    "not_run_of_v1_note",
+    "parts_of_shard_files",
+    "metric_row_of_list",
+    "typed_metrics",
+]
 
 PART_SCHEMA_VERSION = 2  # part documents and their bundles (a part's configuration and error are optional keys)
 _REPRODUCIBILITY = "(reproducibility)"
@@ -32,6 +39,7 @@ def not_run_of_v1_note(note: str) -> str | None:
 
 def _scenario(s: dict) -> dict:
     out = {"metrics": None, **s}  # v1 documents written before the metrics check have no "metrics"
+    out["metrics"] = typed_metrics(out["metrics"])
     scenario, _, member = s["name"].partition("/")  # v1 names members "scenario/member"
     out.update(scenario=scenario, member=member or None, not_run=None)
     if not s.get("covered") and s.get("violation") is None:
@@ -116,3 +124,34 @@ def parts_of_shard_files(docs: list) -> list:
                 "`specverify certify ... --shard I/N --counts-out PATH`."
             )
     return out
+
+
+_V2_METRIC_NAMES = (  # the words a positional metrics row named its metric with -> (kind, where its index is)
+    ("tokens per target call", "tokens_per_call"),
+    ("target calls per output token", "calls_per_token"),
+    ("mean acceptance length", "mean_acceptance_length"),
+    ("draft acceptance rate", "acceptance_rate"),
+    ("rounds accepting ", "rounds_accepting"),
+    ("accepted at position ", "accepted_at_position"),
+    ("acceptance at position ", "acceptance_at_position"),
+)
+
+
+def metric_row_of_list(row: list) -> dict:
+    """A metrics row as certificates wrote it before rows were typed (``[name, measured, expected, low, high,
+    inside]``) as a typed row's fields: its kind and index read off its name (the one place the name is parsed)."""
+    name, measured, expected, low, high, inside = row
+    kind = next((k for words, k in _V2_METRIC_NAMES if name.startswith(words)), "")
+    index = None
+    if kind in ("rounds_accepting", "accepted_at_position", "acceptance_at_position"):
+        index = int(name.split()[2 if kind == "rounds_accepting" else 3])
+    return dict(metric=kind, index=index, name=name, measured=measured, expected=expected, low=low, high=high,
+                inside=inside)  # fmt: skip
+
+
+def typed_metrics(evidence: dict | None) -> dict | None:
+    """A scenario's ``metrics`` evidence with its positional rows (written before rows were typed) as typed rows."""
+    if not isinstance(evidence, dict) or not any(isinstance(row, list) for row in evidence.get("rows") or ()):
+        return evidence
+    rows = [metric_row_of_list(row) if isinstance(row, list) else row for row in evidence["rows"]]
+    return {**evidence, "rows": rows}

@@ -13,6 +13,7 @@ import os
 import pickle
 import sys
 import traceback
+import warnings
 
 from specverify.certification.config.run_config import factory_name
 from specverify.certification.run.bulk import FREEZE as _FREEZE
@@ -32,11 +33,16 @@ from specverify.protocol import (
 )
 
 __all__ = [
+    "DecoderCloseWarning",
     "DecoderFailure",
     "InProcessRunner",
     "ProcessRunner",
     "make_runner",
 ]
+
+
+class DecoderCloseWarning(RuntimeWarning):
+    """A decoder's ``close()`` raised after its run was decided (the certificate stands; the engine may leak)."""
 
 
 class DecoderFailure(ProtocolViolation):
@@ -182,14 +188,14 @@ class _Host:
                 raise DecoderFailure(f"decoder.close() raised {_summary(exc)}") from None
 
     def release_all(self):
-        """Close every decoder still held (end of the run); a failing close is reported on stderr only: the
+        """Close every decoder still held (end of the run); a failing close is a ``DecoderCloseWarning`` only: the
         certificate is already decided."""
         try:
             for key in list(self.decoders):
                 try:
                     self.release(key)
                 except DecoderFailure as exc:
-                    print(f"specverify: warning: {exc.reason}", file=sys.stderr)
+                    warnings.warn(f"specverify: {exc.reason}", DecoderCloseWarning, stacklevel=2)
         finally:
             _FREEZE.release(self)
 
