@@ -1,4 +1,5 @@
-"""A slow-path decoder's whole quick matrix (the reference without its ``sample`` fast path) run every way a run executes: one engine (``_identity.py``)."""
+"""A slow-path decoder's whole quick matrix (the reference without its ``sample`` fast path) run every way a run
+executes: one engine (``_identity.py``)."""
 
 import pytest
 
