@@ -97,12 +97,46 @@ def resumed_after_sigkill(factory: str, whole, tmp_path) -> None:
             proc.wait()
     kept = json.loads(path.read_text())["finished"]
     assert kept and len(kept) < parts, len(kept)
+    (tmp_path / ".run.json.x1.tmp").write_text("{half a wri")  # as a kill in the middle of a write leaves it
     lines = []
     resumed = sv.certify(factory, resume=str(path), progress=lines.append, **OPTIONS)
     assert lines[0].startswith(f"specverify: resuming {path}: {len(kept)} parts finished"), lines[0]
     ran = [line for line in lines if line.startswith("specverify: [")]
     assert len(ran) == parts - len(kept), "a finished part ran again, or one was left out"
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]  # the resume removed it, and left none
     same(resumed, whole)
+
+
+def tests_for(factory: str) -> dict:
+    """The module-scoped run of ``factory`` and one test per way to execute it, for a test module's globals."""
+
+    @pytest.fixture(scope="module")
+    def whole():
+        cert = inline(factory)
+        assert cert.verdict == "exact", cert.reason
+        return cert
+
+    def test_in_draw_blocks(whole):
+        in_blocks(factory, whole)
+
+    def test_as_shards_merged_in_any_order(whole):
+        as_shards(factory, whole)
+
+    def test_resumed_after_a_sigkill(whole, tmp_path):
+        resumed_after_sigkill(factory, whole, tmp_path)
+
+    def test_as_pytest_items(whole, pytester):
+        as_plugin_items(factory, whole, pytester)
+
+    return {
+        f.__name__: f
+        for f in (
+            test_in_draw_blocks,
+            test_as_shards_merged_in_any_order,
+            test_resumed_after_a_sigkill,
+            test_as_pytest_items,
+        )
+    } | {"whole": whole}
 
 
 PLUGIN_TEST = """

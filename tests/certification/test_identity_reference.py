@@ -1,30 +1,5 @@
 """The reference decoder's whole quick matrix run every way a run executes: one engine (``_identity.py``)."""
 
-import pytest
+from tests.certification import _identity
 
-from tests.certification import _identity as identity
-
-FACTORY = "specverify.reference:make_decoder"
-
-
-@pytest.fixture(scope="module")
-def whole():
-    cert = identity.inline(FACTORY)
-    assert cert.verdict == "exact", cert.reason
-    return cert
-
-
-def test_in_draw_blocks(whole):
-    identity.in_blocks(FACTORY, whole)
-
-
-def test_as_shards_merged_in_any_order(whole):
-    identity.as_shards(FACTORY, whole)
-
-
-def test_resumed_after_a_sigkill(whole, tmp_path):
-    identity.resumed_after_sigkill(FACTORY, whole, tmp_path)
-
-
-def test_as_pytest_items(whole, pytester):
-    identity.as_plugin_items(FACTORY, whole, pytester)
+globals().update(_identity.tests_for("specverify.reference:make_decoder"))
