@@ -31,7 +31,7 @@ FACTORIES = {
 
 
 def _timed_writes():
-    from specverify.certification.execution import resume
+    from specverify.certification.execution import store as resume
 
     spent = []
     write = resume.ResumeFile.write
