@@ -171,9 +171,9 @@ class PartWorker:
             if p.configuration == part.configuration and p.scenario != REPRODUCIBILITY
         ]
         home = (run_plan.chosen[0].pair,) if run_plan.chosen else ()
-        for session in filter(None, (run.session, run.other)):  # engines hold memory: close pairs not needed again
-            session.release_unused([scenario, *later], keep=home)
         try:
+            for session in filter(None, (run.session, run.other)):  # engines hold memory: close unneeded pairs
+                session.release_unused([scenario, *later], keep=home)
             if part.count is None:
                 return {"results": [r.to_dict() for r in run_scenario(run, scenario)]}
             return _run_block(run, scenario, part)
