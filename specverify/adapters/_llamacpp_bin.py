@@ -18,10 +18,10 @@ frequency/presence penalties (they count the prompt too), min_tokens (no such fi
 accepted (the server reports only per-request totals, ``timings.draft_n`` / ``draft_n_accepted``, which are summed
 into ``decoder.engine_counters`` as evidence). **Ends:** the server is asked to honour all three (EOS, ``stop``,
 ``n_predict``: ``process_token``, server-context.cpp:1814-1942, stops the slot at the first), so the adapter cuts
-nothing (``specverify.adapters._finish``): tokens past an end are returned for the certifier to report, an early stop
-raises ``EngineStoppedEarly`` (with the server's ``stop_type``). **Prefill** (``prefill_tokens`` = 1, speculative
-server): the slot samples its first token from the prompt's evaluation (server-context.cpp:3818-3837) before any
-draft is made (:2983, slots in ``SLOT_STATE_GENERATING`` only); declared although the server reports no rounds.
+nothing (``specverify.adapters.boundary.finish``): tokens past an end are returned for the certifier to report, an early
+stop raises ``EngineStoppedEarly`` (with the server's ``stop_type``). **Prefill** (``prefill_tokens`` = 1, speculative
+server): the slot samples its first token from the prompt's evaluation (server-context.cpp:3818-3837) before any draft
+is made (:2983, slots in ``SLOT_STATE_GENERATING`` only); declared although the server reports no rounds.
 
 **Engine configurations and their evidence** (``ServerDecoder(slots=, cache_prompt=)``; the presets are in
 ``specverify.adapters.llamacpp``). ``cache_prompt`` (a request field, true by default: server-task.h:53) makes
@@ -41,13 +41,13 @@ factory ``-np 2 --spec-draft-p-split 0.1``), the
 one-letter GGUF pieces (it takes text: ``-p``), ``--spec-draft-n-max`` γ, the same sampler order through
 ``--samplers``. The generated text is read back from stdout (the prompt echo is removed). **Ends:** the example is
 asked to honour EOS and ``-n`` = ``max_tokens``; it knows no stop strings, which the adapter matches itself and cuts
-at (``specverify.adapters._finish``). Tokens it writes past EOS within a round, or past ``-n`` (speculative.cpp:485
-stops only once ``n_predict > params.n_predict``, after the round), are returned uncut, so the certifier reports
-them (docs/findings/llamacpp.md, finding 6); ``decoder.overshoot`` counts such requests. The example reports no
-rounds (no ``prefill_tokens``). The example's asynchronous logger is not drained at exit
-(common/log.cpp, ``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends
-with ``n_predict = K`` and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the
-same seed (up to 30 times, then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
+at (``specverify.adapters.boundary.finish``). Tokens it writes past EOS within a round, or past ``-n``
+(speculative.cpp:485 stops only once ``n_predict > params.n_predict``, after the round), are returned uncut, so the
+certifier reports them (docs/findings/llamacpp.md, finding 6); ``decoder.overshoot`` counts such requests. The example
+reports no rounds (no ``prefill_tokens``). The example's asynchronous logger is not drained at exit (common/log.cpp,
+``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends with ``n_predict = K``
+and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the same seed (up to 30 times,
+then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
 
 **Unset fields** (docs/adapters.md): both executables send every sampling field, an unset one as its canonical
 default. Their own defaults (``common_params_sampling``: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, and the
@@ -65,7 +65,6 @@ from typing import Sequence
 
 import numpy as np
 
-from specverify.adapters._finish import finish
 from specverify.adapters._llamacpp_common import check_request, executable, seed32
 from specverify.adapters._llamacpp_server import (  # noqa: F401 -- re-exported: the server process and its evidence
     N_CTX,
@@ -76,6 +75,7 @@ from specverify.adapters._llamacpp_server import (  # noqa: F401 -- re-exported:
     parse_metrics,
     spec_args,
 )
+from specverify.adapters.boundary.finish import finish
 from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
 from specverify.errors import check
 from specverify.protocol import Completion, Request

@@ -1,7 +1,7 @@
 """Pieces the llama.cpp decoders share: seeds, the executables, the request checks.
 
 Nothing here imports llama_cpp; see ``specverify.adapters.llamacpp`` for the mapping these serve. The finish rule is
-every adapter's, in ``specverify.adapters._finish``.
+every adapter's, in ``specverify.adapters.boundary.finish``.
 """
 
 from __future__ import annotations

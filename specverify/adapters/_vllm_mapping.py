@@ -8,7 +8,7 @@ import sys
 from typing import Mapping
 
 from specverify.adapters import _vllm_engine_patches, vllm_patches
-from specverify.adapters._finish import clip_accepted, finish
+from specverify.adapters.boundary.finish import clip_accepted, finish
 from specverify.adapters.vllm_methods import METHODS
 from specverify.errors import InvalidArgument
 from specverify.grammar import text_form

@@ -26,10 +26,10 @@ top_p 0.95, min_p 0.05, temp 0.8): ``top_k`` (0 = off), ``top_p``, ``min_p``, ``
 ``min_tokens`` are a logits processor writing -inf (first in the chain, as canonically); it counts its own calls,
 one per emitted token, because the ``input_ids`` it is handed include unverified drafts (finding 2).
 
-**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). generate() never stops by
-itself (no stopping criteria are passed; its loop, llama.py:976-1025, yields token after token), so this adapter
-implements all three ends: it stops reading at the first EOS, stop string (on the toy text) or ``max_tokens``, and
-asks the generator for nothing past it. A generator that ends before any of them raises ``EngineStoppedEarly``.
+**Where a completion ends** (``specverify.adapters.boundary.finish``, every adapter's finish rule). generate() never
+stops by itself (no stopping criteria are passed; its loop, llama.py:976-1025, yields token after token), so this
+adapter implements all three ends: it stops reading at the first EOS, stop string (on the toy text) or ``max_tokens``,
+and asks the generator for nothing past it. A generator that ends before any of them raises ``EngineStoppedEarly``.
 ``accepted`` counts the drafts among the tokens read.
 
 **Prefill** (``decoder.prefill_tokens``, docs/adapters.md): 1 with a draft. generate() evaluates the prompt
@@ -79,7 +79,6 @@ from typing import Sequence
 
 import numpy as np
 
-from specverify.adapters._finish import ENDS, Finisher, finish
 from specverify.adapters._llamacpp_common import check_request, seed32
 from specverify.adapters._llamacpp_python import (  # noqa: F401 -- re-exported: this module's API and the tests' seams
     N_CTX,
@@ -90,6 +89,7 @@ from specverify.adapters._llamacpp_python import (  # noqa: F401 -- re-exported:
     accepted_rounds,
     import_llama_cpp,
 )
+from specverify.adapters.boundary.finish import ENDS, Finisher, finish
 from specverify.adapters.llamacpp_gguf import gguf_file
 from specverify.errors import InvalidArgument, check
 from specverify.protocol import Completion, EngineConfig, Request

@@ -47,10 +47,10 @@ tokens at the cut survives differs from the canonical stable order), ``frequency
 (transformers has none), ``ignore_eos``, ``grammar``, ``stop_after_min_tokens``, ``stream`` and ``batch``. top_k
 and top_p are still passed through when a caller sets them, with those tie semantics.
 
-**Where a completion ends** (``specverify.adapters._finish``, the one finish rule of every adapter). transformers is
-asked to honour EOS (``eos_token_id``) and ``max_tokens`` (``max_new_tokens``); the adapter implements stop strings
-only, and cuts only there. Tokens after an EOS or past ``max_new_tokens`` are returned as ``generate()`` emitted
-them, so the certifier reports them (``invalid``); tokens that end before any end raise ``EngineStoppedEarly``.
+**Where a completion ends** (``specverify.adapters.boundary.finish``, the one finish rule of every adapter).
+transformers is asked to honour EOS (``eos_token_id``) and ``max_tokens`` (``max_new_tokens``); the adapter implements
+stop strings only, and cuts only there. Tokens after an EOS or past ``max_new_tokens`` are returned as ``generate()``
+emitted them, so the certifier reports them (``invalid``); tokens that end before any end raise ``EngineStoppedEarly``.
 ``accepted`` counts the drafts among the tokens returned.
 
 **Prefill** (``decoder.prefill_tokens``, docs/adapters.md): 0 for ``assisted`` and ``prompt_lookup``. The first
@@ -79,12 +79,12 @@ shows there.
 with seed ``draw_seeds(seed, n, start)[i]`` (an unseeded one: a fresh seed each), one ``generate`` per draw, so a
 draw depends on (seed, i) only and every draw really is seeded on its own: ``torch.manual_seed`` before each
 ``generate``, whose sampling (the assistant's drafts included) draws from that generator only. The draws of a call
-are split between ``workers`` worker processes (``specverify.adapters._draw_pool``; default 2 where two cores are
-available, 0 = in this process), each holding its own copy of the models; a draw's law does not depend on which
-worker ran it, since each runs alone under its own seed. ``__call__`` (greedy scenarios, a user's batch) stays in
-this process. ``close()`` drops this decoder's copies in the workers. Two workers pay only where the second core
-is free: 1.86× the draws/s of ``workers=0`` there, 0.85× with another job on it
-(``benchmarks/transformers_sample_rate.py``, docs/findings/transformers.md "Times").
+are split between ``workers`` worker processes (``specverify.adapters.boundary.draw_pool``; default 2 where two cores
+are available, 0 = in this process), each holding its own copy of the models; a draw's law does not depend on which
+worker ran it, since each runs alone under its own seed. ``__call__`` (greedy scenarios, a user's batch) stays in this
+process. ``close()`` drops this decoder's copies in the workers. Two workers pay only where the second core is free:
+1.86× the draws/s of ``workers=0`` there, 0.85× with another job on it (``benchmarks/transformers_sample_rate.py``,
+docs/findings/transformers.md "Times").
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ class TransformersDecoder:
     def __init__(self, target, draft, mode: str, *, workers: int | None = None, cache: str = "dynamic"):
         from collections import Counter
 
-        from specverify.adapters import _draw_pool
         from specverify.adapters import _transformers_hooks as hooks
+        from specverify.adapters.boundary import draw_pool
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
@@ -157,7 +157,7 @@ class TransformersDecoder:
             f"cache={cache!r} must be one of {CACHES!r} (the target's cache in generate(): 'dynamic' leaves "
             "cache_implementation unset, 'static' asks for a StaticCache); e.g. --engine-option cache=static.",
         )
-        workers = _draw_pool.default_workers() if workers is None else workers
+        workers = draw_pool.default_workers() if workers is None else workers
         check(
             isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0,
             f"workers={workers!r} must be an int >= 0 (worker processes for sample(); 0 draws in this process).",
@@ -228,7 +228,7 @@ class TransformersDecoder:
         """Counts of the outcomes of draws ``start`` .. ``start + n - 1`` of ``request`` (one ``generate`` per draw,
         each under its own seed: module docstring, the fast path), with the first round's and every round's
         accepted drafts (not for ``plain``)."""
-        from specverify.adapters import _draw_pool
+        from specverify.adapters.boundary import draw_pool
         from specverify.keyed import draw_seeds
 
         check(isinstance(request, Request), f"request={request!r} must be a specverify Request.")
@@ -238,20 +238,20 @@ class TransformersDecoder:
         else:
             seeds = draw_seeds(request.seed, n, start).tolist()
         if self.workers:
-            pool = _draw_pool.shared_pool(self.workers)
+            pool = draw_pool.shared_pool(self.workers)
             outcomes, first, rounds, _ = pool.counts(
                 self._key, _worker_decoder, self._worker_args, request, seeds, state=self.state
             )
         else:
-            outcomes, first, rounds, _ = _draw_pool.count_draws(self.generate, request, seeds)
+            outcomes, first, rounds, _ = draw_pool.count_draws(self.generate, request, seeds)
         return SampleCounts(outcomes=outcomes, accepted=first, rounds=rounds)
 
     def close(self) -> None:
         """Drop this decoder's copies in the sample() workers (the workers stay up for the next decoder)."""
-        from specverify.adapters import _draw_pool
+        from specverify.adapters.boundary import draw_pool
 
         if self.workers:
-            _draw_pool.shared_pool(self.workers).forget(self._key)
+            draw_pool.shared_pool(self.workers).forget(self._key)
 
     def generation_kwargs(self, request: Request) -> dict:
         """The ``generate()`` keyword arguments for ``request`` (besides ``input_ids``)."""
@@ -311,7 +311,7 @@ class TransformersDecoder:
     def _finish(self, generated: tuple, params) -> tuple:
         """``(tokens, finish_reason)`` by the adapters' finish rule: cut only at a stop string (the adapter's own
         end); tokens after EOS or ``max_new_tokens`` are kept for the certifier to report."""
-        from specverify.adapters._finish import finish
+        from specverify.adapters.boundary.finish import finish
 
         done = finish(generated, self.vocab, params, engine="transformers' generate()", cuts={"stop"})
         return done.tokens, done.finish_reason

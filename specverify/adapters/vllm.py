@@ -60,13 +60,13 @@ with the penalties (-inf stays -inf), so this is the canonical order:
   alone, and a request combining them raises ``InvalidArgument``.
 - ``batch``; ``accepted`` for the speculative factories, from vLLM's per-request ``per_step_accepted`` (one entry per
   verification step with drafts, v1/metrics/stats.py:394), clipped to the tokens returned
-  (``_finish.clip_accepted``): vLLM counts drafts accepted past the finishing token before it cuts its output
+  (``boundary.finish.clip_accepted``): vLLM counts drafts accepted past the finishing token before it cuts its output
   (v1/core/sched/scheduler.py:2118).
 
-**Where a completion ends** (``specverify.adapters._finish``, every adapter's finish rule). vLLM is asked to honour EOS,
-``stop`` and ``max_tokens``; the adapter cuts nothing: the tokens are returned as vLLM emits them, with the finish
-reason the rule gives, so tokens past an end reach the certifier, which reports them. Tokens that end before any end
-raise ``EngineStoppedEarly`` (naming vLLM's ``finish_reason``).
+**Where a completion ends** (``specverify.adapters.boundary.finish``, every adapter's finish rule). vLLM is asked to
+honour EOS, ``stop`` and ``max_tokens``; the adapter cuts nothing: the tokens are returned as vLLM emits them, with the
+finish reason the rule gives, so tokens past an end reach the certifier, which reports them. Tokens that end before any
+end raise ``EngineStoppedEarly`` (naming vLLM's ``finish_reason``).
 
 **Prefill** (``decoder.prefill_tokens``, docs/adapters.md). ``draft_model`` / ``draft_model_greedy``: 1. The prefill
 step samples the first token and the drafter proposes from it in the same step (v1/worker/gpu_model_runner.py:4380): the

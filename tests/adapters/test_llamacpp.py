@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from specverify.adapters import llamacpp_gguf as lg
-from specverify.adapters._finish import EngineStoppedEarly, Finisher
 from specverify.adapters._llamacpp_common import BIN_ENV, executable, seed32
+from specverify.adapters.boundary.finish import EngineStoppedEarly, Finisher
 from specverify.params import SamplingParams
 from specverify.protocol import Request
 

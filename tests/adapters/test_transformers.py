@@ -233,7 +233,7 @@ def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair, n):
 def test_finish_rule_cuts_only_at_stop_strings(toy_pair):
     """The adapter matches stop strings itself and cuts there; EOS and max_new_tokens are transformers' to honour, so
     tokens past them are returned for the certifier to report (specverify/adapters/_finish.py)."""
-    from specverify.adapters._finish import EngineStoppedEarly
+    from specverify.adapters.boundary.finish import EngineStoppedEarly
 
     decoder = tfa.plain(toy_pair.target, toy_pair.draft)
     eos = toy_pair.target.vocab.eos_token_id
@@ -249,7 +249,7 @@ def test_finish_rule_cuts_only_at_stop_strings(toy_pair):
 def test_tokens_after_eos_from_generate_are_reported_not_cut(toy_pair, monkeypatch, name):
     """generate() faked to run on past EOS (transformers #47912's mechanism): the completion keeps every token and
     ``accepted`` counts the drafts among them; an early stop is the one exception."""
-    from specverify.adapters._finish import EngineStoppedEarly
+    from specverify.adapters.boundary.finish import EngineStoppedEarly
 
     decoder = getattr(tfa, name)(toy_pair.target, toy_pair.draft)
     assert decoder.prefill_tokens == 0

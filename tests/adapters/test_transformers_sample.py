@@ -1,5 +1,6 @@
 """The transformers adapter's fast path: ``sample(request, n, start)`` with per-draw seeds, in-process and split
-between worker processes (``specverify.adapters._draw_pool``).
+between worker processes (``specverify.adapters.boundary.draw_pool``, whose failures tests/adapters/boundary
+checks).
 
 What must hold (docs/adapters.md, the draw offset): draw i of a seeded request depends on (seed, i) only, so any
 split into calls, and any split between workers, gives the same counts; unseeded draws are independent and follow
@@ -12,7 +13,6 @@ import pytest
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install -e '.[hf]'")
 
-from specverify.adapters import _draw_pool  # noqa: E402
 from specverify.adapters import transformers as tfa  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
@@ -78,20 +78,3 @@ def test_unseeded_draws_through_the_workers_follow_the_exact_law(checkpoint_pair
 def test_workers_must_be_a_count(checkpoint_pair, workers):
     with pytest.raises(InvalidArgument, match="workers="):
         tfa.assisted(checkpoint_pair.target, checkpoint_pair.draft, workers=workers)
-
-
-def test_a_worker_failure_is_an_engine_error():
-    """A worker whose decoder cannot be built, or that dies, raises RuntimeError with its message; the pool is
-    closed (its processes ended) and starts afresh on the next call."""
-    import os
-
-    pool = _draw_pool.DrawPool(1)
-    request = Request((0, 1), PARAMS)
-    with pytest.raises(RuntimeError, match="invalid literal for int"):
-        pool.counts("a", int, ("not a number",), request, [1, 2])
-    assert pool._procs == []
-    with pytest.raises(RuntimeError, match="died during set-up"):
-        pool.counts("b", os._exit, (3,), request, [1])
-    assert pool._procs == []
-    with pytest.raises(InvalidArgument, match="workers="):
-        _draw_pool.DrawPool(0)

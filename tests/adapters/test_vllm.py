@@ -22,7 +22,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters import vllm_patches  # noqa: E402
-from specverify.adapters._finish import EngineStoppedEarly  # noqa: E402
+from specverify.adapters.boundary.finish import EngineStoppedEarly  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.acceptance_first import first_round_acceptance_law  # noqa: E402

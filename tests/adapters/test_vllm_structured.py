@@ -82,7 +82,7 @@ def test_as_shipped_draft_model_emits_tokens_outside_the_grammar():
     token the grammar forbids (token 0, "a", after "b" or "ab"), its scheduler's matcher rejects it and vLLM ends the
     request with finish_reason "error" (v1/core/sched/scheduler.py:2186-2196): 54 of 200 seeded requests here. If this
     test fails, vLLM changed: re-run the structured certificates."""
-    from specverify.adapters._finish import EngineStoppedEarly
+    from specverify.adapters.boundary.finish import EngineStoppedEarly
 
     decoder = _structured_decoder()
     try:

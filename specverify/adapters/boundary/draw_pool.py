@@ -11,8 +11,8 @@ global torch generator re-seeded per request; llama-cpp-python: a fresh sampler 
 ``Llama.set_seed``). So draw i's outcome is a function of its seed and the model, whichever process ran it; the
 split only decides where it runs. Unseeded requests get fresh 63-bit seeds from the parent's own generator.
 
-The workers are plain ``python -m specverify.adapters._draw_pool`` subprocesses speaking pickled frames over their
-stdin/stdout (the certifier's worker is a daemonic process, which ``multiprocessing`` forbids to have children).
+The workers are plain ``python -m specverify.adapters.boundary.draw_pool`` subprocesses speaking pickled frames over
+their stdin/stdout (the certifier's worker is a daemonic process, which ``multiprocessing`` forbids to have children).
 A worker reads until its stdin closes, so workers end with the process that owns them, also when the certifier
 kills it for a hang. A worker's set-up failure or exception is re-raised in the parent as ``RuntimeError`` with
 the worker's traceback (the engine's message, verdict ``invalid``).
@@ -129,7 +129,7 @@ class DrawPool:
         for _ in range(self.workers):
             self._procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "specverify.adapters._draw_pool"],
+                    [sys.executable, "-m", "specverify.adapters.boundary.draw_pool"],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     env=env,

@@ -1,11 +1,11 @@
-"""The adapters' one finish rule (specverify/adapters/_finish.py), engine-free: what is cut, what is passed through to
-the certifier, and the one exception for an engine that stops early."""
+"""The adapters' one finish rule (specverify/adapters/boundary/finish.py), engine-free: what is cut, what is passed
+through to the certifier, and the one exception for an engine that stops early."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specverify.adapters._finish import ENDS, EngineStoppedEarly, Finished, Finisher, clip_accepted, finish
+from specverify.adapters.boundary.finish import ENDS, EngineStoppedEarly, Finished, Finisher, clip_accepted, finish
 from specverify.errors import InvalidArgument, ProtocolViolation
 from specverify.oracles.law import first_finish
 from specverify.oracles.models import make_vocab
@@ -106,8 +106,8 @@ def test_clip_accepted_keeps_the_counts_consistent_with_the_tokens_returned():
     cuts=st.sampled_from([frozenset(), frozenset({"stop"}), ENDS]),
 )
 def test_agrees_with_the_oracles_independent_rule(tokens, max_tokens, stop, cuts):
-    """The decoders' rule (what _finish builds on) and the oracle's naive one find the same first finish; what is
-    returned is the engine's tokens, or a cut exactly there."""
+    """The decoders' rule (what boundary.finish builds on) and the oracle's naive one find the same first finish; what
+    is returned is the engine's tokens, or a cut exactly there."""
     params = SamplingParams(max_tokens=max_tokens, stop=stop)
     oracle = first_finish(VOCAB, tokens, params)
     if oracle is None:
