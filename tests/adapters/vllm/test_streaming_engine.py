@@ -1,6 +1,6 @@
 """The streaming harness (``specverify.fuzz.streaming``) against vLLM 0.32.0's text layer, in the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_streaming_engines.py -q -p no:cacheprovider
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_streaming_engine.py -q -p no:cacheprovider
 
 The consumers are the engine's own objects, driven as its output processor and chat serving drive them
 (``vllm/v1/engine/output_processor.py``, ``vllm/entrypoints/openai/chat_completion/serving.py``): the incremental

@@ -1,11 +1,11 @@
-"""vLLM's ``suffix`` method (``specverify.adapters.vllm_suffix``). Run from the vLLM venv twice (.ci/vllm): without
+"""vLLM's ``suffix`` method (``specverify.adapters.vllm.suffix``). Run from the vLLM venv twice (.ci/vllm): without
 arctic-inference, where vLLM's refusal is pinned, and with the wheel .ci/vllm builds on ``PYTHONPATH``, where the
 method is certified like the others (docs/findings/vllm.md, "suffix"):
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_suffix.py -q -p no:cacheprovider
-    PYTHONPATH=build/arctic-site .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_suffix.py -q
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_suffix_engine.py -q -p no:cacheprovider
+    PYTHONPATH=build/arctic-site .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_suffix_engine.py -q
 
-The law scenario, greedy prompts and N are test_vllm_methods.py's (prompt (0, 1), temperature 1, ``max_tokens`` 3,
+The law scenario, greedy prompts and N are test_methods_engine.py's (prompt (0, 1), temperature 1, ``max_tokens`` 3,
 γ 3, N 3000, battery at α 1e-6).
 """
 
@@ -16,10 +16,11 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_suffix  # noqa: E402
+from specverify.adapters.vllm import suffix  # noqa: E402
+from specverify.adapters.vllm.engine import LIVE  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from tests.adapters.test_vllm_methods import _battery, _greedy_wrong, _run  # noqa: E402
+from tests.adapters.vllm.test_methods_engine import _battery, _greedy_wrong, _run  # noqa: E402
 
 HAS_ARCTIC = importlib.util.find_spec("arctic_inference") is not None
 needs_arctic = pytest.mark.skipif(
@@ -72,7 +73,7 @@ def test_suffix_law_with_the_expand_kernel_workaround_is_exact_and_speculates(pa
 
 @needs_arctic
 def test_the_suffix_cache_is_emptied_before_every_call_unless_disabled(pair):
-    """The global tree of past responses is replaced by an empty one before each call (vllm_suffix's docstring); with
+    """The global tree of past responses is replaced by an empty one before each call (suffix's docstring); with
     ``reset_suffix_cache=False`` the responses of the last call stay cached, as in vLLM."""
     from specverify.params import SamplingParams
     from specverify.protocol import Request
@@ -83,11 +84,11 @@ def test_the_suffix_cache_is_emptied_before_every_call_unless_disabled(pair):
         decoder = va.suffix(pair.target, pair.draft, reset_suffix_cache=reset)
         try:
             decoder(requests)
-            llm = next(iter(va._LIVE.values()))
-            cache = vllm_suffix.proposer_of(llm).suffix_cache
+            llm = next(iter(LIVE.values()))
+            cache = suffix.proposer_of(llm).suffix_cache
             assert len(cache.cached_requests) == len(requests)
-            vllm_suffix.reset_cache(llm, decoder.options)
-            after = vllm_suffix.proposer_of(llm).suffix_cache
+            suffix.reset_cache(llm, decoder.options)
+            after = suffix.proposer_of(llm).suffix_cache
             assert (len(after.cached_requests) == 0) == reset and (after is not cache) == reset
             assert decoder.engine_info["requested"]["options"]["reset_suffix_cache"] is reset
         finally:

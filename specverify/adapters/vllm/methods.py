@@ -1,14 +1,13 @@
-"""The vLLM adapter's table of methods (``specverify.adapters.vllm``): capabilities, engine options and their
-checks, one ``MethodSpec`` per factory, the ``speculative_config`` builders and the option presets. The head methods'
-entries (eagle, eagle3, medusa, dflash) come from ``specverify.adapters.vllm_heads``; ``mtp`` runs on the MiMo pair
-(``checkpoint_pairs="mimo"``). Imports no vLLM."""
+"""The vLLM adapter's table of methods: capabilities, engine options and their checks, one ``MethodSpec`` per factory
+and the ``speculative_config`` builders (the option presets are ``configs``). The head methods' entries (eagle, eagle3,
+medusa, dflash) come from ``heads``; ``mtp`` runs on the MiMo pair (``checkpoint_pairs="mimo"``). Imports no vLLM."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
-from specverify.adapters import vllm_configs, vllm_heads, vllm_patches, vllm_suffix
+from specverify.adapters.vllm import heads, patches, suffix
 from specverify.errors import InvalidArgument
 
 __all__ = [
@@ -18,8 +17,6 @@ __all__ = [
     "OPTION_CHECKS",
     "MethodSpec",
     "METHODS",
-    "ENGINE_CONFIGS",
-    "DEFAULT_ENGINE_CONFIG",
     "draft_model_config",
     "sampled_draft_law",
     "method_options",
@@ -42,9 +39,9 @@ SPECULATIVE_CAPABILITIES = frozenset(
     }
 )
 PLAIN_CAPABILITIES = (SPECULATIVE_CAPABILITIES - {"accepted"}) | {"min_p", "top_k"}
-#: Accepted by every method (vllm.py's "Engine options"); the last five shape the engine's state (ENGINE_CONFIGS):
-#: None leaves vLLM's default (prefix caching on; the adapter's token budget that never splits a prefill; blocks from
-#: VLLM_CPU_KVCACHE_SPACE).
+#: Accepted by every method (the package docstring's "Engine options"); the last five shape the engine's state
+#: (configs.ENGINE_CONFIGS): None leaves vLLM's default (prefix caching on; the adapter's token budget that never
+#: splits a prefill; blocks from VLLM_CPU_KVCACHE_SPACE).
 COMMON_OPTIONS: dict = {
     "workaround": None,
     "threads": 1,
@@ -53,7 +50,7 @@ COMMON_OPTIONS: dict = {
     "num_gpu_blocks_override": None,
     "parallel_n": False,
     "declare_seed": True,
-    "structured_outputs": False,  # vllm_configs "structured": declare text-grammar (a RegexGrammar as its regex)
+    "structured_outputs": False,  # configs "structured": declare text-grammar (a RegexGrammar as its regex)
 }
 
 
@@ -94,12 +91,12 @@ def _optional_int(key: str, low: int) -> Callable:
 
 #: How each option's value is checked (key -> callable raising InvalidArgument); a key absent here takes any value.
 OPTION_CHECKS: dict = {
-    "workaround": vllm_patches.check_workaround,
+    "workaround": patches.check_workaround,
     "threads": _positive_int("threads"),
     "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
     "prompt_lookup_min": _positive_int("prompt_lookup_min"),
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),
-    "reset_suffix_cache": vllm_suffix.check_reset,
+    "reset_suffix_cache": suffix.check_reset,
     "enable_prefix_caching": _flag("enable_prefix_caching", none=True),
     "structured_outputs": _flag("structured_outputs"),
     "max_num_batched_tokens": _optional_int("max_num_batched_tokens", 2),  # a 1-token budget cannot hold γ + 1
@@ -231,14 +228,14 @@ METHODS: dict = {
 }
 
 
-METHODS.update(vllm_heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
+METHODS.update(heads.method_specs(MethodSpec, SPECULATIVE_CAPABILITIES))  # eagle, eagle3, medusa, dflash
 METHODS["mtp"] = MethodSpec(
     "mtp",
     loads_draft=False,  # the MTP layers are read from the target's directory
     capabilities=SPECULATIVE_CAPABILITIES,
     speculative_config=_mtp_config,
     draft_law="unmodelled",  # the pair's draft slot holds the target: the MTP layers' law is not modelled
-    prefill_tokens=1,  # the EAGLE proposer drafts in the prefill step, as for the heads (vllm_heads.method_specs)
+    prefill_tokens=1,  # the EAGLE proposer drafts in the prefill step, as for the heads (heads.method_specs)
     options={"draft_sample_method": "greedy"},  # vLLM's default; honoured by the EAGLE proposer (llm_base_proposer:258)
     checkpoint_pairs="mimo",
     summary="Multi-token prediction: drafts from the MTP layer inside a MiMo target (the MiMo checkpoint pair).",
@@ -247,20 +244,14 @@ METHODS["suffix"] = MethodSpec(
     "suffix",
     loads_draft=False,
     capabilities=SPECULATIVE_CAPABILITIES,
-    speculative_config=vllm_suffix.suffix_config,
+    speculative_config=suffix.suffix_config,
     draft_law="unmodelled",  # point masses of variable length from the suffix trees
     prefill_tokens=None,  # varies, as for ngram: a round without a tree match drafts nothing
-    options=dict(vllm_suffix.OPTIONS),
-    before_generate=vllm_suffix.reset_cache,
+    options=dict(suffix.OPTIONS),
+    before_generate=suffix.reset_cache,
     summary="Suffix decoding (arctic-inference's suffix trees; needs arctic-inference); the cache is emptied before "
     "every call unless reset_suffix_cache=false.",
 )
-#: The configurations every factory names (``--engine-config NAME``; ``specverify.adapters.vllm_configs``): the
-#: state presets (prefix-cache, no-prefix-cache, chunked-prefill, preempt, parallel-n, ...) and ``patched``, vLLM 0.32.0
-#: with every workaround of vllm_patches (finding 1's kernel, finding 8's bonus-row mask, the per-request counts of
-#: stop-ended requests).
-ENGINE_CONFIGS: dict = vllm_configs.ENGINE_CONFIGS
-DEFAULT_ENGINE_CONFIG = vllm_configs.DEFAULT_ENGINE_CONFIG
 
 
 def method_options(name: str, options: Mapping) -> dict:

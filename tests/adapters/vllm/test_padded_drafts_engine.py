@@ -1,9 +1,9 @@
 """Finding 13 (docs/findings/vllm.md): the scheduler pads a new request that has one token to compute with ``-1``
 drafts, and vLLM's CPU rejection kernel "accepts" such a draft where the Triton kernel rejects it; the opt-in
-``workaround=padded-drafts`` (``vllm_patches.reject_padded_drafts``) rejects it. Run from the vLLM venv:
+``workaround=padded-drafts`` (``patches.reject_padded_drafts``) rejects it. Run from the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_padded_drafts.py -q          # kernel and padding
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_padded_drafts.py -q -m slow  # the law, 2 × 30 000
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_padded_drafts_engine.py -q          # kernel and padding
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_padded_drafts_engine.py -q -m slow  # the law, 2 × 30 000
 
 The figures of every variant (as shipped, patched, cache off, padding off): ``benchmarks/vllm_padded_drafts.py``.
 """
@@ -17,7 +17,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 import torch  # noqa: E402
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_patches  # noqa: E402
+from specverify.adapters.vllm import decoder as decoder_module  # noqa: E402
+from specverify.adapters.vllm import patches  # noqa: E402
 from specverify.certification.laws import law_of  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
@@ -57,7 +58,7 @@ def test_the_cpu_kernel_accepts_a_padding_draft_and_the_workaround_rejects_it():
     from vllm.utils import cpu_triton_utils
 
     current_platform.import_kernels()
-    vllm_patches.bind(None)  # vLLM's own kernels (saves them for the workaround to call)
+    patches.bind(None)  # vLLM's own kernels (saves them for the workaround to call)
     shipped = cpu_triton_utils._rejection_random_sample_kernel_impl
     outputs = {}
     for u in (0.0, 0.39, 0.41):
@@ -73,16 +74,16 @@ def test_the_cpu_kernel_accepts_a_padding_draft_and_the_workaround_rejects_it():
     assert all(out[0] == [0, -1, -1, -1] for out in outputs.values())  # request 0's real draft: rejected alike
     for u in (0.0, 0.39, 0.41):  # the workaround: rejected at position 0 whatever u, like the Triton kernel
         case = _kernel_case(u)
-        vllm_patches.reject_padded_drafts(**case)
+        patches.reject_padded_drafts(**case)
         assert case["output_token_ids"].tolist() == [[0, -1, -1, -1], [0, -1, -1, -1]], u
 
 
 def test_the_workaround_is_checked_and_recorded():
-    assert "padded-drafts" in vllm_patches.WORKAROUNDS and "padded-drafts" in vllm_patches.PROCESS_GLOBAL
-    assert vllm_patches.workarounds_of(["padded-drafts", "expand-kernel"]) == ("expand-kernel", "padded-drafts")
+    assert "padded-drafts" in patches.WORKAROUNDS and "padded-drafts" in patches.PROCESS_GLOBAL
+    assert patches.workarounds_of(["padded-drafts", "expand-kernel"]) == ("expand-kernel", "padded-drafts")
     with pytest.raises(InvalidArgument, match="not a workaround"):
-        vllm_patches.workarounds_of("padded-draft")
-    assert va.draft_model.engine_configs["patched"].options["workaround"] == list(vllm_patches.WORKAROUNDS)
+        patches.workarounds_of("padded-draft")
+    assert va.draft_model.engine_configs["patched"].options["workaround"] == list(patches.WORKAROUNDS)
 
 
 def _capture_drafts(seen: list) -> None:
@@ -115,13 +116,13 @@ def test_a_prefix_hit_that_leaves_one_token_is_padded_with_minus_one_drafts(monk
     assert state["prefix_hits"] == 1 and state["cached_tokens"] == 32
     assert seen[0] == [-1, -1, -1], seen  # its first step: one token computed, padded to 1 + γ with -1 drafts
     assert all(d >= 0 for step in seen[1:] for d in step), seen  # real drafts afterwards
-    # the scheduler's padding is read (vllm_configs.record_scheduled_drafts) and the padded round left out of accepted:
+    # the scheduler's padding is read (configs.record_scheduled_drafts) and the padded round left out of accepted:
     # one round per step with real drafts, and the first token before them, as prefill_tokens = 1 says
     assert state["padded_requests"] == 1 == state["padded_steps"], state
     assert len(out[0].accepted) == len(seen) - 1, (out[0].accepted, seen)
     assert completion_violation(len(out[0].tokens), out[0].accepted, 3, prefill=1) is None, out[0]
     assert (out[0].tokens, out[0].finish_reason) == greedy_outcome(pair.target, TURN2.prompt, greedy)
-    assert effective["random_sample_kernel"] == "specverify.adapters.vllm_patches.reject_padded_drafts"
+    assert effective["random_sample_kernel"] == "specverify.adapters.vllm.patches.reject_padded_drafts"
     assert effective["workaround"] == ["padded-drafts"]
 
 
@@ -160,32 +161,32 @@ def test_padded_draft_probs_fills_a_padded_request_and_keeps_vllms_fallback_othe
     going to the point-mass fallback (None); a real request without a row still gets vLLM's fallback."""
     from types import SimpleNamespace
 
-    vllm_patches.bind(None)  # saves vLLM's own lookup
+    patches.bind(None)  # saves vLLM's own lookup
     cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # rows of requests "a" and "b"
     runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
                              input_batch=SimpleNamespace(req_ids=["b", "new", "a"]))  # fmt: skip
     metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, -1, -1, -1, 3]), num_draft_tokens=[2, 3, 1])
-    got = vllm_patches.padded_draft_probs(runner, metadata)
+    got = patches.padded_draft_probs(runner, metadata)
     assert torch.equal(got, torch.cat([cached[1, :2], torch.zeros(3, 4), cached[0, :1]]))
-    assert vllm_patches._ORIGINAL["draft_probs"](runner, metadata) is None  # vLLM's own: the batch falls back
+    assert patches._ORIGINAL["draft_probs"](runner, metadata) is None  # vLLM's own: the batch falls back
     real = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 0, 1, 2, 3]), num_draft_tokens=[2, 3, 1])
-    assert vllm_patches.padded_draft_probs(runner, real) is None  # a real draft without a row: vLLM's fallback
+    assert patches.padded_draft_probs(runner, real) is None  # a real draft without a row: vLLM's fallback
     none_cached = SimpleNamespace(**{**vars(runner), "_draft_probs": None})
-    assert vllm_patches.padded_draft_probs(none_cached, metadata) is None
+    assert patches.padded_draft_probs(none_cached, metadata) is None
 
 
 def test_padded_draft_probs_needs_padded_drafts_on_cpu():
-    assert "padded-draft-probs" in vllm_patches.WORKAROUNDS and "padded-draft-probs" in vllm_patches.PROCESS_GLOBAL
+    assert "padded-draft-probs" in patches.WORKAROUNDS and "padded-draft-probs" in patches.PROCESS_GLOBAL
     with pytest.raises(InvalidArgument, match="add it: --engine-option"):
-        vllm_patches.workarounds_of(["padded-draft-probs"])
+        patches.workarounds_of(["padded-draft-probs"])
     both = ("padded-drafts", "padded-draft-probs")
-    assert vllm_patches.workarounds_of(list(reversed(both))) == both
-    vllm_patches.bind(["padded-drafts", "padded-draft-probs"])
+    assert patches.workarounds_of(list(reversed(both))) == both
+    patches.bind(["padded-drafts", "padded-draft-probs"])
     try:
-        assert vllm_patches.bound_padded_draft_probs()
+        assert patches.bound_padded_draft_probs()
     finally:
-        vllm_patches.bind(None)
-    assert not vllm_patches.bound_padded_draft_probs()
+        patches.bind(None)
+    assert not patches.bound_padded_draft_probs()
 
 
 def test_missed_draft_probs_gives_only_the_request_that_missed_one_hot_rows():
@@ -195,32 +196,32 @@ def test_missed_draft_probs_gives_only_the_request_that_missed_one_hot_rows():
     from types import SimpleNamespace
 
     with pytest.raises(InvalidArgument, match="missed-draft-probs extends padded-draft-probs"):
-        vllm_patches.workarounds_of(["padded-drafts", "missed-draft-probs"])
+        patches.workarounds_of(["padded-drafts", "missed-draft-probs"])
     cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)
     runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
                              input_batch=SimpleNamespace(req_ids=["b", "late", "a"]))  # fmt: skip
     metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 3, 0, -1, 3]), num_draft_tokens=[2, 3, 1])
-    vllm_patches.bind(["padded-drafts", "padded-draft-probs"])
+    patches.bind(["padded-drafts", "padded-draft-probs"])
     try:
-        assert vllm_patches.padded_draft_probs(runner, metadata) is None  # padded-draft-probs alone: vLLM's fallback
-        assert not vllm_patches.bound_missed_draft_probs()
-        vllm_patches.bind(["padded-drafts", "padded-draft-probs", "missed-draft-probs"])
-        assert vllm_patches.bound_missed_draft_probs()
-        got = vllm_patches.padded_draft_probs(runner, metadata)
+        assert patches.padded_draft_probs(runner, metadata) is None  # padded-draft-probs alone: vLLM's fallback
+        assert not patches.bound_missed_draft_probs()
+        patches.bind(["padded-drafts", "padded-draft-probs", "missed-draft-probs"])
+        assert patches.bound_missed_draft_probs()
+        got = patches.padded_draft_probs(runner, metadata)
         # a step earlier "late" was drafted (its rows cached), then left out of the step that replaced the cache
         earlier = SimpleNamespace(_draft_probs=cached + 100, _draft_prob_req_ids=["late", "a"], requests={"late", "a"},
                                   input_batch=SimpleNamespace(req_ids=[]))  # fmt: skip
-        vllm_patches.padded_draft_probs(earlier, SimpleNamespace(draft_token_ids=torch.tensor([]), num_draft_tokens=[]))
+        patches.padded_draft_probs(earlier, SimpleNamespace(draft_token_ids=torch.tensor([]), num_draft_tokens=[]))
         later = SimpleNamespace(**{**vars(earlier), "_draft_probs": cached, "_draft_prob_req_ids": ["a", "b"],
                                    "requests": {"a", "b", "late"}, "input_batch": runner.input_batch})  # fmt: skip
-        kept = vllm_patches.padded_draft_probs(later, metadata)
+        kept = patches.padded_draft_probs(later, metadata)
     finally:
-        vllm_patches.bind(None)
+        patches.bind(None)
     one_hot = torch.zeros(3, 4)
     one_hot[0, 3], one_hot[1, 0] = 1.0, 1.0  # "late": drafts 3, 0 one-hot, its -1 a row of zeros
     assert torch.equal(got, torch.cat([cached[1, :2], one_hot, cached[0, :1]]))
     assert torch.equal(kept, torch.cat([cached[1, :2], cached[0] + 100, cached[0, :1]]))  # its own rows, kept
-    assert not vllm_patches.bound_missed_draft_probs()
+    assert not patches.bound_missed_draft_probs()
 
 
 def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):
@@ -228,13 +229,13 @@ def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):
     pads one by one (scheduler ids ``"{index}_{id}-{uuid}"``); each child's completion is flagged padded and its
     accepted counts stay consistent with one token before its first real round."""
     flagged = []
-    original = va.completion
+    original = decoder_module.completion
 
     def recording(request, sample, vocab, method, *, padded=False, **rest):  # noqa: ANN001, ANN003, ANN202
         flagged.append(padded)
         return original(request, sample, vocab, method, padded=padded, **rest)
 
-    monkeypatch.setattr(va, "completion", recording)
+    monkeypatch.setattr(decoder_module, "completion", recording)
     pair = TURN2.models()
     decoder = va.draft_model(pair.target, pair.draft, parallel_n=True, workaround=WORKAROUNDS + ["padded-drafts"])
     try:

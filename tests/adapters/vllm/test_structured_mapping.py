@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from specverify.adapters import _vllm_mapping, vllm_configs
-from specverify.adapters.vllm_methods import method_options
+from specverify.adapters.vllm import configs, mapping
+from specverify.adapters.vllm.methods import method_options
 from specverify.certification.matrix_checkpoint import STRUCTURED_PATTERN, configuration_scenarios, structured_grammar
 from specverify.certification.scenarios import DEAD_END_GRAMMAR, SCENARIOS
 from specverify.errors import InvalidArgument
@@ -19,26 +19,26 @@ def _request(grammar, temperature=1.0):
 
 @pytest.mark.parametrize("method", ["draft_model", "eagle", "plain"])
 def test_a_regex_grammar_is_mapped_only_under_structured(method):
-    _vllm_mapping._check_request(_request(structured_grammar()), method, True)
+    mapping.check_request(_request(structured_grammar()), method, True)
     with pytest.raises(InvalidArgument, match="structured_outputs=true"):
-        _vllm_mapping._check_request(_request(structured_grammar()), method, False)
+        mapping.check_request(_request(structured_grammar()), method, False)
 
 
 def test_a_token_level_grammar_is_never_mapped():
     for structured in (False, True):
         with pytest.raises(InvalidArgument, match="no text form"):
-            _vllm_mapping._check_request(_request(DEAD_END_GRAMMAR), "draft_model", structured)
+            mapping.check_request(_request(DEAD_END_GRAMMAR), "draft_model", structured)
 
 
 def test_the_preset_declares_its_option_and_evidence():
-    preset = vllm_configs.ENGINE_CONFIGS["structured"]
+    preset = configs.ENGINE_CONFIGS["structured"]
     assert preset.options == {"structured_outputs": True}
     assert dict(preset.reaches) == {"structured_requests": 1, "drafts_cut": 1}
     assert preset.scenarios == ("structured", "greedy-structured")
     assert method_options("draft_model", {})["structured_outputs"] is False
     with pytest.raises(InvalidArgument, match="structured_outputs"):
         method_options("draft_model", {"structured_outputs": "yes"})
-    assert {"structured_requests", "drafts_cut"} <= set(vllm_configs.new_state())
+    assert {"structured_requests", "drafts_cut"} <= set(configs.new_state())
 
 
 def test_the_structured_scenarios_law_stays_inside_the_grammar():

@@ -1,8 +1,8 @@
 """vLLM's head methods (eagle, eagle3, medusa, dflash) on the checkpoint family, with heads built for the target by
-``specverify.adapters.vllm_heads``, and ``mtp`` on the MiMo pair (its drafts come from the MTP layer inside the
+``specverify.adapters.vllm.heads``, and ``mtp`` on the MiMo pair (its drafts come from the MTP layer inside the
 target, ``specverify.oracles.checkpoint_mimo``). Run from the vLLM venv (docs/findings/vllm.md, methods with heads):
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_methods.py -q -p no:cacheprovider
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_methods_engine.py -q -p no:cacheprovider
 
 Per method: greedy output equals the target's on 20 prompts; the law of one scenario (prompt (0, 1), temperature 1,
 ``max_tokens`` 3, γ 3, N 3000, battery at α 1e-6) is rejected as shipped (finding 1: the verifying rows' temperature
@@ -19,9 +19,9 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
-from specverify.adapters import _head_math as hm  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_heads  # noqa: E402
+from specverify.adapters.vllm import head_math as hm  # noqa: E402
+from specverify.adapters.vllm import heads  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
@@ -29,7 +29,7 @@ from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 from specverify.stats import battery  # noqa: E402
 
-HEADS = vllm_heads.HEAD_METHODS
+HEADS = heads.HEAD_METHODS
 LAW_N = 3000
 LAW_PROMPT = (0, 1)
 LAW_PARAMS = SamplingParams(max_tokens=3)  # the checkpoint matrix's temperature-1 scenario
@@ -115,32 +115,32 @@ def test_heads_are_built_for_the_target(pair):
     """Each head sits beside the target, in the target's vocabulary, with the config vLLM reads; the fitted heads'
     first drafts agree with the target's argmax (Medusa: the sampled token) far above chance, 1 / V."""
     for method in HEADS:
-        path = vllm_heads.head_for(method, pair.target)
+        path = heads.head_for(method, pair.target)
         config = json.loads((path / "config.json").read_text())
         assert config["vocab_size"] == pair.target.vocab.size and path.parent == pair.target.path.parent
-        agreement = vllm_heads.first_draft_agreement(path)
+        agreement = heads.first_draft_agreement(path)
         assert (agreement is None) == (method == "dflash")
         assert agreement is None or agreement > 2 / pair.target.vocab.size
-    eagle3 = json.loads((vllm_heads.head_for("eagle3", pair.target) / "config.json").read_text())
+    eagle3 = json.loads((heads.head_for("eagle3", pair.target) / "config.json").read_text())
     assert eagle3["eagle_aux_hidden_state_layer_ids"] == [0, 1]
-    dflash = json.loads((vllm_heads.head_for("dflash", pair.target) / "config.json").read_text())
+    dflash = json.loads((heads.head_for("dflash", pair.target) / "config.json").read_text())
     assert dflash["dflash_config"] == {"target_layer_ids": [0], "mask_token_id": pair.target.vocab.eos_token_id}
 
 
 def test_a_head_build_is_deterministic(pair, tmp_path):
-    spec = vllm_heads.HeadSpec("medusa", CHECKPOINT_PAIRS["main"].target, steps=20)
-    first = vllm_heads.head_dir(spec, root=tmp_path / "a") / "model.safetensors"
-    second = vllm_heads.head_dir(spec, root=tmp_path / "b") / "model.safetensors"
+    spec = heads.HeadSpec("medusa", CHECKPOINT_PAIRS["main"].target, steps=20)
+    first = heads.head_dir(spec, root=tmp_path / "a") / "model.safetensors"
+    second = heads.head_dir(spec, root=tmp_path / "b") / "model.safetensors"
     assert first.read_bytes() == second.read_bytes()
 
 
 def test_head_specs_are_checked(pair):
     with pytest.raises(InvalidArgument, match="method='lookahead' must be one of"):
-        vllm_heads.HeadSpec("lookahead")
+        heads.HeadSpec("lookahead")
     with pytest.raises(InvalidArgument, match="not fitted"):
-        vllm_heads.HeadSpec("dflash", steps=10)
+        heads.HeadSpec("dflash", steps=10)
     with pytest.raises(InvalidArgument, match="no specverify.json"):
-        vllm_heads.head_for("eagle", object())
+        heads.head_for("eagle", object())
 
 
 # ------------------------------------------------------------------------------------------------ one engine each
@@ -196,7 +196,7 @@ def test_sampled_head_drafts_with_the_workaround_are_exact(pair):
 
 def test_mtp_checks_its_target_and_gamma(pair, tmp_path):
     """No engine: the mtp config refuses a target without MTP layers, and γ above the layer count unless divisible."""
-    from specverify.adapters.vllm_methods import METHODS
+    from specverify.adapters.vllm.methods import METHODS
     from specverify.oracles.checkpoint_mimo import mimo_dir
     from specverify.oracles.checkpoint_spec import MimoSpec
 

@@ -1,6 +1,6 @@
 """The kernel checks against vLLM 0.32's real rejection sampler, no model involved (vLLM venv only):
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_kernels.py -q -p no:cacheprovider
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_kernels_engine.py -q -p no:cacheprovider
 
 Nine round cases, each N = 20000 independent rounds through ``round_law_test`` at α = 1e-6 / 9 (Bonferroni over the
 cases of one entry point). ``rejection_sample`` alone receives processed logits and is exact; through

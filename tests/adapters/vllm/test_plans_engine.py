@@ -2,7 +2,7 @@
 a live engine (no engine start per call). Engine starts are counted by the adapter (``decoder.engine_start_s``).
 Run from the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_plans.py -q
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_plans_engine.py -q
 """
 
 import pytest
@@ -104,7 +104,7 @@ def test_batch_composition_large_calls_take_same_gamma_neighbours_on_a_fixed_gam
 
 def test_threads_is_a_checked_option_and_holds_through_ngram_calls():
     """``threads`` (default 1) is torch's intra-op thread count for the engines; the n-gram proposer resets OpenMP's
-    count through numba around each proposal, so the adapter sets numba's too (``_vllm_mapping.set_threads``)."""
+    count through numba around each proposal, so the adapter sets numba's too (``engine.set_threads``)."""
     import torch
 
     from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS

@@ -1,8 +1,8 @@
-"""vLLM's engine configurations (issue #25, ``specverify.adapters.vllm_configs``): each preset's option mapping, the
+"""vLLM's engine configurations (issue #25, ``specverify.adapters.vllm.configs``): each preset's option mapping, the
 evidence of its state read from a real engine (prefix-cache hits of 32 tokens, preemptions, split prefills, packed
 ``n`` requests), and "not covered" while the state is not reached. Run from the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_configs.py -q
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_configs_engine.py -q
 """
 
 import pytest
@@ -11,7 +11,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_configs  # noqa: E402
+from specverify.adapters.vllm import configs  # noqa: E402
+from specverify.adapters.vllm.methods import method_options  # noqa: E402
 from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
@@ -36,13 +37,13 @@ def test_every_preset_maps_onto_checked_options():
     configs = va.draft_model.engine_configs
     assert va.draft_model.default_engine_config == "prefix-cache" and configs["prefix-cache"].options == {}
     structured = configs["structured"].scenarios  # the adapter names the matrix's configuration scenarios
-    assert (*vllm_configs.STATE_SCENARIOS, *vllm_configs.LONG_SCENARIOS, *structured) == CONFIGURATION_SCENARIOS
-    long = {n for n, p in configs.items() if set(vllm_configs.LONG_SCENARIOS) <= set(p.scenarios)}
+    assert (*configs.STATE_SCENARIOS, *configs.LONG_SCENARIOS, *structured) == CONFIGURATION_SCENARIOS
+    long = {n for n, p in configs.items() if set(configs.LONG_SCENARIOS) <= set(p.scenarios)}
     assert long == {"prefix-cache", "no-prefix-cache"}  # the long pair of turns: the prefix-cache presets only
     for name, preset in configs.items():
         if preset.unreachable:
             continue
-        options = va.method_options("eagle", preset.options)  # every key accepted by every method, every value checked
+        options = method_options("eagle", preset.options)  # every key accepted by every method, every value checked
         assert options["workaround"] == preset.options.get("workaround")
     assert {n for n, p in configs.items() if p.unreachable} == {"async-scheduling", "dynamic-gamma"}
     assert "forced off on CPU" in configs["async-scheduling"].unreachable
@@ -51,7 +52,7 @@ def test_every_preset_maps_onto_checked_options():
     for key, bad in [("enable_prefix_caching", "yes"), ("max_num_batched_tokens", 1), ("num_gpu_blocks_override", 1.5),
                      ("parallel_n", None), ("declare_seed", 0)]:  # fmt: skip
         with pytest.raises(InvalidArgument, match=key):
-            va.method_options("draft_model", {key: bad})
+            method_options("draft_model", {key: bad})
 
 
 def test_packing_groups_identical_unseeded_requests_only():
@@ -59,7 +60,7 @@ def test_packing_groups_identical_unseeded_requests_only():
     requests = [Request(a.prompt, a.params, 3), Request(b.prompt, b.params, 3), Request(a.prompt, a.params, 3),
                 Request(a.prompt, a.params, 3, seed=7), Request(a.prompt, a.params, 2)]  # fmt: skip
     greedy = Request(a.prompt, sv.SamplingParams(temperature=0.0, max_tokens=3), 3)
-    assert vllm_configs.packed(requests + [greedy, greedy]) == [[0, 2], [1], [3], [4], [5], [6]]
+    assert configs.packed(requests + [greedy, greedy]) == [[0, 2], [1], [3], [4], [5], [6]]
 
 
 def test_prefix_cache_hits_and_their_absence_without_it():
@@ -84,7 +85,7 @@ def test_prefix_cache_hits_and_their_absence_without_it():
 def test_preemptions_are_counted_and_short_requests_alone_are_not_covered():
     decoder = _decoder("preempt")
     preset = va.ENGINE_CONFIGS["preempt"]
-    assert decoder.engine_info["effective"]["3"]["num_gpu_blocks"] == vllm_configs.PREEMPT_BLOCKS
+    assert decoder.engine_info["effective"]["3"]["num_gpu_blocks"] == configs.PREEMPT_BLOCKS
     decoder([Request((0, 1), sv.SamplingParams(max_tokens=3), 3, seed=i) for i in range(100)])  # one block each
     assert decoder.engine_info["state"]["preemptions"] == 0
     assert "preemptions = 0 (needs >= 1)" in preset.shortfall(engine_of(decoder))  # not covered, never a pass
@@ -92,7 +93,7 @@ def test_preemptions_are_counted_and_short_requests_alone_are_not_covered():
     assert decoder.engine_info["state"]["preemptions"] >= 1 and preset.shortfall(engine_of(decoder)) is None
     assert all(len(c.tokens) >= 1 for c in out)  # resumed requests finish
     # a preempted request's resume samples a token outside any round: its rounds are not reported
-    # (vllm_configs.record_preempted); every other request's counts fit one token before its first round
+    # (configs.record_preempted); every other request's counts fit one token before its first round
     unreported = sum(c.accepted is None for c in out)
     assert 1 <= unreported <= decoder.engine_info["state"]["preemptions"], unreported
     reported = [c for c in out if c.accepted is not None]
@@ -114,7 +115,7 @@ def test_chunked_prefill_of_seeded_requests_crashes_and_unseeded_ones_split():
     out = unseeded(_requests("long-prompt", 40) + _requests("multi-turn", 40))
     assert len(out) == 80 and unseeded.engine_info["state"]["partial_prefills"] >= 1
     # 300 running requests, 64 at a time, need 4 tokens a step each: the budget of 64 cuts the last ones' drafts
-    # (vllm_configs.record_scheduled_drafts); their rounds are not reported, every other request's add up
+    # (configs.record_scheduled_drafts); their rounds are not reported, every other request's add up
     before = unseeded.engine_info["state"]["short_requests"]
     out = unseeded(_requests("one-token-prompt", 300))
     state = unseeded.engine_info["state"]

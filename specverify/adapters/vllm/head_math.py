@@ -1,8 +1,8 @@
 """Torch forwards of the one-layer checkpoint target and of vLLM's EAGLE, EAGLE-3 and Medusa heads, and their fit.
 
-Private to ``specverify.adapters.vllm_heads``. Every tensor is [B, T, ...] float32; positions are 0..T-1. The
-target's forward is checked against its float64 oracle (``tests/adapters/test_vllm_methods.py``), so the rotary and
-norm conventions below are the ones the checkpoint family uses.
+Private to ``heads``. Every tensor is [B, T, ...] float32; positions are 0..T-1. The target's forward is checked
+against its float64 oracle (``tests/adapters/vllm/test_heads.py``), so the rotary and norm conventions below are the
+ones the checkpoint family uses.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ def load_target(directory) -> dict:
     return {"config": config, "weights": weights}
 
 
-def rms(x, weight):  # [..., H], [H] -> [..., H]
+def rms(x, weight) -> torch.Tensor:  # [..., H], [H] -> [..., H]
     return weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
 
 
-def rotary(x, head_dim):  # [B, T, heads, D] -> same, neox halves (transformers' rotate_half)
+def rotary(x, head_dim) -> torch.Tensor:  # [B, T, heads, D] -> same, neox halves (transformers' rotate_half)
     half = head_dim // 2
     inv_freq = 1.0 / ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # [D/2]
     angles = torch.arange(x.shape[1], dtype=torch.float32)[:, None] * inv_freq  # [T, D/2]
@@ -40,7 +40,7 @@ def rotary(x, head_dim):  # [B, T, heads, D] -> same, neox halves (transformers'
     return x * cos + rotated * sin
 
 
-def attention(x, w, head_dim):  # [B, T, In] -> [B, T, H]; w: q, k, v [H, In], o [H, H]; causal
+def attention(x, w, head_dim) -> torch.Tensor:  # [B, T, In] -> [B, T, H]; w: q, k, v [H, In], o [H, H]; causal
     b, t, _ = x.shape
     q, k, v = (x @ w[n].T for n in ("q", "k", "v"))  # [B, T, H]
     q, k, v = (y.view(b, t, -1, head_dim) for y in (q, k, v))  # [B, T, heads, D]
@@ -49,7 +49,7 @@ def attention(x, w, head_dim):  # [B, T, In] -> [B, T, H]; w: q, k, v [H, In], o
     return out.transpose(1, 2).reshape(b, t, -1) @ w["o"].T
 
 
-def mlp(x, w):  # [B, T, H] -> [B, T, H]
+def mlp(x, w) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
     return (F.silu(x @ w["gate"].T) * (x @ w["up"].T)) @ w["down"].T
 
 
@@ -69,7 +69,7 @@ def layer_weights(weights: dict, prefix: str) -> dict:
     return {key: weights[f"{prefix}{name}.weight"].float() for key, name in names.items()}
 
 
-def target_forward(target: dict, ids):  # [B, T] -> logits [B, T, V], final hidden [B, T, H], aux [B, T, H] × 2
+def target_forward(target: dict, ids) -> tuple:  # [B, T] -> logits [B, T, V], final hidden [B, T, H], aux [B, T, H] × 2
     """vLLM's ``LlamaModel.forward`` (model_executor/models/llama.py:406): the final-normed hidden state goes to
     EAGLE-1 and Medusa; aux = [input of layer 0, pre-norm output] (interfaces.py:1601) goes to EAGLE-3."""
     w, d = target["weights"], target["config"]["head_dim"]
@@ -87,7 +87,7 @@ def target_forward(target: dict, ids):  # [B, T] -> logits [B, T, V], final hidd
 # ------------------------------------------------------------------------------------------------- heads
 
 
-def eagle_forward(p: dict, target: dict, ids, hidden):  # [B, T], [B, T, H] -> logits [B, T, V], hidden [B, T, H]
+def eagle_forward(p: dict, target: dict, ids, hidden) -> tuple:  # [B, T], [B, T, H] -> logits [B, T, V], [B, T, H]
     """llama_eagle.py:140-151: fc(cat(embed, hidden)), a layer whose input norm is the identity (:54), no final norm;
     the target's embedding and LM head (shared)."""
     w = target["weights"]
@@ -97,7 +97,7 @@ def eagle_forward(p: dict, target: dict, ids, hidden):  # [B, T], [B, T, H] -> l
     return x @ w["lm_head.weight"].T, x
 
 
-def eagle3_forward(p: dict, target: dict, ids, hidden):  # hidden: [B, T, H] (fc already applied) -> logits, hidden
+def eagle3_forward(p: dict, target: dict, ids, hidden) -> tuple:  # hidden [B, T, H] (fc applied) -> logits, hidden
     """llama_eagle3.py:129-140 and :259-271: the layer reads cat(norm(embed), norm(hidden)) with hidden as its
     residual (norm after residual), then a final norm and the head's own LM head; the pre-norm state is fed back."""
     embeds = rms(target["weights"]["model.embed_tokens.weight"][ids], p["in_norm"])
@@ -107,14 +107,14 @@ def eagle3_forward(p: dict, target: dict, ids, hidden):  # hidden: [B, T, H] (fc
     return rms(prenorm, p["norm"]) @ p["lm_head"].T, prenorm
 
 
-def medusa_forward(p: dict, hidden, k: int):  # [B, T, H] -> logits [B, T, V] of head k (medusa.py:35-38)
+def medusa_forward(p: dict, hidden, k: int) -> torch.Tensor:  # [B, T, H] -> logits [B, T, V], head k (medusa.py:35-38)
     return (hidden + F.silu(hidden @ p[f"block{k}"].T)) @ p[f"lm_head{k}"].T
 
 
 # ------------------------------------------------------------------------------------------------- fit
 
 
-def sample_sequences(target: dict, num: int, length: int, seed: int):  # -> [num, length] int64
+def sample_sequences(target: dict, num: int, length: int, seed: int) -> torch.Tensor:  # -> [num, length] int64
     """Prompts of 1-3 uniform tokens continued by target sampling (temperature 1, EOS an ordinary token)."""
     import numpy as np
 
@@ -155,7 +155,7 @@ def init_head(method: str, target: dict, num_heads: int, gen) -> dict:
     return {n: v.clone().requires_grad_(True) for n, v in p.items()}
 
 
-def head_loss(method: str, p: dict, target: dict, seqs, num_heads: int, outputs):
+def head_loss(method: str, p: dict, target: dict, seqs, num_heads: int, outputs) -> torch.Tensor:
     """Mean KL(target ‖ head) of the first draft (and of the second, fed its own hidden state, for EAGLE);
     ``outputs`` = ``target_forward(target, seqs)``."""
     logits, hidden, aux = outputs
@@ -191,7 +191,7 @@ def agreement(method: str, p: dict, target: dict, seqs, outputs) -> float:
         return float((draft.argmax(-1) == logits[:, 1:].argmax(-1)).double().mean())
 
 
-def fit(method: str, target: dict, *, steps: int, seed: int, num_heads: int, num_seqs: int, seq_len: int):
+def fit(method: str, target: dict, *, steps: int, seed: int, num_heads: int, num_seqs: int, seq_len: int) -> tuple:
     """Initialise and fit a head; returns (checkpoint tensors by vLLM's names, a small report)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: one thread is ~10x faster than two contended ones, and deterministic

@@ -2,7 +2,7 @@
 automaton allows in every reachable state (no model run), and a real engine reaches the state (requests with
 structured outputs whose drafts the grammar cut) with every completion inside the grammar. Run from the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_structured.py -q
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_structured_engine.py -q
 """
 
 import json
@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/vllm")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_patches  # noqa: E402
+from specverify.adapters.vllm import patches  # noqa: E402
 from specverify.certification.matrix_checkpoint import (  # noqa: E402
     STRUCTURED_PATTERN,
     configuration_scenarios,
@@ -128,7 +128,7 @@ def test_probabilistic_drafts_cut_by_the_grammar_shift_the_law():
 
 
 def test_grammar_cut_drafts_makes_probabilistic_drafts_exact_under_the_grammar():
-    """The opt-in workaround of finding 12 (``grammar-cut-drafts``, ``_vllm_engine_patches.keep_cut_drafts``): the
+    """The opt-in workaround of finding 12 (``grammar-cut-drafts``, ``patches.keep_cut_drafts``): the
     drafts the grammar cuts are kept as ``-1`` drafts, rejected by ``padded-drafts``, so the cut position is drawn
     from the residual of the drafter's row; the same scenario as above then passes, with drafts cut (the state
     reached)."""
@@ -148,5 +148,5 @@ def test_grammar_cut_drafts_makes_probabilistic_drafts_exact_under_the_grammar()
 
 def test_grammar_cut_drafts_needs_the_drafters_probabilities():
     with pytest.raises(InvalidArgument, match="grammar-cut-drafts verifies a draft the grammar cuts as a -1 draft"):
-        vllm_patches.workarounds_of(["padded-drafts", "grammar-cut-drafts"])
-    assert "grammar-cut-drafts" in vllm_patches.WORKAROUNDS and "grammar-cut-drafts" not in vllm_patches.PROCESS_GLOBAL
+        patches.workarounds_of(["padded-drafts", "grammar-cut-drafts"])
+    assert "grammar-cut-drafts" in patches.WORKAROUNDS and "grammar-cut-drafts" not in patches.PROCESS_GLOBAL

@@ -9,10 +9,9 @@ spec-decode metrics (``per_step_accepted``) to its engine-core output only in th
 (v1/core/sched/scheduler.py:2276-2279); a stop string is matched in the front-end (v1/engine/detokenizer.py:133-153),
 which then aborts the request, so a request a stop string ends is returned with ``spec_decode_metrics=None``
 (v1/engine/output_processor.py:745-746 keeps the last metrics received, :480 emits them at the finish) and its
-rounds are lost. ``_vllm_engine_patches.attach_running_metrics`` wraps one engine's
-``Scheduler.update_from_output`` (an instance attribute: per engine, nothing process-global) to attach a copy of
-every running request's metrics to its output of each step, so the front-end holds the latest when it finishes the
-request. The law is not touched.
+rounds are lost. :func:`attach_running_metrics` wraps one engine's ``Scheduler.update_from_output`` (an instance
+attribute: per engine, nothing process-global) to attach a copy of every running request's metrics to its output of each
+step, so the front-end holds the latest when it finishes the request. The law is not touched.
 
 ``min-tokens-bonus`` (finding 8). With speculation the bonus rows are sampled first, by the ordinary ``Sampler``
 (v1/sample/rejection_sampler.py:148-161), whose ``MinTokensLogitsProcessor.apply`` masks the stop tokens of every
@@ -65,13 +64,12 @@ that missed loses acceptance, not the step. Process-global, bound with ``padded-
 outputs the scheduler keeps only the longest grammar-valid prefix of a request's drafts
 (``Scheduler.update_draft_token_ids``, v1/core/sched/scheduler.py:2550-2569), so the position of the first forbidden
 draft x is sampled as a bonus token from the masked target row p, where the rule needs x rejected (p(x) = 0) and the
-token drawn from norm((p - q)+): not exact for probabilistic drafts. ``_vllm_engine_patches.keep_cut_drafts`` wraps
-one engine's ``update_draft_token_ids`` (an instance attribute: per engine) to pad the cut drafts back with ``-1``,
-as vLLM's own async path does (:2571-2604): the row of the first ``-1`` is masked by the grammar
-(v1/structured_output/__init__.py:414-423), ``padded-drafts`` rejects the ``-1``, and the recovered token is drawn
-from norm((p - q)+) with the drafter's cached row q (``padded-draft-probs`` keeps one padded request from sending
-the batch to the point-mass fallback, where a ``-1`` draft's residual would be p itself). The rows after it are
-never reached.
+token drawn from norm((p - q)+): not exact for probabilistic drafts. :func:`keep_cut_drafts` wraps one engine's
+``update_draft_token_ids`` (an instance attribute: per engine) to pad the cut drafts back with ``-1``, as vLLM's own
+async path does (:2571-2604): the row of the first ``-1`` is masked by the grammar
+(v1/structured_output/__init__.py:414-423), ``padded-drafts`` rejects the ``-1``, and the recovered token is drawn from
+norm((p - q)+) with the drafter's cached row q (``padded-draft-probs`` keeps one padded request from sending the batch
+to the point-mass fallback, where a ``-1`` draft's residual would be p itself). The rows after it are never reached.
 """
 
 from __future__ import annotations
@@ -95,6 +93,11 @@ __all__ = [
     "padded_draft_probs",
     "bound_padded_draft_probs",
     "bound_missed_draft_probs",
+    "attach_engine_workarounds",
+    "attach_running_metrics",
+    "running_metrics_attached",
+    "keep_cut_drafts",
+    "cut_drafts_kept",
 ]
 
 WORKAROUNDS = ("expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs",
@@ -370,3 +373,74 @@ def _bound(key: str) -> str | None:
         return None
     impl = entry[1]
     return f"{getattr(impl, '__module__', '?')}.{getattr(impl, '__qualname__', '?')}"
+
+
+# ------------------------------------------------------------------------------------------------- per engine
+# stop-metrics and grammar-cut-drafts wrap methods of one engine's scheduler (instance attributes: nothing
+# process-global), attached by attach_engine_workarounds once per speculative engine start
+
+
+def attach_running_metrics(llm) -> None:
+    """``stop-metrics``: every step's output of a running request carries a copy of its spec-decode metrics (the
+    in-process engine's scheduler only; module docstring)."""
+    import copy
+
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.update_from_output
+
+    def update_from_output(scheduler_output, model_runner_output):  # noqa: ANN001, ANN202 - vLLM's signature
+        outputs = original(scheduler_output, model_runner_output)
+        for group in outputs.values():
+            for output in group.outputs:
+                request = scheduler.requests.get(output.request_id)
+                if output.spec_decode_metrics is None and getattr(request, "spec_decode_metrics", None) is not None:
+                    output.spec_decode_metrics = copy.deepcopy(request.spec_decode_metrics)
+        return outputs
+
+    update_from_output.specverify_workaround = "stop-metrics"
+    scheduler.update_from_output = update_from_output
+
+
+def keep_cut_drafts(llm) -> None:
+    """``grammar-cut-drafts``: every draft the grammar cuts is kept as a ``-1`` draft, which the round rejects (the
+    in-process engine's scheduler only; module docstring)."""
+    from vllm.v1.structured_output.utils import strip_speculative_padding
+
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    original = scheduler.update_draft_token_ids
+
+    def update_draft_token_ids(draft_token_ids):  # noqa: ANN001, ANN202 - vLLM's signature
+        pairs = zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids)
+        proposed = {r: len(strip_speculative_padding(list(t))) for r, t in pairs}
+        original(draft_token_ids)
+        for request_id, n in proposed.items():
+            request = scheduler.requests.get(request_id)
+            if request is None or not request.use_structured_output or request.is_prefill_chunk:
+                continue
+            kept = list(request.spec_token_ids)
+            if 0 < n and len(kept) < n:
+                request.spec_token_ids = kept + [-1] * (n - len(kept))
+
+    update_draft_token_ids.specverify_workaround = "grammar-cut-drafts"
+    scheduler.update_draft_token_ids = update_draft_token_ids
+
+
+def attach_engine_workarounds(llm, workaround) -> None:
+    """Attach the per-engine workarounds among ``workaround`` to one speculative engine: ``stop-metrics``
+    (:func:`attach_running_metrics`) and ``grammar-cut-drafts`` (:func:`keep_cut_drafts`)."""
+    names = workarounds_of(workaround)
+    if "stop-metrics" in names:
+        attach_running_metrics(llm)
+    if "grammar-cut-drafts" in names:
+        keep_cut_drafts(llm)
+
+
+def cut_drafts_kept(llm) -> bool:
+    """Whether :func:`keep_cut_drafts` is attached to this engine's scheduler (engine_info)."""
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    return getattr(scheduler.update_draft_token_ids, "specverify_workaround", None) == "grammar-cut-drafts"
+
+
+def running_metrics_attached(llm) -> bool:
+    scheduler = llm.llm_engine.engine_core.engine_core.scheduler
+    return getattr(scheduler.update_from_output, "specverify_workaround", None) == "stop-metrics"

@@ -3,13 +3,13 @@
 scheduler while neighbour requests arrive, are cancelled and resubmitted, must draw the exact law of plain target
 sampling. Run from the vLLM venv:
 
-    VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_engine_law.py -q
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_state_law_engine.py -q
 
 With findings 1, 8, 10, 13, 14 and 15 worked around the law holds for seeded and unseeded requests. As shipped
-(tests/adapters/test_vllm_engine_fuzz.py, whose engines have no workaround) ``plain`` keeps it under the same events
-and finding 1 (the uninitialised verification temperature) makes ``draft_model`` and ``eagle`` reject it, which
-shows the test can fail. Each law test is one pooled goodness-of-fit test at α = 1e-6 on N = 2 016 outcomes (the
-tests are seeded through vLLM's seeds and schedules, so they do not flake).
+(tests/adapters/vllm/test_state_fuzz_engine.py, whose engines have no workaround) ``plain`` keeps it under the same
+events and finding 1 (the uninitialised verification temperature) makes ``draft_model`` and ``eagle`` reject it, which
+shows the test can fail. Each law test is one pooled goodness-of-fit test at α = 1e-6 on N = 2 016 outcomes (the tests
+are seeded through vLLM's seeds and schedules, so they do not flake).
 """
 
 import numpy as np
@@ -19,6 +19,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters.vllm.mapping import vllm_params  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
@@ -32,7 +33,7 @@ V = PAIR.target.vocab.size
 LAW = sv.SamplingParams(temperature=1.0, max_tokens=4)
 PROMPT = STATE["long-prompt"].prompt  # 31 tokens: its first decoding step fills the first 32-token block
 GREEDY = sv.SamplingParams(temperature=0.0, max_tokens=12)
-NEIGHBOURS = [(p, va._vllm_params(Request(p, GREEDY, 3), V)) for p in (STATE["multi-turn"].prompt, (1, 2, 3), (4, 5))]
+NEIGHBOURS = [(p, vllm_params(Request(p, GREEDY, 3), V)) for p in (STATE["multi-turn"].prompt, (1, 2, 3), (4, 5))]
 N, BATCH = 2000, 32
 WORKAROUNDS = ["expand-kernel", "stop-metrics", "min-tokens-bonus", "padded-drafts", "padded-draft-probs",
                "missed-draft-probs"]  # fmt: skip
@@ -42,7 +43,7 @@ SCHEDULE = (Step(0), Preempt(0), Preempt(5), Step(0), Add(), Step(0), Preempt(1)
 
 
 def _seeded(k: int):
-    return va._vllm_params(Request(PROMPT, LAW, 3, seed=k), V)
+    return vllm_params(Request(PROMPT, LAW, 3, seed=k), V)
 
 
 def _generated(r: int) -> tuple:
@@ -83,7 +84,7 @@ def test_seeded_sampling_keeps_the_law_under_preemption_and_neighbour_events(pat
 
 def test_unseeded_sampling_keeps_the_law_under_generated_schedules(patched):
     method, llm = patched
-    params = va._vllm_params(Request(PROMPT, LAW, 3), V)
+    params = vllm_params(Request(PROMPT, LAW, 3), V)
     result = law_under_events(
         llm, PAIR.target, PROMPT, LAW, params, _generated, n=N, batch=BATCH, neighbours=NEIGHBOURS
     )

@@ -1,7 +1,7 @@
 """The vLLM adapter on the checkpoint family: set-up, two engines in one process, greedy equality, a small law check
 per factory and the acceptance counters. Run from the vLLM venv (docs/findings/vllm.md):
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm.py -q
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_decoder_engine.py -q
 
 The law checks pin what vLLM 0.32.0 (CPU) does today: plain sampling is exact, every speculative factory is rejected
 (the rejection sampler's per-draft temperature is uninitialised memory, docs/findings/vllm.md, finding 1).
@@ -21,8 +21,12 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_patches  # noqa: E402
 from specverify.adapters.boundary.finish import EngineStoppedEarly  # noqa: E402
+from specverify.adapters.vllm import decoder as decoder_module  # noqa: E402
+from specverify.adapters.vllm import patches  # noqa: E402
+from specverify.adapters.vllm.engine import HideLlvmliteLib  # noqa: E402
+from specverify.adapters.vllm.mapping import check_request, completion, vllm_params  # noqa: E402
+from specverify.adapters.vllm.methods import method_options  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.acceptance_first import first_round_acceptance_law  # noqa: E402
@@ -77,30 +81,30 @@ def test_completion_reports_tokens_past_the_end_and_clips_accepted_to_them(pair)
     vocab = pair.target.vocab
     eos = vocab.eos_token_id
     request = Request((0, 1), SamplingParams(max_tokens=6), 3)
-    c = va.completion(request, _output([2, 2, eos, 1], [3]), vocab, "draft_model")
+    c = completion(request, _output([2, 2, eos, 1], [3]), vocab, "draft_model")
     assert (c.tokens, c.finish_reason, c.accepted) == ((2, 2, eos, 1), "eos", (3,))
-    c = va.completion(request, _output([2, eos], [3, 3], "stop"), vocab, "draft_model")
+    c = completion(request, _output([2, eos], [3, 3], "stop"), vocab, "draft_model")
     assert (c.tokens, c.finish_reason, c.accepted) == ((2, eos), "eos", (1,))  # EOS was the first accepted draft
-    c = va.completion(request, _output([2, 2, 2, 2, 2, 2, 2]), vocab, "plain")
+    c = completion(request, _output([2, 2, 2, 2, 2, 2, 2]), vocab, "plain")
     assert c.tokens == (2,) * 7 and c.accepted is None  # past max_tokens: 7 > 6, reported
     three = Request((0, 1), SamplingParams(max_tokens=3), 3)
-    c = va.completion(three, _output([2, 2, 2]), vocab, "draft_model")  # metrics lost (a stop string, in vLLM)
+    c = completion(three, _output([2, 2, 2]), vocab, "draft_model")  # metrics lost (a stop string, in vLLM)
     assert c.tokens == (2, 2, 2) and c.accepted is None  # not reported, never "no round"
-    c = va.completion(Request((0, 1), SamplingParams(max_tokens=1), 3), _output([2]), vocab, "draft_model")
+    c = completion(Request((0, 1), SamplingParams(max_tokens=1), 3), _output([2]), vocab, "draft_model")
     assert c.accepted == ()  # the prefill's token only: no round to lose
     five = Request((0, 1), SamplingParams(max_tokens=5), 3)
-    c = va.completion(five, _output([2, 2, 2, 2, 2], [0, 0, 0, 0, 0]), vocab, "ngram")
+    c = completion(five, _output([2, 2, 2, 2, 2], [0, 0, 0, 0, 0]), vocab, "ngram")
     assert c.accepted == (0, 0, 0, 0)  # the prefill's token, then four rounds of one token
 
 
 def test_an_early_stop_is_the_one_exception_not_no_token(pair):
     vocab = pair.target.vocab
     with pytest.raises(EngineStoppedEarly, match="vLLM stopped after 2 tokens .* finish_reason 'abort'"):
-        va.completion(Request((0, 1), SamplingParams(max_tokens=6), 3), _output([2, 2], [], "abort"), vocab, "ngram")
+        completion(Request((0, 1), SamplingParams(max_tokens=6), 3), _output([2, 2], [], "abort"), vocab, "ngram")
 
 
 def test_parameter_mapping_and_refusals():
-    params = va._vllm_params(Request((0,), SamplingParams(bad_token_ids=(0, 2), stop=("ab",), max_tokens=3), 2), 6)
+    params = vllm_params(Request((0,), SamplingParams(bad_token_ids=(0, 2), stop=("ab",), max_tokens=3), 2), 6)
     assert params.allowed_token_ids == [1, 3, 4, 5] and params.stop == ["ab"] and params.max_tokens == 3
     for bad, method in [
         (SamplingParams(min_p=0.1), "draft_model"),
@@ -110,8 +114,8 @@ def test_parameter_mapping_and_refusals():
         (SamplingParams(ignore_eos=True), "plain"),
     ]:
         with pytest.raises(InvalidArgument):
-            va._check_request(Request((0,), bad), method)
-    va._check_request(Request((0,), SamplingParams(stop=("a",), min_tokens=1, stop_after_min_tokens=True)), "plain")
+            check_request(Request((0,), bad), method)
+    check_request(Request((0,), SamplingParams(stop=("a",), min_tokens=1, stop_after_min_tokens=True)), "plain")
 
 
 def test_every_method_has_a_module_level_factory():
@@ -122,35 +126,35 @@ def test_every_method_has_a_module_level_factory():
         factory = getattr(va, name)
         assert (factory.__name__, factory.__qualname__, factory.__module__) == (name, name, va.__name__)
         assert pickle.loads(pickle.dumps(factory)) is factory and factory.draft_family == "ar"
-        patched = va.method_options(name, factory.engine_configs["patched"].options)  # --engine-config patched
-        assert patched["workaround"] == list(vllm_patches.WORKAROUNDS)
-        options = va.method_options(name, {})
+        patched = method_options(name, factory.engine_configs["patched"].options)  # --engine-config patched
+        assert patched["workaround"] == list(patches.WORKAROUNDS)
+        options = method_options(name, {})
         assert set(options) == set(va.COMMON_OPTIONS) | set(spec.options)
         assert pickle.loads(pickle.dumps(options)) == options
-    assert va.method_options("draft_model", {})["draft_sample_method"] == "probabilistic"
-    assert va.method_options("draft_model_greedy", {})["draft_sample_method"] == "greedy"
+    assert method_options("draft_model", {})["draft_sample_method"] == "probabilistic"
+    assert method_options("draft_model_greedy", {})["draft_sample_method"] == "greedy"
     assert va.METHODS["draft_model"].law({"draft_sample_method": "greedy"}) == "model-argmax"
     assert va.METHODS["draft_model_greedy"].law({"draft_sample_method": "probabilistic"}) == "model-temperature"
-    spec = va.METHODS["ngram"].speculative_config("t", None, 4, va.method_options("ngram", {"prompt_lookup_max": 3}))
+    spec = va.METHODS["ngram"].speculative_config("t", None, 4, method_options("ngram", {"prompt_lookup_max": 3}))
     assert spec == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
 def test_unknown_or_malformed_engine_options_are_refused():
     accepted = r"it accepts \['declare_seed', 'draft_sample_method'"
     with pytest.raises(InvalidArgument, match=r"foo=1 not accepted .*:draft_model: " + accepted):
-        va.method_options("draft_model", {"foo": 1})
+        method_options("draft_model", {"foo": 1})
     with pytest.raises(InvalidArgument, match="draft_sample_method='greedy' not accepted .*:ngram"):
-        va.method_options("ngram", {"draft_sample_method": "greedy"})
+        method_options("ngram", {"draft_sample_method": "greedy"})
     with pytest.raises(InvalidArgument, match="draft_sample_method='sampled' must be one of"):
-        va.method_options("draft_model", {"draft_sample_method": "sampled"})
+        method_options("draft_model", {"draft_sample_method": "sampled"})
     with pytest.raises(InvalidArgument, match="prompt_lookup_min=0 must be an int >= 1"):
-        va.method_options("ngram", {"prompt_lookup_min": 0})
+        method_options("ngram", {"prompt_lookup_min": 0})
     with pytest.raises(InvalidArgument, match="workaround='patch-everything' is not a workaround"):
-        va.method_options("plain", {"workaround": "patch-everything"})
+        method_options("plain", {"workaround": "patch-everything"})
     with pytest.raises(InvalidArgument, match="workaround=3 must be a name or a list of names"):
-        va.method_options("plain", {"workaround": 3})
-    both = va.method_options("ngram", {"workaround": ["stop-metrics", "expand-kernel"]})["workaround"]
-    assert vllm_patches.workarounds_of(both) == ("expand-kernel", "stop-metrics")
+        method_options("plain", {"workaround": 3})
+    both = method_options("ngram", {"workaround": ["stop-metrics", "expand-kernel"]})["workaround"]
+    assert patches.workarounds_of(both) == ("expand-kernel", "stop-metrics")
 
 
 def test_draft_families_other_than_ar_are_refused(pair):
@@ -160,15 +164,15 @@ def test_draft_families_other_than_ar_are_refused(pair):
 
 
 def test_the_workaround_is_gated_to_the_version_read(monkeypatch):
-    monkeypatch.setattr(vllm_patches, "vllm_version", lambda: "0.33.0")
+    monkeypatch.setattr(patches, "vllm_version", lambda: "0.33.0")
     with pytest.raises(InvalidArgument, match="replaces a function of vLLM 0.32.0 .* but vLLM 0.33.0 is installed"):
-        va.method_options("draft_model", {"workaround": "expand-kernel"})
-    monkeypatch.setattr(vllm_patches, "vllm_version", lambda: "0.32.0")
-    monkeypatch.setattr(vllm_patches, "has_triton", lambda: True)
+        method_options("draft_model", {"workaround": "expand-kernel"})
+    monkeypatch.setattr(patches, "vllm_version", lambda: "0.32.0")
+    monkeypatch.setattr(patches, "has_triton", lambda: True)
     with pytest.raises(InvalidArgument, match="not register when Triton is present"):
-        va.method_options("draft_model", {"workaround": "expand-kernel"})
-    monkeypatch.setattr(vllm_patches, "has_triton", lambda: False)
-    assert va.method_options("draft_model", {"workaround": "expand-kernel"})["workaround"] == "expand-kernel"
+        method_options("draft_model", {"workaround": "expand-kernel"})
+    monkeypatch.setattr(patches, "has_triton", lambda: False)
+    assert method_options("draft_model", {"workaround": "expand-kernel"})["workaround"] == "expand-kernel"
 
 
 class _Held:
@@ -179,14 +183,14 @@ class _Held:
 
 
 def test_decoders_with_and_without_the_workaround_cannot_share_a_process(monkeypatch):
-    monkeypatch.setattr(va, "_DECODERS", weakref.WeakSet())
+    monkeypatch.setattr(decoder_module, "_DECODERS", weakref.WeakSet())
     held = _Held("draft_model", "expand-kernel")
-    va._DECODERS.add(held)
-    va._check_one_workaround_setting(_Held("ngram", "expand-kernel"))  # the same setting: fine
+    decoder_module._DECODERS.add(held)
+    decoder_module._check_one_workaround_setting(_Held("ngram", "expand-kernel"))  # the same setting: fine
     with pytest.raises(InvalidArgument, match="workaround=None: .*'expand-kernel' .*--against .*--isolation"):
-        va._check_one_workaround_setting(_Held("plain", None))
+        decoder_module._check_one_workaround_setting(_Held("plain", None))
     held._closed = True
-    va._check_one_workaround_setting(_Held("plain", None))  # closed decoders hold no engine
+    decoder_module._check_one_workaround_setting(_Held("plain", None))  # closed decoders hold no engine
 
 
 def test_the_expand_kernel_workaround_writes_the_real_output():
@@ -199,20 +203,20 @@ def test_the_expand_kernel_workaround_writes_the_real_output():
     from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
 
     try:
-        vllm_patches.bind("expand-kernel")
-        with va._HideLlvmliteLib():  # as at an engine start (finding 4)
+        patches.bind("expand-kernel")
+        with HideLlvmliteLib():  # as at an engine start (finding 4)
             current_platform.register_triton_kernel_overrides()
-        assert vllm_patches.bound_expand_kernel() == "specverify.adapters.vllm_patches.expand_into_output"
+        assert patches.bound_expand_kernel() == "specverify.adapters.vllm.patches.expand_into_output"
         cu = torch.tensor([3, 6], dtype=torch.int32)
         got = expand_batch_to_tokens(torch.tensor([-1.0, 0.5]), cu, 6, replace_from=-1, replace_to=1)
         assert got.tolist() == [1, 1, 1, 0.5, 0.5, 0.5]
         got = expand_batch_to_tokens(torch.tensor([4, 2], dtype=torch.int32), torch.tensor([1, 3]), 3)
         assert got.dtype == torch.int32 and got.tolist() == [4, 2, 2]
     finally:
-        vllm_patches.bind(None)
-        with va._HideLlvmliteLib():
+        patches.bind(None)
+        with HideLlvmliteLib():
             current_platform.register_triton_kernel_overrides()
-    assert vllm_patches.bound_expand_kernel() == "vllm.utils.cpu_triton_utils._expand_kernel_impl"
+    assert patches.bound_expand_kernel() == "vllm.utils.cpu_triton_utils._expand_kernel_impl"
 
 
 # ------------------------------------------------------------------------------------------------ engines
@@ -257,7 +261,8 @@ def test_greedy_equals_the_target(name):
     """In a fresh process per factory: in one process after other engines, ngram and plain gave wrong greedy
     outputs (docs/findings/vllm.md, finding 5), which this test does not pin. No min_tokens here: with it, ngram's
     and the greedy draft's output is wrong on some prompts (the bonus row keeps EOS masked,
-    tests/adapters/test_vllm_findings.py); without it, ngram was exact in every fresh-process rerun (finding 5)."""
+    tests/adapters/vllm/test_findings_engine.py); without it, ngram was exact in every fresh-process rerun (finding
+    5)."""
     out = subprocess.run([sys.executable, "-c", _GREEDY_SCRIPT, name], capture_output=True, text=True, timeout=300)
     line = [x for x in out.stdout.splitlines() if x.startswith("MISMATCHES")]
     assert line and line[0].startswith("MISMATCHES 0 "), (line, out.stderr[-2000:])
@@ -347,7 +352,7 @@ def test_the_expand_kernel_workaround_makes_every_speculative_law_exact():
     for row in rows:
         print(row["name"], "p", row["pvalue"], "TV", row["tv"])
         assert row["passed"] and row["impossible"] == 0, row
-        assert row["effective"]["expand_kernel"] == "specverify.adapters.vllm_patches.expand_into_output", row
+        assert row["effective"]["expand_kernel"] == "specverify.adapters.vllm.patches.expand_into_output", row
         assert "expand-kernel" in row["effective"]["workaround"] and row["effective"]["model_runner"] == "v1", row
         assert "--against" in row["mixed"] and "process-global" in row["mixed"], row
     assert rows[0]["effective"]["draft_probs_used"] and not rows[1]["effective"]["draft_probs_used"]
@@ -358,7 +363,7 @@ def test_the_expand_kernel_workaround_makes_every_speculative_law_exact():
     assert rows[0]["draft_law"] == "model-temperature" and metrics["penalties/model-temperature"][0], metrics
     assert not metrics["penalties/model"][0], metrics
     assert "mean acceptance length (1 + accepted / rounds)" in metrics["penalties/model"][1], metrics
-    # vLLM drops the rounds of requests a stop string ends (vllm_patches, stop-metrics): with the workaround none
+    # vLLM drops the rounds of requests a stop string ends (patches, stop-metrics): with the workaround none
     # is lost and the stop shape meets its expectation; as shipped (draft_model_greedy here) they are not reported
     assert rows[0]["effective"]["stop_metrics"] and not rows[1]["effective"]["stop_metrics"]
     assert rows[0]["stop_unreported"] == 0 and rows[1]["stop_unreported"] > 50, rows[:2]
@@ -400,8 +405,6 @@ def test_prefill_tokens_fit_the_counts(decoders, pair, name):
     (a decode step without drafts is rare: docs/findings/vllm.md, finding 7), 2 — the adapter's old assumption —
     does not fit most. N-gram: not a constant (steps without a match commit tokens outside rounds), so it is left
     undeclared."""
-    from specverify.adapters.vllm import _vllm_params
-
     n, gamma, requests = 5, 3, 1000
     decoder = decoders[name]
     params = SamplingParams(temperature=1.0, min_tokens=n, max_tokens=n)
@@ -409,7 +412,7 @@ def test_prefill_tokens_fit_the_counts(decoders, pair, name):
     llm = decoder._engine(gamma)
     outs = llm.generate(
         [{"prompt_token_ids": list(r.prompt)} for r in batch],
-        [_vllm_params(r, decoder.vocab_size) for r in batch],
+        [vllm_params(r, decoder.vocab_size) for r in batch],
         use_tqdm=False,
     )
     fits = collections.Counter()

@@ -2,12 +2,12 @@
 
 The adapter diffs vLLM's cumulative Prometheus counters (``LLM.get_metrics()``: ``vllm:spec_decode_num_drafts``,
 ``num_draft_tokens``, ``num_accepted_tokens``, ``num_accepted_tokens_per_pos``) around every ``generate()`` and sums
-them into ``decoder.engine_counters`` (``_vllm_mapping._spec_counters``), so they stay cumulative over the decoder's
-engines. :func:`reported` turns those sums into a ``ReportedMetrics`` with the rates vLLM's own logger derives from
-them: ``SpecDecodingLogging.log`` (v1/spec_decode/metrics.py:82-137 in 0.32.0) is run on one observation of the
-sums and its arguments are read back (mean acceptance length and draft acceptance rate unrounded, the per-position
-rates as it formats them, 3 decimals). Where that private API differs (another vLLM version) the rates are None and
-the counts are still reported.
+them into ``decoder.engine_counters`` (:func:`read_counters`, :func:`counter_delta`, :func:`add_counters`), so they stay
+cumulative over the decoder's engines. :func:`reported` turns those sums into a ``ReportedMetrics`` with the rates
+vLLM's own logger derives from them: ``SpecDecodingLogging.log`` (v1/spec_decode/metrics.py:82-137 in 0.32.0) is run on
+one observation of the sums and its arguments are read back (mean acceptance length and draft acceptance rate unrounded,
+the per-position rates as it formats them, 3 decimals). Where that private API differs (another vLLM version) the rates
+are None and the counts are still reported.
 """
 
 from __future__ import annotations
@@ -16,7 +16,44 @@ from typing import Mapping, Optional
 
 from specverify.metrics.counters import ReportedMetrics
 
-__all__ = ["reported", "reported_metrics", "logged_rates"]
+__all__ = ["read_counters", "counter_delta", "add_counters", "reported", "reported_metrics", "logged_rates"]
+
+
+def read_counters(llm, metrics=None) -> dict:
+    """vLLM's cumulative spec-decode counters: name -> float, or list of floats (per position); ``metrics``: a
+    snapshot of ``llm.get_metrics()`` already read (None: read one)."""
+    out = {}
+    for metric in llm.get_metrics() if metrics is None else metrics:
+        if "spec_decode" not in metric.name:
+            continue
+        key = metric.name.removeprefix("vllm:spec_decode_")
+        value = list(getattr(metric, "values", None) or []) if hasattr(metric, "values") else metric.value
+        out[key] = value
+    return out
+
+
+def counter_delta(before: dict, after: dict) -> dict:
+    """``after - before``, key by key (lists position by position): the counts of the calls between two reads."""
+    out = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, list):
+            old = old or [0] * len(value)
+            out[key] = [a - b for a, b in zip(value, old + [0] * (len(value) - len(old)))]
+        else:
+            out[key] = value - (old or 0)
+    return out
+
+
+def add_counters(total: dict, delta: dict) -> None:
+    """Add ``delta`` into ``total``, key by key (lists position by position, the longer one's length)."""
+    for key, value in delta.items():
+        if isinstance(value, list):
+            old = total.get(key, [])
+            width = max(len(old), len(value))
+            total[key] = [(old[i] if i < len(old) else 0) + (value[i] if i < len(value) else 0) for i in range(width)]
+        else:
+            total[key] = total.get(key, 0) + value
 
 
 def _count(counters: Mapping, key: str) -> Optional[int]:

@@ -2,7 +2,7 @@
 cancellations and preemptions driven through vLLM's engine API; every request that finishes has the greedy output it
 has without the events. Run from the vLLM venv:
 
-    VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_engine_fuzz.py -q
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_state_fuzz_engine.py -q
 """
 
 import pytest
@@ -14,6 +14,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters.vllm.mapping import vllm_params  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
@@ -36,7 +37,7 @@ def engine(request):
 
 
 def _params(n: int) -> list:
-    return [va._vllm_params(Request(p, GREEDY, 3), PAIR.target.vocab.size) for p in PROMPTS[:n]]
+    return [vllm_params(Request(p, GREEDY, 3), PAIR.target.vocab.size) for p in PROMPTS[:n]]
 
 
 def test_a_written_schedule_preempts_cancels_and_keeps_every_greedy_output(engine):
@@ -81,9 +82,9 @@ def test_bad_arguments_are_refused(engine):
 
 
 def test_sampled_outputs_under_events_as_shipped_keep_the_law_only_without_speculation(engine, request):
-    """The control of tests/adapters/test_vllm_engine_law.py (the same law, events and N), on these as-shipped
+    """The control of tests/adapters/vllm/test_state_law_engine.py (the same law, events and N), on these as-shipped
     engines: ``plain`` keeps the law; finding 1 makes the speculative methods reject it."""
-    from tests.adapters.test_vllm_engine_law import BATCH, LAW, NEIGHBOURS, PROMPT, SCHEDULE, N, _seeded
+    from tests.adapters.vllm.test_state_law_engine import BATCH, LAW, NEIGHBOURS, PROMPT, SCHEDULE, N, _seeded
 
     method = request.node.callspec.params["engine"]
     result = law_under_events(

@@ -1,7 +1,7 @@
 """The vLLM adapter's engine configurations (``--engine-config NAME``, docs/adapters.md "Engine configurations") and
 the evidence each reads from the engine that its state was reached (``decoder.engine_info["state"]``).
 
-Each preset is a set of engine options of :data:`specverify.adapters.vllm_methods.COMMON_OPTIONS`, the scenarios
+Each preset is a set of engine options of :data:`specverify.adapters.vllm.methods.COMMON_OPTIONS`, the scenarios
 that create its state (the checkpoint matrix's configuration scenarios,
 ``matrix_checkpoint.CONFIGURATION_SCENARIOS``: ``one-token-prompt``, the prompt ``(0,)``, which the scheduler pads
 with ``-1`` drafts when it is admitted while others run (finding 13 without any cache hit); ``second-block``, 28
@@ -18,7 +18,7 @@ configuration          engine options                                       evid
 ``preempt``            ``num_gpu_blocks_override=32``                       ``preemptions`` >= 1
 ``parallel-n``         ``parallel_n=true``: identical unseeded requests     ``parallel_requests`` >= 1
                        of a call are one vLLM request with ``n = k``
-``patched``            every workaround of ``vllm_patches``                 none
+``patched``            every workaround of ``patches``                      none
 ``structured``         ``structured_outputs=true``: ``text-grammar``,       ``structured_requests`` >= 1,
                        a ``RegexGrammar`` sent as a regex                   ``drafts_cut`` >= 1
 =====================  ===================================================  ==========================================
@@ -58,7 +58,7 @@ configuration          engine options                                       evid
   others run) to ``1 + γ`` tokens with ``-1`` drafts (v1/core/sched/scheduler.py:1131-1153, :1371-1375). vLLM counts
   that step as a verification round of γ drafts, none accepted, in its per-request and aggregate counters; its token
   is a target sample, as a prefill's is, so the adapter drops that round from the request's ``accepted``
-  (``_vllm_mapping.completion``), which keeps ``prefill_tokens = 1`` true for padded requests, and the aggregate
+  (``mapping.completion``), which keeps ``prefill_tokens = 1`` true for padded requests, and the aggregate
   counters, which keep it, then read one round more per padded request (the counters check shows it). Read by a
   wrapper around the in-process scheduler's ``schedule`` (:func:`record_scheduled_drafts`), counting only.
 - ``short_rounds`` counts the steps in which a running request was scheduled with fewer drafts than its drafter
@@ -66,7 +66,7 @@ configuration          engine options                                       evid
   ``chunked-prefill``) cuts the last scheduled requests' drafts (v1/core/sched/scheduler.py:703-712, :861-872), and
   with none left the step is a plain decode step, which vLLM's per-request counters do not count (:2113). The law is
   untouched, but those rounds are not rounds of γ drafts, so the request's ``accepted`` is not reported
-  (``_vllm_mapping.completion``, ``short``); the same wrapper reads them.
+  (``mapping.completion``, ``short``); the same wrapper reads them.
 
 ``async-scheduling`` (forced off on CPU, platforms/cpu.py:331) and ``dynamic-gamma`` (Model Runner V2 only, which
 needs Triton) are listed as unreachable here.
@@ -74,7 +74,7 @@ needs Triton) are listed as unreachable here.
 
 from __future__ import annotations
 
-from specverify.adapters import vllm_patches
+from specverify.adapters.vllm import patches
 from specverify.protocol import EngineConfig
 
 __all__ = ["ENGINE_CONFIGS", "DEFAULT_ENGINE_CONFIG", "STATE_SCENARIOS", "LONG_SCENARIOS", "new_state",
@@ -126,7 +126,7 @@ ENGINE_CONFIGS: dict = {
         reaches={"parallel_requests": 1},
     ),
     "patched": EngineConfig(
-        options={"workaround": list(vllm_patches.WORKAROUNDS)},
+        options={"workaround": list(patches.WORKAROUNDS)},
         doc="vLLM 0.32.0 with every workaround (expand-kernel, stop-metrics, min-tokens-bonus, padded-drafts, "
         "padded-draft-probs, missed-draft-probs, grammar-cut-drafts)",
     ),
@@ -238,7 +238,7 @@ def record_preempted(llm, preempted: set) -> None:
     wrapper around ``Scheduler._preempt_request`` (v1/core/sched/scheduler.py:1571), counting only. A preempted
     request is resumed by recomputing its prompt and output, and that step samples its next token from the target
     outside any verification round, so its per-round counts cannot be placed among its tokens
-    (``_vllm_mapping.completion`` reports them as not reported)."""
+    (``mapping.completion`` reports them as not reported)."""
     scheduler = llm.llm_engine.engine_core.engine_core.scheduler
     original = scheduler._preempt_request
 

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters import vllm_patches  # noqa: E402
-from specverify.adapters._vllm_metrics import logged_rates  # noqa: E402
+from specverify.adapters.vllm import patches  # noqa: E402
+from specverify.adapters.vllm.counters import logged_rates  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.metrics.counters import CounterTally, ReportedMetrics, counter_identities  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
@@ -87,7 +87,7 @@ def test_vllm_counters_hold_among_themselves_and_count_past_the_finishing_token(
 def test_stop_ended_requests_are_compared_only_with_stop_metrics(decoder):
     rows, tally, delta = window(decoder, STOPS, 3)
     print(decoder.options["workaround"], "stop shape:", tally.to_dict(), delta, broken(rows))
-    if "stop-metrics" not in vllm_patches.workarounds_of(decoder.options["workaround"]):
+    if "stop-metrics" not in patches.workarounds_of(decoder.options["workaround"]):
         # finding 10: their per-request counts are lost, so there is nothing to compare the engine's with
         assert tally.unreported > 0 and not [r for r in rows if "completions" in r.name]
     else:

@@ -3,7 +3,7 @@ on the bonus row one round too long (greedy output wrong, a local patch makes it
 that vLLM's CPU path refuses or runs as something else (mlp_speculator, dspark, synthetic and block rejection).
 Run from the vLLM venv:
 
-    .venv-vllm/bin/python -m pytest tests/adapters/test_vllm_findings.py -q -p no:cacheprovider
+    .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_findings_engine.py -q -p no:cacheprovider
 
 Each test asserts what vLLM does today; if an upgrade changes it, the test fails: that is the notice.
 """
@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
+from specverify.adapters.vllm.engine import ENV, MAX_MODEL_LEN, HideLlvmliteLib, shutdown  # noqa: E402
 from specverify.certification.checks.judge import MIN_MARGIN  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from specverify.oracles.law import boundary_margin, greedy_outcome  # noqa: E402
@@ -83,7 +84,7 @@ def test_min_tokens_masks_eos_on_the_bonus_row(far_eos, short_prompts):
 
 
 def test_the_min_tokens_bonus_workaround_makes_greedy_exact(far_eos, short_prompts):
-    """``--engine-option workaround=min-tokens-bonus`` (vllm_patches: finding 8's local patch, opt-in): the bonus
+    """``--engine-option workaround=min-tokens-bonus`` (patches: finding 8's local patch, opt-in): the bonus
     row is masked only while the committed output plus its drafts is shorter than min_tokens, and greedy is exact on
     every short prompt; the engine's effective configuration says the patch ran."""
     decoder = va.ngram(far_eos.target, far_eos.draft, workaround="min-tokens-bonus")
@@ -115,16 +116,16 @@ def main_pair():
 def _llm(target_path: str, speculative_config: dict):
     """vLLM's engine as the adapter starts it (in-process, float32, eager), with a speculative config the adapter does
     not offer. llvmlite is hidden during start-up (finding 4: an n-gram engine earlier in the process imported it)."""
-    for key, value in va._ENV.items():
+    for key, value in ENV.items():
         os.environ.setdefault(key, value)
     from vllm import LLM
 
-    with va._HideLlvmliteLib():
+    with HideLlvmliteLib():
         return LLM(
             model=target_path,
             dtype="float32",
             enforce_eager=True,
-            max_model_len=va.MAX_MODEL_LEN,
+            max_model_len=MAX_MODEL_LEN,
             block_size=32,
             max_num_seqs=64,
             speculative_config=speculative_config,
@@ -194,7 +195,7 @@ def test_synthetic_rejection_fails_at_the_first_verification(main_pair):
                 [{"prompt_token_ids": [0, 1, 0, 1]}] * 4, VllmParams(temperature=1.0, max_tokens=4), use_tqdm=False
             )
     finally:
-        va._shutdown(llm)
+        shutdown(llm)
 
 
 @pytest.mark.parametrize("method", ["block", "standard"])
@@ -232,7 +233,7 @@ def test_block_rejection_is_point_mass_verification_on_v1(main_pair, monkeypatch
         assert runner.__module__ == "vllm.v1.worker.cpu_model_runner", runner  # V1, not vllm.v1.worker.cpu (V2)
         llm.generate([{"prompt_token_ids": [0, 1]}] * 20, VllmParams(temperature=1.0, max_tokens=4), use_tqdm=False)
     finally:
-        va._shutdown(llm)
+        shutdown(llm)
     assert seen, "no verification step carried drafts"
     if method == "block":
         assert all(seen), seen  # never the draft's probabilities: point masses

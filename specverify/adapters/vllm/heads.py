@@ -134,7 +134,7 @@ def _write_head(directory: Path, spec: HeadSpec, source: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from specverify.adapters import _head_math as hm
+    from specverify.adapters.vllm import head_math as hm
 
     target = hm.load_target(source)
     if spec.method == "dflash":
@@ -234,7 +234,7 @@ def first_draft_agreement(path) -> "float | None":
 # ------------------------------------------------------------------------------------------------- the adapter's table
 
 _SUMMARIES = {
-    "eagle": "EAGLE-1 speculation with a Llama head fitted to the target (vllm_heads).",
+    "eagle": "EAGLE-1 speculation with a Llama head fitted to the target (heads).",
     "eagle3": "EAGLE-3 speculation with a Llama head reading target layers [0, 1].",
     "medusa": "Medusa speculation, five heads fitted to the target (drafts: argmax).",
     "dflash": "DFlash block drafting, a one-layer Qwen3 drafter from the target's layer.",

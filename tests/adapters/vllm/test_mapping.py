@@ -3,7 +3,7 @@ needs no vLLM to build its keyword arguments (the transformers adapter's are tes
 
 import pytest
 
-from specverify.adapters._vllm_mapping import _check_request, vllm_kwargs
+from specverify.adapters.vllm.mapping import check_request, vllm_kwargs
 from specverify.errors import InvalidArgument
 from specverify.oracles.processors import parity_processor
 from specverify.params import SamplingParams
@@ -27,4 +27,4 @@ def test_vllm_gets_only_the_set_fields_and_always_max_tokens():
 def test_vllm_refuses_logits_processors_per_request():
     request = Request((0,), SamplingParams(logits_processors=(parity_processor,)))
     with pytest.raises(InvalidArgument, match="vLLM V1 takes logits processors only as classes"):
-        _check_request(request, "plain")
+        check_request(request, "plain")
