@@ -145,6 +145,9 @@ class VllmDecoder:
         if llm is not None:
             LIVE.move_to_end(key)
             return llm
+        # first: a configuration the method refuses (mtp without MTP layers, a γ its layers cannot serve) is refused
+        # before a live engine is shut down or vLLM is imported
+        spec = self.speculative_config(key[1])
         while len(LIVE) >= max_engines():
             shutdown(LIVE.popitem(last=False)[1])
         for name, value in ENV.items():
@@ -152,7 +155,6 @@ class VllmDecoder:
         from vllm import LLM
 
         started = time.perf_counter()
-        spec = self.speculative_config(key[1])
         extra = {"per_request_spec_decode_metrics": "detailed"} if spec else {}
         patches.bind(self.options["workaround"])  # the override is bound when the engine starts
         set_threads(self.options["threads"])

@@ -12,10 +12,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 import specverify as sv  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters.vllm import configs  # noqa: E402
-from specverify.adapters.vllm.methods import method_options  # noqa: E402
-from specverify.certification.matrix_checkpoint import CONFIGURATION_SCENARIOS, configuration_scenarios  # noqa: E402
+from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.protocol import Request, engine_of  # noqa: E402
 
@@ -31,36 +29,6 @@ def _requests(name: str, n: int, first_seed=None) -> list:
 
 def _decoder(preset: str, method: str = "draft_model"):
     return getattr(va, method)(PAIR.target, PAIR.draft, **va.ENGINE_CONFIGS[preset].options)
-
-
-def test_every_preset_maps_onto_checked_options():
-    configs = va.draft_model.engine_configs
-    assert va.draft_model.default_engine_config == "prefix-cache" and configs["prefix-cache"].options == {}
-    structured = configs["structured"].scenarios  # the adapter names the matrix's configuration scenarios
-    assert (*configs.STATE_SCENARIOS, *configs.LONG_SCENARIOS, *structured) == CONFIGURATION_SCENARIOS
-    long = {n for n, p in configs.items() if set(configs.LONG_SCENARIOS) <= set(p.scenarios)}
-    assert long == {"prefix-cache", "no-prefix-cache"}  # the long pair of turns: the prefix-cache presets only
-    for name, preset in configs.items():
-        if preset.unreachable:
-            continue
-        options = method_options("eagle", preset.options)  # every key accepted by every method, every value checked
-        assert options["workaround"] == preset.options.get("workaround")
-    assert {n for n, p in configs.items() if p.unreachable} == {"async-scheduling", "dynamic-gamma"}
-    assert "forced off on CPU" in configs["async-scheduling"].unreachable
-    assert configs["chunked-prefill"].options == {"max_num_batched_tokens": 64}
-    assert configs["preempt"].reaches == {"preemptions": 1} and configs["parallel-n"].options == {"parallel_n": True}
-    for key, bad in [("enable_prefix_caching", "yes"), ("max_num_batched_tokens", 1), ("num_gpu_blocks_override", 1.5),
-                     ("parallel_n", None), ("declare_seed", 0)]:  # fmt: skip
-        with pytest.raises(InvalidArgument, match=key):
-            method_options("draft_model", {key: bad})
-
-
-def test_packing_groups_identical_unseeded_requests_only():
-    a, b = STATE["long-prompt"], STATE["multi-turn"]
-    requests = [Request(a.prompt, a.params, 3), Request(b.prompt, b.params, 3), Request(a.prompt, a.params, 3),
-                Request(a.prompt, a.params, 3, seed=7), Request(a.prompt, a.params, 2)]  # fmt: skip
-    greedy = Request(a.prompt, sv.SamplingParams(temperature=0.0, max_tokens=3), 3)
-    assert configs.packed(requests + [greedy, greedy]) == [[0, 2], [1], [3], [4], [5], [6]]
 
 
 def test_prefix_cache_hits_and_their_absence_without_it():

@@ -6,8 +6,6 @@ count), with and without ``stop-metrics``: the counters agree among themselves a
 prints; their rounds equal the rounds the completions report; their accepted drafts exceed the completions' wherever
 a request ends on an accepted draft with drafts after it (γ 3), and equal them where none can follow (γ 1)."""
 
-import types
-
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
@@ -60,14 +58,6 @@ def test_the_rates_are_vllms_own_logged_rates():
     rates = logged_rates(10, 30, 18, (8, 6, 4))
     assert rates["mean_acceptance_length"] == pytest.approx(2.8) and rates["acceptance_rate"] == pytest.approx(0.6)
     assert rates["acceptance_rate_per_position"] == (0.8, 0.6, 0.4)  # as vLLM formats them: 3 decimals
-
-
-def test_plain_reports_no_counters():
-    plain = types.SimpleNamespace(_speculative=False, engine_counters={})  # no engine needed for the answer
-    assert va.VllmDecoder.reported_metrics(plain) is None
-    assert va.VllmDecoder.reported_metrics(types.SimpleNamespace(_speculative=True, engine_counters={})) == (
-        ReportedMetrics()
-    )  # before any call
 
 
 def test_vllm_counters_hold_among_themselves_and_count_past_the_finishing_token(decoder):

@@ -1,5 +1,6 @@
-"""The vLLM adapter on the checkpoint family: set-up, two engines in one process, greedy equality, a small law check
-per factory and the acceptance counters. Run from the vLLM venv (docs/findings/vllm.md):
+"""The vLLM adapter on real engines (the checkpoint family): two engines in one process, greedy equality, a small law
+check per factory and the acceptance counters; its checks before any engine starts are in test_decoder.py,
+test_mapping.py and test_methods.py. Run from the vLLM venv (docs/findings/vllm.md):
 
     .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_decoder_engine.py -q
 
@@ -9,11 +10,8 @@ The law checks pin what vLLM 0.32.0 (CPU) does today: plain sampling is exact, e
 
 import collections
 import json
-import pickle
 import subprocess
 import sys
-import types
-import weakref
 
 import numpy as np
 import pytest
@@ -21,17 +19,12 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters.boundary.finish import EngineStoppedEarly  # noqa: E402
-from specverify.adapters.vllm import decoder as decoder_module  # noqa: E402
 from specverify.adapters.vllm import patches  # noqa: E402
 from specverify.adapters.vllm.engine import HideLlvmliteLib  # noqa: E402
-from specverify.adapters.vllm.mapping import check_request, completion, vllm_params  # noqa: E402
-from specverify.adapters.vllm.methods import method_options  # noqa: E402
+from specverify.adapters.vllm.mapping import vllm_params  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.acceptance_first import first_round_acceptance_law  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
-from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 from specverify.stats import battery, goodness_of_fit  # noqa: E402
@@ -54,143 +47,7 @@ def decoders(pair):
         decoder.close()
 
 
-# ------------------------------------------------------------------------------------------------ no engine needed
-
-
-def test_import_does_not_load_vllm():
-    code = "import sys, specverify.adapters.vllm; print('vllm' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-
-
-def test_toy_models_are_a_setup_error():
-    toy = ToyPairSpec().build()
-    with pytest.raises(InvalidArgument, match="no .path"):
-        va.draft_model(toy.target, toy.draft)
-
-
-def _output(tokens, per_step=None, finish_reason="length"):
-    """A vLLM ``CompletionOutput`` as the adapter reads it."""
-    metrics = types.SimpleNamespace(per_step_accepted=list(per_step)) if per_step is not None else None
-    return types.SimpleNamespace(token_ids=list(tokens), finish_reason=finish_reason, spec_decode_metrics=metrics)
-
-
-def test_completion_reports_tokens_past_the_end_and_clips_accepted_to_them(pair):
-    """vLLM is asked to honour EOS, stop and max_tokens: its tokens are returned uncut (the certifier reports tokens
-    after the finishing one); accepted drafts counted past the returned tokens are dropped (scheduler.py:2118)."""
-    vocab = pair.target.vocab
-    eos = vocab.eos_token_id
-    request = Request((0, 1), SamplingParams(max_tokens=6), 3)
-    c = completion(request, _output([2, 2, eos, 1], [3]), vocab, "draft_model")
-    assert (c.tokens, c.finish_reason, c.accepted) == ((2, 2, eos, 1), "eos", (3,))
-    c = completion(request, _output([2, eos], [3, 3], "stop"), vocab, "draft_model")
-    assert (c.tokens, c.finish_reason, c.accepted) == ((2, eos), "eos", (1,))  # EOS was the first accepted draft
-    c = completion(request, _output([2, 2, 2, 2, 2, 2, 2]), vocab, "plain")
-    assert c.tokens == (2,) * 7 and c.accepted is None  # past max_tokens: 7 > 6, reported
-    three = Request((0, 1), SamplingParams(max_tokens=3), 3)
-    c = completion(three, _output([2, 2, 2]), vocab, "draft_model")  # metrics lost (a stop string, in vLLM)
-    assert c.tokens == (2, 2, 2) and c.accepted is None  # not reported, never "no round"
-    c = completion(Request((0, 1), SamplingParams(max_tokens=1), 3), _output([2]), vocab, "draft_model")
-    assert c.accepted == ()  # the prefill's token only: no round to lose
-    five = Request((0, 1), SamplingParams(max_tokens=5), 3)
-    c = completion(five, _output([2, 2, 2, 2, 2], [0, 0, 0, 0, 0]), vocab, "ngram")
-    assert c.accepted == (0, 0, 0, 0)  # the prefill's token, then four rounds of one token
-
-
-def test_an_early_stop_is_the_one_exception_not_no_token(pair):
-    vocab = pair.target.vocab
-    with pytest.raises(EngineStoppedEarly, match="vLLM stopped after 2 tokens .* finish_reason 'abort'"):
-        completion(Request((0, 1), SamplingParams(max_tokens=6), 3), _output([2, 2], [], "abort"), vocab, "ngram")
-
-
-def test_parameter_mapping_and_refusals():
-    params = vllm_params(Request((0,), SamplingParams(bad_token_ids=(0, 2), stop=("ab",), max_tokens=3), 2), 6)
-    assert params.allowed_token_ids == [1, 3, 4, 5] and params.stop == ["ab"] and params.max_tokens == 3
-    for bad, method in [
-        (SamplingParams(min_p=0.1), "draft_model"),
-        (SamplingParams(min_p=0.1, top_k=2), "plain"),
-        (SamplingParams(top_k=2), "ngram"),
-        (SamplingParams(stop=("a",), min_tokens=1), "plain"),
-        (SamplingParams(ignore_eos=True), "plain"),
-    ]:
-        with pytest.raises(InvalidArgument):
-            check_request(Request((0,), bad), method)
-    check_request(Request((0,), SamplingParams(stop=("a",), min_tokens=1, stop_after_min_tokens=True)), "plain")
-
-
-def test_every_method_has_a_module_level_factory():
-    """The factories are made from the table, named as ``specverify.adapters.vllm:NAME``, picklable for the worker
-    process, and declare the AR draft family (the checkpoint matrix)."""
-    assert set(FACTORIES) <= set(va.METHODS)
-    for name, spec in va.METHODS.items():
-        factory = getattr(va, name)
-        assert (factory.__name__, factory.__qualname__, factory.__module__) == (name, name, va.__name__)
-        assert pickle.loads(pickle.dumps(factory)) is factory and factory.draft_family == "ar"
-        patched = method_options(name, factory.engine_configs["patched"].options)  # --engine-config patched
-        assert patched["workaround"] == list(patches.WORKAROUNDS)
-        options = method_options(name, {})
-        assert set(options) == set(va.COMMON_OPTIONS) | set(spec.options)
-        assert pickle.loads(pickle.dumps(options)) == options
-    assert method_options("draft_model", {})["draft_sample_method"] == "probabilistic"
-    assert method_options("draft_model_greedy", {})["draft_sample_method"] == "greedy"
-    assert va.METHODS["draft_model"].law({"draft_sample_method": "greedy"}) == "model-argmax"
-    assert va.METHODS["draft_model_greedy"].law({"draft_sample_method": "probabilistic"}) == "model-temperature"
-    spec = va.METHODS["ngram"].speculative_config("t", None, 4, method_options("ngram", {"prompt_lookup_max": 3}))
-    assert spec == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
-
-
-def test_unknown_or_malformed_engine_options_are_refused():
-    accepted = r"it accepts \['declare_seed', 'draft_sample_method'"
-    with pytest.raises(InvalidArgument, match=r"foo=1 not accepted .*:draft_model: " + accepted):
-        method_options("draft_model", {"foo": 1})
-    with pytest.raises(InvalidArgument, match="draft_sample_method='greedy' not accepted .*:ngram"):
-        method_options("ngram", {"draft_sample_method": "greedy"})
-    with pytest.raises(InvalidArgument, match="draft_sample_method='sampled' must be one of"):
-        method_options("draft_model", {"draft_sample_method": "sampled"})
-    with pytest.raises(InvalidArgument, match="prompt_lookup_min=0 must be an int >= 1"):
-        method_options("ngram", {"prompt_lookup_min": 0})
-    with pytest.raises(InvalidArgument, match="workaround='patch-everything' is not a workaround"):
-        method_options("plain", {"workaround": "patch-everything"})
-    with pytest.raises(InvalidArgument, match="workaround=3 must be a name or a list of names"):
-        method_options("plain", {"workaround": 3})
-    both = method_options("ngram", {"workaround": ["stop-metrics", "expand-kernel"]})["workaround"]
-    assert patches.workarounds_of(both) == ("expand-kernel", "stop-metrics")
-
-
-def test_draft_families_other_than_ar_are_refused(pair):
-    heads = types.SimpleNamespace(family="heads", path="/nowhere")
-    with pytest.raises(InvalidArgument, match=r"family 'heads' \(--drafts heads\): .* AR matrix"):
-        va.draft_model(pair.target, heads)
-
-
-def test_the_workaround_is_gated_to_the_version_read(monkeypatch):
-    monkeypatch.setattr(patches, "vllm_version", lambda: "0.33.0")
-    with pytest.raises(InvalidArgument, match="replaces a function of vLLM 0.32.0 .* but vLLM 0.33.0 is installed"):
-        method_options("draft_model", {"workaround": "expand-kernel"})
-    monkeypatch.setattr(patches, "vllm_version", lambda: "0.32.0")
-    monkeypatch.setattr(patches, "has_triton", lambda: True)
-    with pytest.raises(InvalidArgument, match="not register when Triton is present"):
-        method_options("draft_model", {"workaround": "expand-kernel"})
-    monkeypatch.setattr(patches, "has_triton", lambda: False)
-    assert method_options("draft_model", {"workaround": "expand-kernel"})["workaround"] == "expand-kernel"
-
-
-class _Held:
-    """A live decoder as ``_check_one_workaround_setting`` sees it."""
-
-    def __init__(self, method, workaround):
-        self.method, self.options, self._closed = method, {"workaround": workaround}, False
-
-
-def test_decoders_with_and_without_the_workaround_cannot_share_a_process(monkeypatch):
-    monkeypatch.setattr(decoder_module, "_DECODERS", weakref.WeakSet())
-    held = _Held("draft_model", "expand-kernel")
-    decoder_module._DECODERS.add(held)
-    decoder_module._check_one_workaround_setting(_Held("ngram", "expand-kernel"))  # the same setting: fine
-    with pytest.raises(InvalidArgument, match="workaround=None: .*'expand-kernel' .*--against .*--isolation"):
-        decoder_module._check_one_workaround_setting(_Held("plain", None))
-    held._closed = True
-    decoder_module._check_one_workaround_setting(_Held("plain", None))  # closed decoders hold no engine
+# ------------------------------------------------------------------------------------------------ vLLM's kernels
 
 
 def test_the_expand_kernel_workaround_writes_the_real_output():

@@ -11,7 +11,6 @@ Each method runs two engines (as shipped, then with the workaround), one alive a
 """
 
 import collections
-import json
 import time
 
 import numpy as np
@@ -20,10 +19,8 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters.vllm import head_math as hm  # noqa: E402
 from specverify.adapters.vllm import heads  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
@@ -96,53 +93,6 @@ def _battery(pair, completions):
     return battery(vec, law.probs, alpha=1e-6, seed=0), len(counts)
 
 
-# ------------------------------------------------------------------------------------------------ no engine needed
-
-
-def test_the_target_forward_of_the_head_fit_matches_the_oracle(pair):
-    """The heads are fitted against a torch forward of the target: it is the oracle's (float64) to float32 rounding."""
-    import torch
-
-    target = hm.load_target(pair.target.path)
-    ids = torch.tensor([[0, 1, 2, 3, 4, 0, 1], [3, 3, 2, 1, 0, 4, 4]])
-    logits = hm.target_forward(target, ids)[0].double()  # [2, 7, V]
-    prefixes = [tuple(row[: i + 1].tolist()) for row in ids for i in range(ids.shape[1])]
-    want = pair.target.logits(prefixes).reshape(2, 7, -1)
-    assert float((logits - want).abs().max()) < 1e-4
-
-
-def test_heads_are_built_for_the_target(pair):
-    """Each head sits beside the target, in the target's vocabulary, with the config vLLM reads; the fitted heads'
-    first drafts agree with the target's argmax (Medusa: the sampled token) far above chance, 1 / V."""
-    for method in HEADS:
-        path = heads.head_for(method, pair.target)
-        config = json.loads((path / "config.json").read_text())
-        assert config["vocab_size"] == pair.target.vocab.size and path.parent == pair.target.path.parent
-        agreement = heads.first_draft_agreement(path)
-        assert (agreement is None) == (method == "dflash")
-        assert agreement is None or agreement > 2 / pair.target.vocab.size
-    eagle3 = json.loads((heads.head_for("eagle3", pair.target) / "config.json").read_text())
-    assert eagle3["eagle_aux_hidden_state_layer_ids"] == [0, 1]
-    dflash = json.loads((heads.head_for("dflash", pair.target) / "config.json").read_text())
-    assert dflash["dflash_config"] == {"target_layer_ids": [0], "mask_token_id": pair.target.vocab.eos_token_id}
-
-
-def test_a_head_build_is_deterministic(pair, tmp_path):
-    spec = heads.HeadSpec("medusa", CHECKPOINT_PAIRS["main"].target, steps=20)
-    first = heads.head_dir(spec, root=tmp_path / "a") / "model.safetensors"
-    second = heads.head_dir(spec, root=tmp_path / "b") / "model.safetensors"
-    assert first.read_bytes() == second.read_bytes()
-
-
-def test_head_specs_are_checked(pair):
-    with pytest.raises(InvalidArgument, match="method='lookahead' must be one of"):
-        heads.HeadSpec("lookahead")
-    with pytest.raises(InvalidArgument, match="not fitted"):
-        heads.HeadSpec("dflash", steps=10)
-    with pytest.raises(InvalidArgument, match="no specverify.json"):
-        heads.head_for("eagle", object())
-
-
 # ------------------------------------------------------------------------------------------------ one engine each
 
 
@@ -192,23 +142,6 @@ def test_sampled_head_drafts_with_the_workaround_are_exact(pair):
 
 
 # ------------------------------------------------------------------------------------------------ mtp (MiMo pair)
-
-
-def test_mtp_checks_its_target_and_gamma(pair, tmp_path):
-    """No engine: the mtp config refuses a target without MTP layers, and γ above the layer count unless divisible."""
-    from specverify.adapters.vllm.methods import METHODS
-    from specverify.oracles.checkpoint_mimo import mimo_dir
-    from specverify.oracles.checkpoint_spec import MimoSpec
-
-    assert va.mtp.checkpoint_pairs == "mimo" and va.eagle.checkpoint_pairs == "llama"
-    with pytest.raises(InvalidArgument, match="without MTP layers"):
-        va.mtp(pair.target, pair.draft)  # a Llama target: refused before any engine starts
-    config, options = METHODS["mtp"].speculative_config, {"draft_sample_method": "greedy"}
-    two = str(mimo_dir(MimoSpec(mtp_layers=2), root=tmp_path))
-    assert [config(two, None, g, options)["num_speculative_tokens"] for g in (1, 2, 4)] == [1, 2, 4]
-    with pytest.raises(InvalidArgument, match="divisible"):
-        config(two, None, 3, options)
-    assert "model" not in config(two, None, 2, options)  # the drafts come from the target's directory
 
 
 def test_mtp_greedy_equals_the_target(mimo):

@@ -22,7 +22,6 @@ from specverify.adapters.vllm import patches  # noqa: E402
 from specverify.certification.laws import law_of  # noqa: E402
 from specverify.certification.matrix_checkpoint import configuration_scenarios  # noqa: E402
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
 from specverify.metrics.acceptance import completion_violation  # noqa: E402
 from specverify.oracles.law import greedy_outcome  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
@@ -76,14 +75,6 @@ def test_the_cpu_kernel_accepts_a_padding_draft_and_the_workaround_rejects_it():
         case = _kernel_case(u)
         patches.reject_padded_drafts(**case)
         assert case["output_token_ids"].tolist() == [[0, -1, -1, -1], [0, -1, -1, -1]], u
-
-
-def test_the_workaround_is_checked_and_recorded():
-    assert "padded-drafts" in patches.WORKAROUNDS and "padded-drafts" in patches.PROCESS_GLOBAL
-    assert patches.workarounds_of(["padded-drafts", "expand-kernel"]) == ("expand-kernel", "padded-drafts")
-    with pytest.raises(InvalidArgument, match="not a workaround"):
-        patches.workarounds_of("padded-draft")
-    assert va.draft_model.engine_configs["patched"].options["workaround"] == list(patches.WORKAROUNDS)
 
 
 def _capture_drafts(seen: list) -> None:
@@ -156,72 +147,28 @@ def test_the_padding_shifts_the_first_tokens_law_as_shipped_and_not_with_the_wor
     assert hits == 30000 and patched.passed, patched
 
 
-def test_padded_draft_probs_fills_a_padded_request_and_keeps_vllms_fallback_otherwise():
-    """Finding 14: a padded request (drafts all -1) with no cached row gets rows of zeros instead of the whole batch
-    going to the point-mass fallback (None); a real request without a row still gets vLLM's fallback."""
+def test_padded_draft_probs_is_bound_in_place_of_vllms_lookup_which_falls_back():
+    """Findings 14 and 15 with vLLM: its own draft-probability lookup answers None (the whole step verified as point
+    masses) for a batch with a request it has no cached row for, padded or real (what test_patches.py's stand-in
+    answers), and bind() installs ``padded_draft_probs`` in its place, with ``missed-draft-probs`` or without."""
     from types import SimpleNamespace
 
     patches.bind(None)  # saves vLLM's own lookup
     cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)  # rows of requests "a" and "b"
     runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
                              input_batch=SimpleNamespace(req_ids=["b", "new", "a"]))  # fmt: skip
-    metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, -1, -1, -1, 3]), num_draft_tokens=[2, 3, 1])
-    got = patches.padded_draft_probs(runner, metadata)
-    assert torch.equal(got, torch.cat([cached[1, :2], torch.zeros(3, 4), cached[0, :1]]))
-    assert patches._ORIGINAL["draft_probs"](runner, metadata) is None  # vLLM's own: the batch falls back
+    padded = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, -1, -1, -1, 3]), num_draft_tokens=[2, 3, 1])
     real = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 0, 1, 2, 3]), num_draft_tokens=[2, 3, 1])
-    assert patches.padded_draft_probs(runner, real) is None  # a real draft without a row: vLLM's fallback
-    none_cached = SimpleNamespace(**{**vars(runner), "_draft_probs": None})
-    assert patches.padded_draft_probs(none_cached, metadata) is None
-
-
-def test_padded_draft_probs_needs_padded_drafts_on_cpu():
-    assert "padded-draft-probs" in patches.WORKAROUNDS and "padded-draft-probs" in patches.PROCESS_GLOBAL
-    with pytest.raises(InvalidArgument, match="add it: --engine-option"):
-        patches.workarounds_of(["padded-draft-probs"])
-    both = ("padded-drafts", "padded-draft-probs")
-    assert patches.workarounds_of(list(reversed(both))) == both
+    assert patches._ORIGINAL["draft_probs"](runner, padded) is None  # vLLM's own: the batch falls back
+    assert patches._ORIGINAL["draft_probs"](runner, real) is None
     patches.bind(["padded-drafts", "padded-draft-probs"])
     try:
-        assert patches.bound_padded_draft_probs()
-    finally:
-        patches.bind(None)
-    assert not patches.bound_padded_draft_probs()
-
-
-def test_missed_draft_probs_gives_only_the_request_that_missed_one_hot_rows():
-    """Finding 15: with ``missed-draft-probs`` a real request without a cached row (left out of the previous step)
-    gets one-hot rows at its own drafts, its ``-1`` drafts zeros, and every other request keeps its cached rows,
-    instead of the whole step falling back to point masses; without the option vLLM's fallback stays."""
-    from types import SimpleNamespace
-
-    with pytest.raises(InvalidArgument, match="missed-draft-probs extends padded-draft-probs"):
-        patches.workarounds_of(["padded-drafts", "missed-draft-probs"])
-    cached = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)
-    runner = SimpleNamespace(_draft_probs=cached, _draft_prob_req_ids=["a", "b"],
-                             input_batch=SimpleNamespace(req_ids=["b", "late", "a"]))  # fmt: skip
-    metadata = SimpleNamespace(draft_token_ids=torch.tensor([1, 2, 3, 0, -1, 3]), num_draft_tokens=[2, 3, 1])
-    patches.bind(["padded-drafts", "padded-draft-probs"])
-    try:
-        assert patches.padded_draft_probs(runner, metadata) is None  # padded-draft-probs alone: vLLM's fallback
-        assert not patches.bound_missed_draft_probs()
+        assert patches.bound_padded_draft_probs() and not patches.bound_missed_draft_probs()
         patches.bind(["padded-drafts", "padded-draft-probs", "missed-draft-probs"])
         assert patches.bound_missed_draft_probs()
-        got = patches.padded_draft_probs(runner, metadata)
-        # a step earlier "late" was drafted (its rows cached), then left out of the step that replaced the cache
-        earlier = SimpleNamespace(_draft_probs=cached + 100, _draft_prob_req_ids=["late", "a"], requests={"late", "a"},
-                                  input_batch=SimpleNamespace(req_ids=[]))  # fmt: skip
-        patches.padded_draft_probs(earlier, SimpleNamespace(draft_token_ids=torch.tensor([]), num_draft_tokens=[]))
-        later = SimpleNamespace(**{**vars(earlier), "_draft_probs": cached, "_draft_prob_req_ids": ["a", "b"],
-                                   "requests": {"a", "b", "late"}, "input_batch": runner.input_batch})  # fmt: skip
-        kept = patches.padded_draft_probs(later, metadata)
     finally:
         patches.bind(None)
-    one_hot = torch.zeros(3, 4)
-    one_hot[0, 3], one_hot[1, 0] = 1.0, 1.0  # "late": drafts 3, 0 one-hot, its -1 a row of zeros
-    assert torch.equal(got, torch.cat([cached[1, :2], one_hot, cached[0, :1]]))
-    assert torch.equal(kept, torch.cat([cached[1, :2], cached[0] + 100, cached[0, :1]]))  # its own rows, kept
-    assert not patches.bound_missed_draft_probs()
+    assert not patches.bound_padded_draft_probs() and not patches.bound_missed_draft_probs()
 
 
 def test_the_padded_children_of_a_parallel_n_request_are_read_too(monkeypatch):

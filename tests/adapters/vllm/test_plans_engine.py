@@ -11,11 +11,8 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/
 
 from specverify import certify  # noqa: E402
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.certification.checks.composition import small_call_shape  # noqa: E402
 from specverify.certification.checks.greedy import GREEDY_GAMMAS  # noqa: E402
-from specverify.certification.scenarios import matrix  # noqa: E402
 
-CKPT = matrix("checkpoint")
 SAME_PAIR = ["greedy-processors", "greedy-penalties"]  # both on the main pair, no prompts sent alone
 
 
@@ -44,15 +41,6 @@ def _certify(names, **kw):
     cert = certify(factory, scenarios=names, level="quick", isolation="none", models="checkpoint", **kw)
     va.close_all()
     return cert, made
-
-
-def test_the_scenario_spans_order_greedy_and_composition():
-    from specverify.certification import checks
-
-    greedy, composition = (checks.CHECKS[CKPT[n].kind] for n in ("greedy", "batch-composition"))
-    assert greedy.gamma_span(CKPT["greedy"]) == (GREEDY_GAMMAS[0], GREEDY_GAMMAS[-1])
-    shape = small_call_shape(CKPT["batch-composition"])
-    assert composition.gamma_span(CKPT["batch-composition"]) == (shape.num_draft_tokens, 3)
 
 
 def test_the_greedy_scenarios_of_one_pair_and_gamma_take_one_call():

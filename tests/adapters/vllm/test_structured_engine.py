@@ -13,55 +13,15 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/vllm")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters.vllm import patches  # noqa: E402
 from specverify.certification.matrix_checkpoint import (  # noqa: E402
     STRUCTURED_PATTERN,
     configuration_scenarios,
     structured_grammar,
 )
 from specverify.certification.scenarios import SCENARIOS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.grammar_regex import RegexGrammar  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 
 STATE = configuration_scenarios(SCENARIOS)
-PATTERNS = (STRUCTURED_PATTERN, "(ab|b)+ ?", "[ab]+( [ab]+)?", "(a|ba)*", "b?a+ ")
-
-
-def _xgrammar_allowed(pattern: str, vocab) -> dict:
-    """{token path: allowed ids} from vLLM's grammar backend, its TokenizerInfo built as vLLM builds it for a
-    Hugging Face tokenizer (v1/structured_output/backend_xgrammar.py:69)."""
-    import xgrammar as xgr
-
-    from specverify.oracles.checkpoint_tokenizer import build_tokenizer
-
-    info = xgr.TokenizerInfo.from_huggingface(build_tokenizer(vocab), vocab_size=vocab.size)
-    assert info.vocab_type == xgr.VocabType.RAW and list(info.stop_token_ids) == [vocab.eos_token_id]
-    ctx = xgr.GrammarCompiler(info).compile_regex(pattern)
-    grammar = RegexGrammar(pattern, vocab.strings, vocab.eos_token_id)
-    paths = {0: ()}  # a token path to every reachable state of our grammar, breadth first
-    for s in range(grammar.num_states):
-        for tok, nxt in grammar.toy.transitions[s].items():
-            paths.setdefault(nxt, paths[s] + (tok,))
-    out = {}
-    for state, path in paths.items():
-        matcher = xgr.GrammarMatcher(ctx)
-        assert all(matcher.accept_token(t) for t in path), (pattern, path)
-        bitmask = xgr.allocate_token_bitmask(1, vocab.size)
-        matcher.fill_next_token_bitmask(bitmask)
-        word = int(bitmask[0, 0])
-        ours = set(grammar.allowed(state)) | ({vocab.eos_token_id} if grammar.accepting(state) else set())
-        out[path] = (ours, {i for i in range(vocab.size) if (word >> i) & 1})
-    return out
-
-
-@pytest.mark.parametrize("pattern", PATTERNS)
-def test_vllm_grammar_backend_allows_what_our_automaton_allows(pattern):
-    vocab = STATE["structured"].models().target.vocab
-    for path, (ours, theirs) in _xgrammar_allowed(pattern, vocab).items():
-        assert ours == theirs, (
-            f"pattern {pattern!r} after tokens {path}: ours {sorted(ours)}, xgrammar {sorted(theirs)}"
-        )
 
 
 WORKAROUNDS = ["expand-kernel", "stop-metrics", "min-tokens-bonus"]
@@ -144,9 +104,3 @@ def test_grammar_cut_drafts_makes_probabilistic_drafts_exact_under_the_grammar()
     assert result.covered and result.passed, result
     info = cert.engine
     assert info["state"]["drafts_cut"] >= 1 and info["effective"]["3"]["grammar_cut_drafts"] is True, info
-
-
-def test_grammar_cut_drafts_needs_the_drafters_probabilities():
-    with pytest.raises(InvalidArgument, match="grammar-cut-drafts verifies a draft the grammar cuts as a -1 draft"):
-        patches.workarounds_of(["padded-drafts", "grammar-cut-drafts"])
-    assert "grammar-cut-drafts" in patches.WORKAROUNDS and "grammar-cut-drafts" not in patches.PROCESS_GLOBAL

@@ -19,7 +19,6 @@ from specverify.adapters import vllm as va  # noqa: E402
 from specverify.adapters.vllm import suffix  # noqa: E402
 from specverify.adapters.vllm.engine import LIVE  # noqa: E402
 from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS  # noqa: E402
-from specverify.errors import InvalidArgument  # noqa: E402
 from tests.adapters.vllm.test_methods_engine import _battery, _greedy_wrong, _run  # noqa: E402
 
 HAS_ARCTIC = importlib.util.find_spec("arctic_inference") is not None
@@ -31,13 +30,6 @@ needs_arctic = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def pair():
     return CHECKPOINT_PAIRS["main"].build()
-
-
-def test_suffix_options_are_checked(pair):
-    with pytest.raises(InvalidArgument, match="reset_suffix_cache='yes' must be true or false"):
-        va.suffix(pair.target, pair.draft, reset_suffix_cache="yes")
-    with pytest.raises(InvalidArgument, match="prompt_lookup_min"):
-        va.suffix(pair.target, pair.draft, prompt_lookup_min=1)  # an ngram option: not suffix's
 
 
 @pytest.mark.skipif(HAS_ARCTIC, reason="arctic-inference is installed: the method runs (the tests below)")
