@@ -1,30 +1,19 @@
-"""The llama.cpp adapter's engine configurations (docs/adapters.md, "Engine configurations"): each preset's mapping
-onto the engine, and the state evidence read from real runs — llama-cpp-python's prompt cache (``Llama.n_tokens``
-at each request's first ``eval``) and llama-server's slots and prompt cache (``timings.cache_n``, ``id_slot``,
-``/metrics``). Engine tests run in the llama.cpp venv of .ci/llamacpp:
+"""The llama.cpp adapter's engine configurations on real engines (docs/adapters.md, "Engine configurations"): the
+state evidence read from real runs — llama-cpp-python's prompt cache (``Llama.n_tokens`` at each request's first
+``eval``) and llama-server's slots and prompt cache (``timings.cache_n``, ``id_slot``, ``/metrics``); the presets'
+mapping is test_configs.py's. Run in the llama.cpp venv of .ci/llamacpp:
 
-    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/test_llamacpp_configs.py -q
+    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/llamacpp -q
 
 The certified verdicts per configuration are in docs/findings/llamacpp.md, "Engine configurations".
 """
 
-import importlib.util
-import os
-
 import pytest
 
-from specverify.adapters._llamacpp_common import BIN_ENV
-from specverify.errors import InvalidArgument
 from specverify.params import SamplingParams
 from specverify.protocol import EngineConfig, Request, engine_configs_of
+from tests.adapters.llamacpp._engines import needs_llama, needs_server
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
-needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama_cpp / gguf not installed here: see .ci/llamacpp's venv")
-SERVER_BIN = os.path.join(os.environ.get(BIN_ENV) or "/nonexistent", "llama-server")
-needs_server = pytest.mark.skipif(
-    not (HAVE_LLAMA and os.access(SERVER_BIN, os.X_OK)),
-    reason=f"llama-server not found: set {BIN_ENV} to llama.cpp's bin directory (.ci/llamacpp builds it)",
-)
 PYTHON = ("python_draft_model", "python_prompt_lookup", "plain")
 SERVER = ("server_draft_model", "server_plain")
 
@@ -42,85 +31,6 @@ def _turns():
     turn_2 = TURN_1_PROMPT + TURN_1_OUTPUT
     return [Request(TURN_1_PROMPT, params, 3, seed=20), Request(turn_2, params, 3, seed=21),
             Request(turn_2, params, 3, seed=22)]  # fmt: skip
-
-
-# ------------------------------------------------------------------------------------------------ no engine needed
-
-
-def test_each_factory_declares_its_presets_and_its_default():
-    from specverify.adapters import llamacpp
-
-    cache = {"cache_hit_requests": 1, "long_prefix_hits": 1}
-    for name in PYTHON:
-        presets, default = engine_configs_of(getattr(llamacpp, name))
-        assert list(presets) == ["cache-prompt", "no-cache-prompt"] and default == "cache-prompt"
-        assert presets["cache-prompt"].options == {"cache_prompt": True}
-        assert presets["no-cache-prompt"].options == {"cache_prompt": False}
-        assert presets["cache-prompt"].reaches == cache
-    for name in PYTHON + SERVER:  # turn 1 then turn 2 (a long shared prefix) in both, so their α plans are alike
-        presets, _ = engine_configs_of(getattr(llamacpp, name))
-        turns = ("long-prompt", "multi-turn")
-        assert presets["cache-prompt"].scenarios == turns == presets["no-cache-prompt"].scenarios
-    for name in SERVER:
-        presets, default = engine_configs_of(getattr(llamacpp, name))
-        assert list(presets) == ["slots", "cache-prompt", "no-cache-prompt", "context-shift"] and default == "slots"
-        assert presets["slots"].options == {"slots": 4}  # the factory's own default: the run without a preset
-        assert presets["slots"].reaches == {"distinct_slots": 2, "parallel_slot_decodes": 1}
-        assert presets["cache-prompt"].options == {"slots": 1, "cache_prompt": True}
-        assert presets["cache-prompt"].reaches == cache and presets["slots"].scenarios == ()
-        assert presets["no-cache-prompt"].options == {"slots": 1, "cache_prompt": False}
-        assert "no law is defined for context shift" in presets["context-shift"].unreachable
-
-
-def test_server_evidence_counts_cache_hits_slots_and_parallel_decodes():
-    from specverify.adapters._llamacpp_bin import ServerEvidence, parse_metrics
-
-    class Server:
-        def __init__(self, text):
-            self.text = text
-
-        def metrics(self):
-            return parse_metrics(self.text)
-
-    a = Server("# TYPE x counter\nllamacpp:n_decode_total 40\nllamacpp:n_busy_slots_per_decode 1.5\n")
-    b = Server("llamacpp:n_decode_total 10\nllamacpp:n_busy_slots_per_decode 1\n")
-    evidence = ServerEvidence()
-    answers = [{"timings": {"cache_n": 0}, "id_slot": 0}, {"timings": {"cache_n": 3}, "id_slot": 2}]
-    evidence.observe(a, answers)
-    evidence.observe(b, [{"timings": {}, "id_slot": 2}, {"timings": {"cache_n": 32}, "id_slot": 2}])
-    state = evidence.state([a, b])
-    assert state == {"requests": 4, "cache_hit_requests": 2, "cached_prompt_tokens": 35, "long_prefix_hits": 1,
-                     "distinct_slots": 2, "decode_calls": 50, "parallel_slot_decodes": 20}  # fmt: skip
-    evidence.retire(a)  # a retired server's counters stay counted
-    assert evidence.state([b]) == state
-    presets = engine_configs_of(__import__("specverify.adapters.llamacpp", fromlist=["x"]).server_plain)[0]
-    assert presets["slots"].shortfall({"state": state}) is None
-    assert presets["cache-prompt"].shortfall({"state": state}) is None
-    assert "cache_hit_requests = 0 (needs >= 1)" in presets["cache-prompt"].shortfall(
-        {"state": {**state, "cache_hit_requests": 0}}
-    )
-    assert "long_prefix_hits = 0 (needs >= 1)" in presets["cache-prompt"].shortfall(
-        {"state": {**state, "long_prefix_hits": 0}}
-    )
-
-
-@needs_llama
-def test_bad_options_are_refused(monkeypatch):
-    from specverify.adapters import _llamacpp_bin as lb
-    from specverify.adapters import llamacpp
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
-
-    pair = CHECKPOINT_PAIRS["main"].build()
-    monkeypatch.setattr(lb.ServerDecoder, "_server", lambda self, gamma: None)
-    with pytest.raises(InvalidArgument, match="slots=0 must be an int in"):
-        llamacpp.server_plain(pair.target, pair.draft, slots=0)
-    with pytest.raises(InvalidArgument, match="cache_prompt='yes' must be None"):
-        llamacpp.server_plain(pair.target, pair.draft, cache_prompt="yes")
-    with pytest.raises(InvalidArgument, match="cache_prompt=1 must be a bool"):
-        llamacpp.plain(pair.target, pair.draft, cache_prompt=1)
-    decoder = llamacpp.server_plain(pair.target, pair.draft, slots=1, cache_prompt=False)
-    assert decoder._body(_requests(1)[0])["cache_prompt"] is False
-    assert "cache_prompt" not in llamacpp.server_plain(pair.target, pair.draft)._body(_requests(1)[0])
 
 
 # ------------------------------------------------------------------------------------------------ engine

@@ -1,7 +1,7 @@
-"""llama.cpp's own executables as decoders: ``llama-server`` (with or without a draft model) and the
-``llama-speculative`` example. Part of ``specverify.adapters.llamacpp`` (see its docstring for the factories). The
-server process itself (start-up, HTTP, ``/metrics``, ``close_all``) and ``ServerEvidence`` are in
-``_llamacpp_server``, re-exported here.
+"""``llama-server`` as a decoder (``ServerDecoder``: the factories ``server_draft_model`` and its control
+``server_plain``): one request as one ``POST /completion``, the answer as a ``Completion``, and ``ServerEvidence``,
+the engine states its responses and counters show. The server process itself (start-up, HTTP, ``/metrics``,
+``close_all``) is ``server_process``.
 
 **llama-server** (tools/server): one server per γ (``--spec-draft-n-max`` is a server flag; per-request speculative
 fields are compiled out, server-schema.cpp ``#if 0``), started on 127.0.0.1 and a free port with ``-np`` slots,
@@ -24,7 +24,7 @@ server): the slot samples its first token from the prompt's evaluation (server-c
 is made (:2983, slots in ``SLOT_STATE_GENERATING`` only); declared although the server reports no rounds.
 
 **Engine configurations and their evidence** (``ServerDecoder(slots=, cache_prompt=)``; the presets are in
-``specverify.adapters.llamacpp``). ``cache_prompt`` (a request field, true by default: server-task.h:53) makes
+``configs``). ``cache_prompt`` (a request field, true by default: server-task.h:53) makes
 the slot keep the KV entries of the longest common prefix of its last request's tokens and the new prompt
 (server-context.cpp:3198-3200; a prompt met whole is evaluated from its last token, :3382-3386); false evaluates
 every prompt from its start (:3262-3264). Each response reports the tokens so reused, ``timings.cache_n``
@@ -35,64 +35,25 @@ every prompt from its start (:3262-3264). Each response reports the tokens so re
 several slots at once. ``engine_info["state"]`` (``ServerEvidence``): ``requests``, ``cache_hit_requests``
 (``cache_n`` > 0), ``cached_prompt_tokens``, ``long_prefix_hits`` (``cache_n`` ≥ 32), ``distinct_slots``,
 ``decode_calls``, ``parallel_slot_decodes``.
-
-**llama-speculative** (examples/speculative/speculative.cpp): one process per request, ``-np 1`` (a chain; the tree
-factory ``-np 2 --spec-draft-p-split 0.1``), the
-one-letter GGUF pieces (it takes text: ``-p``), ``--spec-draft-n-max`` γ, the same sampler order through
-``--samplers``. The generated text is read back from stdout (the prompt echo is removed). **Ends:** the example is
-asked to honour EOS and ``-n`` = ``max_tokens``; it knows no stop strings, which the adapter matches itself and cuts
-at (``specverify.adapters.boundary.finish``). Tokens it writes past EOS within a round, or past ``-n``
-(speculative.cpp:485 stops only once ``n_predict > params.n_predict``, after the round), are returned uncut, so the
-certifier reports them (docs/findings/llamacpp.md, finding 6); ``decoder.overshoot`` counts such requests. The example
-reports no rounds (no ``prefill_tokens``). The example's asynchronous logger is not drained at exit (common/log.cpp,
-``common_log_main``), so a run may lose the end of its output: a run counts only when stderr ends with ``n_predict = K``
-and stdout holds the prompt echo plus exactly K letters; otherwise it is replayed with the same seed (up to 30 times,
-then the call is invalid). Declared: temperature max_tokens top_k top_p min_p stop seed.
-
-**Unset fields** (docs/adapters.md): both executables send every sampling field, an unset one as its canonical
-default. Their own defaults (``common_params_sampling``: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, and the
-server's DRY, XTC, typical-p and top-n-sigma samplers) are another law, and neither has another way to leave a field
-unset, so leaving one out would certify llama.cpp's defaults instead of its speculative path.
 """
 
 from __future__ import annotations
 
-import re
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
-from specverify.adapters._llamacpp_common import check_request, executable, seed32
-from specverify.adapters._llamacpp_server import (  # noqa: F401 -- re-exported: the server process and its evidence
-    N_CTX,
-    N_PARALLEL,
-    ServerEvidence,
-    _Server,
-    close_all,
-    parse_metrics,
-    spec_args,
-)
 from specverify.adapters.boundary.finish import finish
-from specverify.adapters.llamacpp_gguf import char_text, char_tokens, gguf_file
+from specverify.adapters.llamacpp.common import LONG_PREFIX, N_CTX, SAMPLERS, check_request, seed32
+from specverify.adapters.llamacpp.gguf_export import gguf_file
+from specverify.adapters.llamacpp.server_process import N_PARALLEL, Server
 from specverify.errors import check
 from specverify.protocol import Completion, Request
 
-__all__ = [
-    "ServerDecoder",
-    "ServerEvidence",
-    "ExampleDecoder",
-    "SERVER_CAPABILITIES",
-    "EXAMPLE_CAPABILITIES",
-    "close_all",
-    "parse_metrics",
-    "spec_args",
-]
+__all__ = ["ServerDecoder", "ServerEvidence", "SERVER_CAPABILITIES"]
 
 MAX_SERVERS = 4  # per decoder (one per γ); batch-composition mixes γ 1, 2, 3, 5: fewer made it restart servers
-SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
 SERVER_CAPABILITIES = frozenset(
     {
         "temperature",
@@ -107,8 +68,6 @@ SERVER_CAPABILITIES = frozenset(
         "batch",
     }
 )
-EXAMPLE_CAPABILITIES = frozenset({"temperature", "max_tokens", "top_k", "top_p", "min_p", "stop", "seed"})
-_N_PREDICT = re.compile(r"n_predict\s*=\s*(\d+)")
 
 
 def _server_body(request: Request, seed: int, vocab_size: int) -> dict:
@@ -177,15 +136,15 @@ class ServerDecoder:
         requested = {"method": self.method, "slots": self.slots, "cache_prompt": self.cache_prompt}
         return {"name": "llama-server", "requested": requested, "state": self.evidence.state(self.servers.values())}
 
-    def _server(self, gamma: int) -> _Server:
+    def _server(self, gamma: int) -> Server:
         key = gamma if self.speculative else 0
         if key not in self.servers:
             while len(self.servers) >= MAX_SERVERS:
                 self._retire(self.servers.pop(next(iter(self.servers))))
-            self.servers[key] = _Server(self.target_file, self.draft_file, gamma, slots=self.slots)
+            self.servers[key] = Server(self.target_file, self.draft_file, gamma, slots=self.slots)
         return self.servers[key]
 
-    def _retire(self, server: _Server) -> None:
+    def _retire(self, server: Server) -> None:
         try:
             self.evidence.retire(server)
         finally:
@@ -232,92 +191,61 @@ class ServerDecoder:
         self.servers.clear()
 
 
-class ExampleDecoder:
-    """``llama-speculative`` (examples/speculative), one process per request; ``branches`` > 1 drafts a tree
-    (``-np branches``, a branch splits off where the draft's next candidate has probability above ``p_split``)."""
+class ServerEvidence:
+    """The engine states a ``ServerDecoder``'s servers reached (module docstring, engine
+    configurations): from each response, ``timings.cache_n`` (prompt tokens reused from the slot's cache) and
+    ``id_slot``; from each server's ``/metrics``, read after every call and when it is retired, ``n_decode_total``
+    and ``n_busy_slots_per_decode``."""
 
-    def __init__(self, target, draft, *, timeout_s: float = 60.0, branches: int = 1, p_split: float = 0.1):
-        check(
-            isinstance(branches, int) and not isinstance(branches, bool) and branches >= 1,
-            f"branches={branches!r} must be an int >= 1 (llama-speculative's -np: 1 for a chain, more for a tree).",
-        )
-        check(
-            isinstance(p_split, (int, float)) and not isinstance(p_split, bool) and 0.0 <= p_split <= 1.0,
-            f"p_split={p_split!r} must be a probability in [0, 1] (--spec-draft-p-split; llama.cpp's default 0.1).",
-        )
-        self.vocab, self.timeout_s = target.vocab, timeout_s
-        self.branches, self.p_split = branches, float(p_split)
-        self.exe = executable("llama-speculative")
-        self.target_file = str(gguf_file(target, "char"))
-        self.draft_file = str(gguf_file(draft, "char"))
-        self.capabilities = EXAMPLE_CAPABILITIES
-        self.rng = np.random.default_rng()
-        self.overshoot = 0  # requests whose output ran past EOS or max_tokens (returned uncut: invalid)
-        self.lost_output = 0  # runs whose stdout tail was lost at exit and were replayed (findings, evidence)
-        self.garbled_output: list = []  # (stdout, n_predict) of runs whose letters did not match n_predict (replayed)
-        self.attempts = 30  # the loss rate was ~50 % under load: 30 losses in a row is ~1e-9
-        self.factory = "speculative_example" if branches == 1 else "speculative_example_tree"
+    def __init__(self):
+        self.requests = self.cache_hits = self.cached_tokens = self.long_hits = 0
+        self.slot_ids: set = set()
+        self.retired = {"decodes": 0.0, "parallel": 0.0}  # counters of the servers already closed
+        self.latest: dict = {}  # id(server) -> its last /metrics reading
 
-    def args(self, request: Request, seed: int) -> list:
-        """The command line of one request."""
-        p, eos = request.params, int(self.vocab.eos_token_id)
-        return [
-            self.exe, "-m", self.target_file, "--spec-draft-model", self.draft_file,
-            "-p", char_text(request.prompt, eos), "-n", str(p.max_tokens),
-            "--spec-draft-n-max", str(request.num_draft_tokens), "--spec-draft-n-min", "0",
-            "-np", str(self.branches), "--spec-draft-p-split", repr(self.p_split),
-            "-c", str(N_CTX), "-t", "1", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32",
-            "--temp", repr(float(p.temperature)), "--top-k", str(p.top_k),
-            "--top-p", repr(float(p.top_p)), "--min-p", repr(float(p.min_p)), "--typical", "1",
-            "--repeat-penalty", "1", "--samplers", ";".join(SAMPLERS), "--seed", str(seed),
-        ]  # fmt: skip
+    def observe(self, server, answers: Sequence[dict]) -> None:
+        for answer in answers:
+            cached = int(answer["timings"].get("cache_n", 0) or 0)
+            self.requests += 1
+            self.cache_hits += cached > 0
+            self.cached_tokens += cached
+            self.long_hits += cached >= LONG_PREFIX
+            if answer.get("id_slot") is not None:
+                self.slot_ids.add(int(answer["id_slot"]))
+        self.latest[id(server)] = server.metrics()
 
-    def __call__(self, requests: Sequence[Request]) -> list:
-        return [self.generate(r) for r in requests]
+    def retire(self, server) -> None:
+        reading = self.latest.pop(id(server), None)
+        if reading is not None:
+            decodes, parallel = _decodes(reading)
+            self.retired["decodes"] += decodes
+            self.retired["parallel"] += parallel
 
-    def generate(self, request: Request) -> Completion:
-        check_request(request, self.capabilities, self.factory, cut_before_temperature=False)
-        eos = int(self.vocab.eos_token_id)
-        args = self.args(request, seed32(request.seed, self.rng))
-        for _ in range(self.attempts):
-            out, err, code = self._run(args)
-            if code != 0:
-                raise RuntimeError(f"llama-speculative exited with {code}: {err[-1500:]} ({args!r})")
-            done = _N_PREDICT.search(err)
-            if done is None:  # the asynchronous log lost its tail at exit: the same seed replays the same run
-                self.lost_output += 1
-                continue
-            generated = self._generated(request, out, eos)
-            if generated is None or len(generated) != int(done.group(1)):  # the same exit race, on stdout
-                self.garbled_output.append((out, int(done.group(1))))
-                continue
-            done = finish(generated, self.vocab, request.params, engine="llama-speculative", cuts={"stop"})
-            self.overshoot += done.passed_through > 0
-            return Completion(done.tokens, done.finish_reason)
-        raise RuntimeError(
-            f"llama-speculative's output was lost or garbled {self.attempts} times in a row (no 'n_predict = ' line, "
-            f"or not n_predict letters): {args!r}"
-        )
+    def state(self, live) -> dict:
+        """``engine_info["state"]``: requests, cache_hit_requests, cached_prompt_tokens, long_prefix_hits (requests
+        whose ``cache_n`` is at least ``LONG_PREFIX``), distinct_slots,
+        decode_calls and parallel_slot_decodes (the busy slots beyond one summed over decode calls, from the mean
+        the server reports: > 0 only when some llama_decode served two slots or more)."""
+        decodes, parallel = self.retired["decodes"], self.retired["parallel"]
+        for server in live:
+            reading = self.latest.get(id(server))
+            if reading is not None:
+                d, p = _decodes(reading)
+                decodes, parallel = decodes + d, parallel + p
+        return {
+            "requests": self.requests,
+            "cache_hit_requests": self.cache_hits,
+            "cached_prompt_tokens": self.cached_tokens,
+            "long_prefix_hits": self.long_hits,
+            "distinct_slots": len(self.slot_ids),
+            "decode_calls": int(decodes),
+            "parallel_slot_decodes": int(round(parallel)),
+        }
 
-    def _run(self, args: list) -> tuple:
-        """(stdout, stderr, exit status) of one run, both streams into files: with pipes the example lost its
-        output more often (finding 3)."""
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            try:
-                code = subprocess.run(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"llama-speculative hung (> {self.timeout_s:g} s): {args!r}") from None
-            out.seek(0)
-            err.seek(0)
-            return out.read(), err.read(), code.returncode
 
-    def _generated(self, request: Request, stdout: str, eos: int):
-        """The generated ids of one run's stdout (prompt echo removed), None when it is not echo + letters."""
-        text = stdout.strip("\n")
-        echo = char_text(request.prompt, eos)
-        if not text.startswith(echo):
-            return None
-        try:
-            return char_tokens(text[len(echo) :], eos)
-        except ValueError:
-            return None
+def _decodes(reading: dict) -> tuple:
+    """(decode calls, busy slots beyond one summed over them) of one /metrics reading. The server prints the mean
+    with 6 significant digits, so the second is good to about decode calls × 5e-6."""
+    decodes = float(reading.get("n_decode_total", 0.0))
+    mean_busy = float(reading.get("n_busy_slots_per_decode", 0.0))
+    return decodes, max(0.0, (mean_busy - 1.0) * decodes)

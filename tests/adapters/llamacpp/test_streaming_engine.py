@@ -4,7 +4,7 @@ chunking is not chosen; speculation (γ 1, γ 4, no draft) and the seeds vary wh
 llama.cpp venv of .ci/llamacpp (docs/findings/streaming.md, section llama.cpp):
 
     SPECVERIFY_LLAMACPP_BIN=<build>/bin LLAMA_CPP_LIB_PATH=<build>/bin OMP_NUM_THREADS=1 \\
-        .venv-llama/bin/python -m pytest tests/adapters/test_llamacpp_streaming.py -q
+        .venv-llama/bin/python -m pytest tests/adapters/llamacpp/test_streaming_engine.py -q
 
 The property, per seeded request (``stream: true`` against ``stream: false`` on the same server): the events'
 ``content`` concatenates to the response's ``content``, their ``tokens`` to its ``tokens``, and the final event's
@@ -20,7 +20,7 @@ import os
 
 import pytest
 
-from specverify.adapters._llamacpp_common import BIN_ENV
+from specverify.adapters.llamacpp.common import BIN_ENV
 
 HAVE_GGUF = importlib.util.find_spec("gguf") is not None
 HAVE_SERVER = bool(os.environ.get(BIN_ENV)) and os.access(os.path.join(os.environ[BIN_ENV], "llama-server"), os.X_OK)
@@ -31,27 +31,6 @@ needs_server = pytest.mark.skipif(
 )
 SERVERS = {"plain": None, "gamma1": 1, "gamma4": 4}  # None: no draft model (no speculation)
 ALPHABET = "ab "  # the toy vocabulary's text: 'a', 'b', 'ab', ' ', 'ba', EOS ''
-
-
-# ------------------------------------------------------------------------------------------------ no engine needed
-
-
-def test_recorded_runs_compare_text_and_result_and_check_their_arguments():
-    from specverify.errors import InvalidArgument
-    from specverify.fuzz.properties import PropertyFailure
-    from specverify.fuzz.streaming import check_runs, recorded_run
-
-    whole = recorded_run([([2, 3], "ab ")], ((2, 3), "limit", ""))
-    events = recorded_run([([2], ""), ([3], "ab "), ([], "")], ((2, 3), "limit", ""))
-    assert events.sizes == (1, 1, 0) and check_runs(whole, events) is events
-    with pytest.raises(PropertyFailure, match=r"(?s)'text': 'ab ' != 'ab'.*Reproduce: seed 3"):
-        check_runs(whole, recorded_run([([2], "ab"), ([3], "")], ((2, 3), "limit", "")), reproduce="seed 3")
-    with pytest.raises(PropertyFailure, match=r"result: .*'limit'.*'word'"):
-        check_runs(whole, recorded_run([([2, 3], "ab ")], ((2, 3), "word", "ab ")))
-    with pytest.raises(InvalidArgument, match="deltas="):
-        recorded_run(["ab"], None)
-    with pytest.raises(InvalidArgument, match="reference="):
-        check_runs(whole, "ab ")
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -66,14 +45,14 @@ def pair():
 
 @pytest.fixture(scope="module")
 def servers(pair):
-    from specverify.adapters._llamacpp_bin import _Server
-    from specverify.adapters.llamacpp_gguf import gguf_file
+    from specverify.adapters.llamacpp.gguf_export import gguf_file
+    from specverify.adapters.llamacpp.server_process import Server
 
     target, draft = str(gguf_file(pair.target, "toy")), str(gguf_file(pair.draft, "toy"))
     live = {}
     try:
         for name, gamma in SERVERS.items():
-            live[name] = _Server(target, None if gamma is None else draft, gamma or 1)
+            live[name] = Server(target, None if gamma is None else draft, gamma or 1)
         yield live
     finally:
         for server in live.values():
@@ -81,7 +60,7 @@ def servers(pair):
 
 
 def _body(pair, prompt, params, seed):
-    from specverify.adapters._llamacpp_bin import _server_body
+    from specverify.adapters.llamacpp.server import _server_body
     from specverify.protocol import Request
 
     body = _server_body(Request(tuple(prompt), params, 1, seed=seed), seed, pair.target.vocab.size)
@@ -165,7 +144,7 @@ def _server_streamed_text(strings, eos, tokens, stops):
 def _reproduce(name, body):
     keep = ("prompt", "n_predict", "temperature", "seed", "stop")
     return (
-        f"llama-server '{name}' (tests/adapters/test_llamacpp_streaming.py's servers fixture): POST /completion "
+        f"llama-server '{name}' (tests/adapters/llamacpp/test_streaming_engine.py's servers fixture): POST /completion "
         f"{json.dumps({k: body[k] for k in keep})} with stream false and true (all fields: _server_body)"
     )
 

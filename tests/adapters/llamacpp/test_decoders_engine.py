@@ -1,7 +1,8 @@
-"""The llama.cpp adapter on the checkpoint family: the GGUF export, a small law check and greedy equality per
-factory, the same-seed check, set-up errors. Engine tests run in the llama.cpp venv of .ci/llamacpp:
+"""The llama.cpp adapter on real engines (the checkpoint family): a small law check and greedy equality per factory,
+the same-seed check, set-up errors; its mappings on stand-ins are in test_bindings.py, test_server.py and
+test_example.py. Run in the llama.cpp venv of .ci/llamacpp:
 
-    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/test_llamacpp.py -q
+    SPECVERIFY_LLAMACPP_BIN=<build>/bin .venv-llama/bin/python -m pytest tests/adapters/llamacpp -q
 
 The law checks pin what llama.cpp (llama-cpp-python 0.3.36's vendored tree) does today (docs/findings/llamacpp.md):
 plain, the two Python speculative paths and both server factories pass; ``llama-speculative`` writes tokens past EOS
@@ -11,106 +12,18 @@ drafts it aborts (finding 4: no unified KV cache for tokens shared by branches).
 """
 
 import collections
-import importlib.util
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from specverify.adapters import llamacpp_gguf as lg
-from specverify.adapters._llamacpp_common import BIN_ENV, executable, seed32
 from specverify.adapters.boundary.finish import EngineStoppedEarly, Finisher
 from specverify.params import SamplingParams
 from specverify.protocol import Request
+from tests.adapters.llamacpp._engines import needs_example, needs_llama, needs_server
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
-needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama_cpp / gguf not installed here: see .ci/llamacpp's venv")
-
-
-def _have_bin(name):
-    where = os.environ.get(BIN_ENV)
-    return bool(where) and os.access(os.path.join(where, name), os.X_OK)
-
-
-needs_server = pytest.mark.skipif(
-    not (HAVE_LLAMA and _have_bin("llama-server")),
-    reason=f"llama-server not found: set {BIN_ENV} to llama.cpp's bin directory (.ci/llamacpp builds it)",
-)
-needs_example = pytest.mark.skipif(
-    not (HAVE_LLAMA and _have_bin("llama-speculative")),
-    reason=f"llama-speculative not found: set {BIN_ENV} to llama.cpp's bin directory (.ci/llamacpp builds it)",
-)
 LAW_N = 3000
 EXAMPLE_N = 400
-
-
-# ------------------------------------------------------------------------------------------------ no engine needed
-
-
-def test_rope_rows_interleaves_each_head():
-    w = np.arange(16).reshape(16, 1)  # two heads of 8
-    assert lg.rope_rows(w, 2)[:, 0].tolist() == [0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15]
-
-
-def test_char_pieces_round_trip():
-    tokens = [0, 4, 3, 5, 1]
-    assert lg.char_tokens(lg.char_text(tokens, eos=5), eos=5) == tokens
-    with pytest.raises(ValueError):
-        lg.char_tokens("AZ", eos=5)
-
-
-def test_seed32_is_a_uint32_and_never_the_default_seed():
-    seeds = {seed32(s, None) for s in range(2000)}
-    assert len(seeds) == 2000 and max(seeds) < 0xFFFFFFFF
-    rng = np.random.default_rng(0)
-    assert seed32(None, rng) != seed32(None, rng)
-
-
-def test_accepted_rounds_from_draft_calls():
-    from specverify.adapters.llamacpp import accepted_rounds
-
-    # prompt of 2; token 0 from the prefill; round 1 drafts [1, 1, 1] after it: 1, 1 accepted, 2 resampled
-    assert accepted_rounds([(3, [1, 1, 1]), (6, [2])], 2, (0, 1, 1, 2, 2)) == (2, 1)
-    assert accepted_rounds([(2, [])], 1, (3, 5)) == (0,)  # an empty draft is a round that accepts nothing
-
-
-def test_missing_executables_name_the_variable(monkeypatch):
-    executable.cache_clear()
-    monkeypatch.delenv(BIN_ENV, raising=False)
-    with pytest.raises(RuntimeError, match=BIN_ENV):
-        executable("llama-server")
-    monkeypatch.setenv(BIN_ENV, "/nonexistent")
-    with pytest.raises(RuntimeError, match="no executable"):
-        executable("llama-server")
-    executable.cache_clear()
-
-
-class _LibraryMissing:  # a meta-path finder: importing llama_cpp fails as it does without its shared library
-    def find_spec(self, name, path=None, target=None):
-        if name == "llama_cpp":
-            raise FileNotFoundError("Shared library with base name 'llama' not found")
-        return None
-
-
-def test_missing_llama_cpp_or_its_library_is_a_setup_error_saying_how_to_fix_it(monkeypatch):
-    from specverify.adapters.llamacpp import import_llama_cpp
-
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed
-    with pytest.raises(RuntimeError, match="pip install llama-cpp-python==0.3.36"):
-        import_llama_cpp()
-    monkeypatch.delitem(sys.modules, "llama_cpp")
-    monkeypatch.setattr(sys, "meta_path", [_LibraryMissing(), *sys.meta_path])
-    with pytest.raises(RuntimeError, match="LLAMA_CPP_LIB_PATH"):
-        import_llama_cpp()
-
-
-def test_import_does_not_load_llama_cpp():
-    code = "import sys, specverify.adapters.llamacpp; print('llama_cpp' in sys.modules, 'gguf' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False False"
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -121,54 +34,6 @@ def pair():
     from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
 
     return CHECKPOINT_PAIRS["main"].build()
-
-
-@needs_llama
-@pytest.mark.parametrize("name", ["main", "sharp-close", "far-eos"])
-def test_gguf_logits_agree_with_the_oracle_on_every_prefix(name):
-    """Every prefix of every length-3 sequence and of 20 random length-12 ones, target and draft: llama.cpp's
-    float32 logits (one batched evaluation per sequence, F32 KV cache) within 1e-5 of the float64 oracle, relative
-    to max(1, |logit|) (the sharp pair's logits reach 10: float32 rounding alone gives 1.3e-5 there), and every
-    next-token probability within 1e-5."""
-    import itertools
-
-    from specverify.adapters.llamacpp import _llama, import_llama_cpp
-    from specverify.certification.matrix_checkpoint import CHECKPOINT_PAIRS
-
-    models = CHECKPOINT_PAIRS[name].build()
-    rng = np.random.default_rng(3)
-    size = models.target.vocab.size
-    seqs = [list(s) for s in itertools.product(range(size), repeat=3)]
-    seqs += [rng.integers(0, size, 12).tolist() for _ in range(20)]
-    for model in (models.target, models.draft):
-        llm = _llama(import_llama_cpp(), lg.gguf_file(model, "toy"), logits_all=True)
-        worst, worst_prob = 0.0, 0.0
-        for seq in seqs:
-            llm.reset()
-            llm.eval(seq)
-            got = np.array(llm.scores[: len(seq)], dtype=np.float64)
-            want = model.logits([seq[: i + 1] for i in range(len(seq))]).numpy()
-            worst = max(worst, float((np.abs(got - want) / np.maximum(1.0, np.abs(want))).max()))
-            worst_prob = max(worst_prob, float(np.abs(_softmax(got) - _softmax(want)).max()))
-        assert worst < 1e-5 and worst_prob < 1e-5, (name, model, worst, worst_prob)
-
-
-def _softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-@needs_llama
-def test_toy_pieces_detokenise_to_the_toy_strings(pair):
-    from specverify.adapters.llamacpp import _llama, import_llama_cpp
-
-    llm = _llama(import_llama_cpp(), lg.gguf_file(pair.target, "toy"))
-    vocab = pair.target.vocab
-    for i, s in enumerate(vocab.strings):
-        assert llm.detokenize([i]).decode() == s, i
-    char = _llama(import_llama_cpp(), lg.gguf_file(pair.target, "char"))
-    tokens = [0, 1, 2, 3, 4, 0, 1]
-    assert char.tokenize(lg.char_text(tokens, 5).encode(), add_bos=False, special=True) == tokens
 
 
 def _up_to_the_end(vocab, completion, params):
@@ -338,15 +203,6 @@ def test_greedy_draft_acceptance_meets_its_expectation_when_declared(pair):
     assert _make("python_prompt_lookup", pair).draft_law == "unmodelled"
 
 
-def test_tree_example_arguments_are_checked(pair):
-    from specverify.adapters._llamacpp_bin import ExampleDecoder
-    from specverify.errors import InvalidArgument
-
-    for bad in (dict(branches=0), dict(branches=True), dict(p_split=1.5), dict(p_split="0.1")):
-        with pytest.raises(InvalidArgument, match=next(iter(bad))):
-            ExampleDecoder(pair.target, pair.draft, **bad)
-
-
 # ----------------------------------------------------------------- the finish rule at each path's boundary (fakes)
 
 
@@ -375,72 +231,11 @@ def test_python_path_reads_up_to_its_own_end_and_an_early_stop_is_the_one_except
         decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])
 
 
-class _FakeServer:
-    def __init__(self, tokens, stop_type):
-        self.answer = {"tokens": tokens, "timings": {}, "stop_type": stop_type}
-
-    def complete(self, body):
-        return self.answer
-
-    def metrics(self):  # no /metrics: the evidence counts the responses only
-        return {}
-
-    def close(self):
-        pass
-
-
-@needs_llama
-def test_server_tokens_after_eos_are_reported_not_cut(pair, monkeypatch):
-    """llama-server is asked to honour EOS, stop strings and n_predict, so the adapter cuts nothing."""
-    from specverify.adapters._llamacpp_bin import ServerDecoder
-
-    eos = pair.target.vocab.eos_token_id
-    server = {"now": _FakeServer([2, eos, 1], "eos")}
-    monkeypatch.setattr(ServerDecoder, "_server", lambda self, gamma: server["now"])
-    decoder = ServerDecoder(pair.target, pair.draft, speculative=True)
-    assert decoder.prefill_tokens == 1
-    c = decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])[0]
-    assert (c.tokens, c.finish_reason) == ((2, eos, 1), "eos")
-    server["now"] = _FakeServer([2, 2, 2, 2, 2], "limit")
-    assert decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])[0].tokens == (2, 2, 2, 2, 2)
-    server["now"] = _FakeServer([2], "word")
-    with pytest.raises(EngineStoppedEarly, match="llama-server stopped after 1 tokens .* stop_type 'word'"):
-        decoder([Request((0, 1), SamplingParams(max_tokens=4), 3)])
-
-
-@needs_llama
-def test_example_output_past_its_ends_is_reported_and_its_stop_strings_cut(pair, monkeypatch):
-    """llama-speculative honours EOS and -n (tokens past them are returned: finding 6) but knows no stop strings,
-    which the adapter matches and cuts at."""
-    from specverify.adapters import _llamacpp_bin as lb
-
-    monkeypatch.setattr(lb, "executable", lambda name: "/bin/true")
-    decoder = lb.ExampleDecoder(pair.target, pair.draft)
-    eos = pair.target.vocab.eos_token_id
-    prompt = (0, 1)
-
-    def run_printing(tokens):
-        text = "\n\n" + lg.char_text(prompt, eos) + lg.char_text(tokens, eos)
-        return lambda args: (text, f"n_predict = {len(tokens)}\n", 0)
-
-    monkeypatch.setattr(decoder, "_run", run_printing([2, eos, 1]))
-    c = decoder([Request(prompt, SamplingParams(max_tokens=4), 3)])[0]
-    assert (c.tokens, c.finish_reason) == ((2, eos, 1), "eos") and decoder.overshoot == 1
-    monkeypatch.setattr(decoder, "_run", run_printing([2, 2, 2, 2]))
-    assert decoder([Request(prompt, SamplingParams(max_tokens=3), 3)])[0].tokens == (2, 2, 2, 2)
-    stop = pair.target.vocab.strings[2] * 2  # completed by the second token
-    c = decoder([Request(prompt, SamplingParams(max_tokens=4, stop=(stop,)), 3)])[0]
-    assert (c.tokens, c.finish_reason) == ((2, 2), "stop")
-    monkeypatch.setattr(decoder, "_run", run_printing([2]))
-    with pytest.raises(EngineStoppedEarly, match="llama-speculative stopped after 1 tokens"):
-        decoder([Request(prompt, SamplingParams(max_tokens=3), 3)])
-
-
 @needs_llama
 def test_same_seed_with_and_without_draft(pair):
     """The named check: generate() draws one uniform per emitted token from one seeded stream, so the same seed
     gives the same output with and without a draft model (evidence of the RNG discipline, not the law)."""
-    from specverify.adapters.llamacpp import same_seed_check
+    from specverify.adapters.llamacpp.checks import same_seed_check
 
     params = SamplingParams(temperature=1.0, max_tokens=6)
     requests = [Request((0, 1), params, 3, seed=s) for s in range(200)]
@@ -451,7 +246,7 @@ def test_same_seed_with_and_without_draft(pair):
 @needs_server
 def test_server_same_seed_with_and_without_draft(pair):
     """The same named check for llama-server: per-request seeds, sample and compare in every slot."""
-    from specverify.adapters.llamacpp import same_seed_check
+    from specverify.adapters.llamacpp.checks import same_seed_check
 
     speculative, control = _make("server_draft_model", pair), _make("server_plain", pair)
     try:

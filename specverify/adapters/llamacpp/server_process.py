@@ -1,9 +1,7 @@
-"""One ``llama-server`` process and what is read back from it, for ``ServerDecoder`` in
-``specverify.adapters._llamacpp_bin`` (its docstring has the mapping, the engine configurations and their evidence):
-start-up on 127.0.0.1 and a free port (``-np`` slots, ``N_CTX`` context tokens per slot, F32 KV caches, the draft's
-flags from ``spec_args``), ``/health``, ``POST /completion``, ``/metrics`` (``parse_metrics``), shutdown (``close_all``
-at exit), and ``ServerEvidence``, the engine states the responses and counters show. Kept apart so that
-``_llamacpp_bin`` holds the two decoders' mappings; nothing here imports llama_cpp.
+"""One ``llama-server`` process and what is read back from it, for ``ServerDecoder`` (``server``): start-up on
+127.0.0.1 and a free port (``-np`` slots, ``N_CTX`` context tokens per slot, F32 KV caches, the draft's flags from
+``spec_args``), ``/health``, ``POST /completion``, ``/metrics`` (``parse_metrics``) and shutdown (``close_all`` at
+exit). Nothing here imports llama_cpp.
 """
 
 from __future__ import annotations
@@ -17,13 +15,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Sequence
 
-from specverify.adapters._llamacpp_common import LONG_PREFIX, executable
+from specverify.adapters.llamacpp.common import N_CTX, executable
 
-__all__ = ["N_CTX", "N_PARALLEL", "ServerEvidence", "close_all", "parse_metrics", "spec_args"]
+__all__ = ["N_PARALLEL", "Server", "close_all", "parse_metrics", "spec_args"]
 
-N_CTX = 64
 N_PARALLEL = 4
 _LIVE: list = []
 
@@ -54,7 +50,7 @@ def spec_args(draft, gamma: int) -> list:
     return args + ["--spec-draft-n-min", "0", "--spec-draft-p-min", "0", "-ctkd", "f32", "-ctvd", "f32"]
 
 
-class _Server:
+class Server:
     """One ``llama-server`` process on 127.0.0.1 with ``slots`` slots (``draft`` None: no speculation)."""
 
     def __init__(self, target: str, draft, gamma: int, timeout_s: float = 60.0, *, slots: int = N_PARALLEL):
@@ -180,63 +176,3 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
-
-
-class ServerEvidence:
-    """The engine states a ``ServerDecoder``'s servers reached (``_llamacpp_bin``'s docstring, engine
-    configurations): from each response, ``timings.cache_n`` (prompt tokens reused from the slot's cache) and
-    ``id_slot``; from each server's ``/metrics``, read after every call and when it is retired, ``n_decode_total``
-    and ``n_busy_slots_per_decode``."""
-
-    def __init__(self):
-        self.requests = self.cache_hits = self.cached_tokens = self.long_hits = 0
-        self.slot_ids: set = set()
-        self.retired = {"decodes": 0.0, "parallel": 0.0}  # counters of the servers already closed
-        self.latest: dict = {}  # id(server) -> its last /metrics reading
-
-    def observe(self, server, answers: Sequence[dict]) -> None:
-        for answer in answers:
-            cached = int(answer["timings"].get("cache_n", 0) or 0)
-            self.requests += 1
-            self.cache_hits += cached > 0
-            self.cached_tokens += cached
-            self.long_hits += cached >= LONG_PREFIX
-            if answer.get("id_slot") is not None:
-                self.slot_ids.add(int(answer["id_slot"]))
-        self.latest[id(server)] = server.metrics()
-
-    def retire(self, server) -> None:
-        reading = self.latest.pop(id(server), None)
-        if reading is not None:
-            decodes, parallel = _decodes(reading)
-            self.retired["decodes"] += decodes
-            self.retired["parallel"] += parallel
-
-    def state(self, live) -> dict:
-        """``engine_info["state"]``: requests, cache_hit_requests, cached_prompt_tokens, long_prefix_hits (requests
-        whose ``cache_n`` is at least ``LONG_PREFIX``), distinct_slots,
-        decode_calls and parallel_slot_decodes (the busy slots beyond one summed over decode calls, from the mean
-        the server reports: > 0 only when some llama_decode served two slots or more)."""
-        decodes, parallel = self.retired["decodes"], self.retired["parallel"]
-        for server in live:
-            reading = self.latest.get(id(server))
-            if reading is not None:
-                d, p = _decodes(reading)
-                decodes, parallel = decodes + d, parallel + p
-        return {
-            "requests": self.requests,
-            "cache_hit_requests": self.cache_hits,
-            "cached_prompt_tokens": self.cached_tokens,
-            "long_prefix_hits": self.long_hits,
-            "distinct_slots": len(self.slot_ids),
-            "decode_calls": int(decodes),
-            "parallel_slot_decodes": int(round(parallel)),
-        }
-
-
-def _decodes(reading: dict) -> tuple:
-    """(decode calls, busy slots beyond one summed over them) of one /metrics reading. The server prints the mean
-    with 6 significant digits, so the second is good to about decode calls × 5e-6."""
-    decodes = float(reading.get("n_decode_total", 0.0))
-    mean_busy = float(reading.get("n_busy_slots_per_decode", 0.0))
-    return decodes, max(0.0, (mean_busy - 1.0) * decodes)

@@ -1,7 +1,13 @@
-"""Pieces the llama.cpp decoders share: seeds, the executables, the request checks.
+"""Pieces the llama.cpp decoders share: seeds, the executables, the context size, the executables' sampler order,
+the request checks.
 
-Nothing here imports llama_cpp; see ``specverify.adapters.llamacpp`` for the mapping these serve. The finish rule is
-every adapter's, in ``specverify.adapters.boundary.finish``.
+**Unset fields of the executables** (docs/adapters.md): ``llama-server`` and ``llama-speculative`` send every sampling
+field, an unset one as its canonical default. Their own defaults (``common_params_sampling``: temp 0.8, top_k 40, top_p
+0.95, min_p 0.05, and the server's DRY, XTC, typical-p and top-n-sigma samplers) are another law, and neither has
+another way to leave a field unset, so leaving one out would certify llama.cpp's defaults instead of its speculative
+path.
+
+Nothing here imports llama_cpp. The finish rule is every adapter's, in ``specverify.adapters.boundary.finish``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import numpy as np
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request
 
-__all__ = ["BIN_ENV", "DEFAULT_SEED", "LONG_PREFIX", "seed32", "executable", "check_request"]
+__all__ = ["BIN_ENV", "DEFAULT_SEED", "LONG_PREFIX", "N_CTX", "SAMPLERS", "seed32", "executable", "check_request"]
 
 BIN_ENV = "SPECVERIFY_LLAMACPP_BIN"
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed)
@@ -24,6 +30,9 @@ DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the c
 #: tokens, turn 1's 31-token prompt, its output token and EOS) met whole keeps 32 and evaluates its last token, so
 #: the reused entries include one that turn 1's decoding wrote. ``long-prompt`` after itself keeps 30.
 LONG_PREFIX = 32
+N_CTX = 64  # context tokens of a Llama, of a server slot, of the example
+#: the sampler chain both executables are given (``--samplers``, the server's ``samplers``): the canonical order
+SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
 
 
 def seed32(seed: Optional[int], rng: np.random.Generator) -> int:
