@@ -1,5 +1,5 @@
 """The draw pool's worker processes (``specverify.adapters.boundary.draw_pool``) without an engine: a worker's failure
-reaches the certifier as an engine error. The draws themselves: tests/adapters/transformers/test_sample.py."""
+reaches the certifier as an engine error. The draws themselves: tests/adapters/transformers/test_sample_engine.py."""
 
 import os
 

@@ -4,18 +4,18 @@ Real engines load checkpoints; the toy family is where a cache bug is loud (docs
 "KV" entry at a position is a 64-bit hash of the whole prefix, and the logits are read from the last stored entry
 only, so a token left behind or cropped too far moves the next law by a TV of 0.3 to 0.6.
 
-The wrapped model keeps those entries in transformers' own cache, the ``DynamicCache`` that ``generate`` builds for
-it: one ``DynamicLayer`` whose keys are the prefix hashes (int64 ``[B, 1, L, 1]``, the uint64 bits) and whose
-values are the token ids. Appending, ``crop`` and ``get_seq_length`` are therefore the installed ``DynamicCache``'s
-own code, and ``tests/adapters/test_transformers.py`` runs the same operation sequences on this cache and on a
-``DynamicCache`` of float tensors to show it. With ``cache_implementation="static"`` (the adapter's
-``static-cache`` configuration) ``generate`` builds a ``StaticCache`` instead, whose one layer holds the same
-entries in preallocated tensors; the entry before a call's first token is read at the cache's stored length
-(``get_seq_length()``), so a crop that leaves its length wrong changes the law here too. ``forward`` reads the
-entry before its first token from the cache (the root entry when the cache is empty), never from ``input_ids``
-history, so the logits come only from what the cache stores.
+The wrapped model keeps those entries in transformers' own cache, the ``DynamicCache`` that ``generate`` builds for it:
+one ``DynamicLayer`` whose keys are the prefix hashes (int64 ``[B, 1, L, 1]``, the uint64 bits) and whose values are the
+token ids. Appending, ``crop`` and ``get_seq_length`` are therefore the installed ``DynamicCache``'s own code, and
+``tests/adapters/transformers/test_toy_model_engine.py`` runs the same operation sequences on this cache and on a
+``DynamicCache`` of float tensors to show it. With ``cache_implementation="static"`` (the adapter's ``static-cache``
+configuration) ``generate`` builds a ``StaticCache`` instead, whose one layer holds the same entries in preallocated
+tensors; the entry before a call's first token is read at the cache's stored length (``get_seq_length()``), so a crop
+that leaves its length wrong changes the law here too. ``forward`` reads the entry before its first token from the cache
+(the root entry when the cache is empty), never from ``input_ids`` history, so the logits come only from what the cache
+stores.
 
-This module imports transformers at module level; ``specverify.adapters.transformers`` imports it lazily.
+This module imports transformers at module level; the adapter (``decoder``) imports it lazily.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def check_transformers_version() -> str:
         raise RuntimeError(
             f"transformers {transformers.__version__} is incompatible with specverify.adapters.transformers "
             f"(tested with {TESTED_VERSION}): " + "; ".join(problems) + ". Install transformers 5.x, or update "
-            "specverify/adapters/_transformers_hooks.py."
+            "specverify/adapters/transformers/hooks.py."
         )
     return transformers.__version__
 

@@ -1,10 +1,6 @@
-"""transformers' ``generate()`` as a specverify decoder: assisted generation, prompt lookup, and plain sampling.
-
-Factories (docs/adapters.md): ``assisted(target, draft)`` (the draft is the ``assistant_model``),
-``prompt_lookup(target, draft)`` (``prompt_lookup_num_tokens`` = γ; the draft is ignored) and ``plain(target,
-draft)`` (speculation off: the control). ``target`` and ``draft`` are ``CheckpointModel`` s, loaded with
-``LlamaForCausalLM.from_pretrained(path, dtype=float32, attn_implementation="eager")``, or toy models, wrapped by
-``specverify.adapters.toy_hf``. One request per ``generate`` call: assisted generation is batch size 1.
+"""transformers' ``generate()`` as a specverify decoder (``TransformersDecoder``, one mode per factory: assisted
+generation, prompt lookup, plain sampling), one request per ``generate`` call; the models it loads are the package
+docstring's.
 
 **How SamplingParams map, and what is declared.** transformers applies, in this order (generation/utils.py:1416,
 ``_get_logits_processor``): repetition penalty, bad words, min length / min new tokens, suppress tokens, then, when
@@ -33,7 +29,7 @@ because a mask writes -inf and the CTRL penalty maps -inf to -inf. So these are 
   the canonical place; assisted generation calls the list at every verified position with the prefix up to it
   (utils.py:4111) and hands it to the assistant, whose drafts therefore see it too.
 - ``seed`` (per request ``torch.manual_seed`` around ``generate``; every draw is from torch's global generator) and
-  ``accepted`` (assisted and prompt lookup; the private hook is described in ``_transformers_hooks``).
+  ``accepted`` (assisted and prompt lookup; the private hook is described in ``hooks``).
 
 **Unset fields** (docs/adapters.md) stay ``None`` in the ``GenerationConfig``: ``generate()`` fills them from the
 model's ``generation_config`` and then transformers' global defaults (temperature 1.0, top-k 50, top-p 1.0,
@@ -71,7 +67,7 @@ generator clears ``cache_implementation`` on the assistant's copy of the config
 ``static-cache`` (``cache="static"``). The evidence is the class of the cache ``generate()`` returns
 (``return_dict_in_generate=True``, ``outputs.cache``), counted per call in ``engine_info["state"]``:
 ``dynamic_cache_calls``, ``static_cache_calls`` (``other_cache_calls`` for any other class); ``sample()``'s workers
-count theirs and hand them back (``_draw_pool``). A configuration is reached when at least one call returned its
+count theirs and hand them back (``draw_pool``). A configuration is reached when at least one call returned its
 class; the table in docs/findings/transformers.md shows both counts, so a call that fell back to the other class
 shows there.
 
@@ -92,9 +88,9 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.errors import InvalidArgument, check
-from specverify.protocol import Completion, EngineConfig, Request, SampleCounts
+from specverify.protocol import Completion, Request, SampleCounts
 
-__all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES", "CACHES", "ENGINE_CONFIGS"]
+__all__ = ["TransformersDecoder", "MODES", "CACHES"]
 
 MODES = ("assisted", "prompt_lookup", "plain")
 CACHES = ("dynamic", "static")  # the target's cache: cache_implementation unset, or "static" (module docstring)
@@ -122,7 +118,7 @@ def _load(model, role: str) -> object:
     from specverify.oracles.models import ToyModel
 
     if isinstance(model, ToyModel):
-        from specverify.adapters.toy_hf import wrap_toy
+        from specverify.adapters.transformers.toy_model import wrap_toy
 
         return wrap_toy(model)
     path = getattr(model, "path", None)
@@ -147,8 +143,8 @@ class TransformersDecoder:
     def __init__(self, target, draft, mode: str, *, workers: int | None = None, cache: str = "dynamic"):
         from collections import Counter
 
-        from specverify.adapters import _transformers_hooks as hooks
         from specverify.adapters.boundary import draw_pool
+        from specverify.adapters.transformers import hooks
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
@@ -211,7 +207,7 @@ class TransformersDecoder:
         }
 
     def take_state(self) -> dict:
-        """The state counts since the last take (``_draw_pool``: a worker's decoder hands them to its parent)."""
+        """The state counts since the last take (``draw_pool``: a worker's decoder hands them to its parent)."""
         out, self._untaken = dict(self._untaken), type(self._untaken)()
         return out
 
@@ -291,7 +287,7 @@ class TransformersDecoder:
         """One request through ``generate()``; tokens by the finish rule (cut at a stop string), ``accepted``."""
         import torch
 
-        from specverify.adapters import _transformers_hooks as hooks
+        from specverify.adapters.transformers import hooks
         from specverify.oracles.checkpoint_tokenizer import quiet_transformers
 
         seed = request.seed if request.seed is not None else int(self.rng.integers(0, 2**63 - 1))
@@ -345,51 +341,5 @@ def _processor_list(processors: tuple) -> object:
 
 
 def _worker_decoder(target, draft, mode: str, cache: str = "dynamic") -> TransformersDecoder:
-    """The decoder a ``sample()`` worker process holds (``_draw_pool``): the same models, drawing in-process."""
+    """The decoder a ``sample()`` worker process holds (``draw_pool``): the same models, drawing in-process."""
     return TransformersDecoder(target, draft, mode, workers=0, cache=cache)
-
-
-def _engine_configs() -> dict:
-    return {
-        "dynamic-cache": EngineConfig(
-            {"cache": "dynamic"},
-            doc="the target's DynamicCache (cache_implementation unset): the default",
-            reaches={"dynamic_cache_calls": 1},
-        ),
-        "static-cache": EngineConfig(
-            {"cache": "static"},
-            doc="the target's StaticCache (cache_implementation='static'; rollback moves its length back)",
-            reaches={"static_cache_calls": 1},
-        ),
-    }
-
-
-ENGINE_CONFIGS = _engine_configs()
-
-
-def _configured(factory):
-    factory.engine_configs = ENGINE_CONFIGS
-    factory.default_engine_config = "dynamic-cache"
-    return factory
-
-
-@_configured
-def assisted(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
-    """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0).
-    ``workers``: processes for ``sample()`` (None: 2 on two cores or more; 0: in this process). ``cache``: the
-    target's cache, ``"dynamic"`` or ``"static"`` (the configurations ``dynamic-cache``, ``static-cache``)."""
-    return TransformersDecoder(target, draft, "assisted", workers=workers, cache=cache)
-
-
-@_configured
-def prompt_lookup(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
-    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored. ``workers`` and ``cache``
-    as for ``assisted``."""
-    return TransformersDecoder(target, draft, "prompt_lookup", workers=workers, cache=cache)
-
-
-@_configured
-def plain(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
-    """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` and ``cache``
-    as for ``assisted``."""
-    return TransformersDecoder(target, draft, "plain", workers=workers, cache=cache)
