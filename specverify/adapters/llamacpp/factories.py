@@ -20,16 +20,6 @@ from specverify.adapters.llamacpp.configs import PYTHON_CONFIGS, SERVER_CONFIGS
 from specverify.adapters.llamacpp.example import ExampleDecoder
 from specverify.adapters.llamacpp.server import ServerDecoder
 
-__all__ = [
-    "python_draft_model",
-    "python_prompt_lookup",
-    "plain",
-    "server_draft_model",
-    "server_plain",
-    "speculative_example",
-    "speculative_example_tree",
-]
-
 PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.llamacpp: the name the factories are certified under
 
 

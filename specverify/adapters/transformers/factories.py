@@ -6,8 +6,6 @@ from __future__ import annotations
 from specverify.adapters.transformers.configs import DEFAULT_ENGINE_CONFIG, ENGINE_CONFIGS
 from specverify.adapters.transformers.decoder import TransformersDecoder
 
-__all__ = ["assisted", "prompt_lookup", "plain"]
-
 PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.transformers: the name the factories are certified under
 
 

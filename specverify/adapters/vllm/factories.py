@@ -12,19 +12,6 @@ from specverify.adapters.vllm.configs import DEFAULT_ENGINE_CONFIG, ENGINE_CONFI
 from specverify.adapters.vllm.decoder import VllmDecoder
 from specverify.adapters.vllm.methods import COMMON_OPTIONS, METHODS
 
-__all__ = [
-    "draft_model",
-    "draft_model_greedy",
-    "ngram",
-    "plain",
-    "eagle",
-    "eagle3",
-    "medusa",
-    "dflash",
-    "mtp",
-    "suffix",
-]
-
 PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.vllm: the name the factories are certified under
 
 

@@ -139,7 +139,7 @@ def test_speculative_example_is_rejected_finding_1(pair):
 def test_speculative_example_writes_past_eos_and_max_tokens_finding_6(pair):
     """FINDING 6: the example stops only after a round, once ``n_predict > params.n_predict`` or an EOS was
     written (speculative.cpp:485), so it emits max_tokens + 1 or more tokens, and tokens after an EOS accepted
-    inside a round. The adapter returns them uncut (specverify/adapters/_finish.py): the certifier's protocol
+    inside a round. The adapter returns them uncut (specverify/adapters/boundary/finish.py): the certifier's protocol
     check reports them (invalid)."""
     from specverify.oracles.law import first_finish
 

@@ -16,7 +16,6 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput  # noqa: E40
 
 from specverify.adapters import transformers as tfa  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
 from specverify.oracles.law import exact_law, greedy_outcome  # noqa: E402
 from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
@@ -24,16 +23,6 @@ from specverify.protocol import Request  # noqa: E402
 from specverify.stats import battery  # noqa: E402
 
 FACTORIES = (tfa.assisted, tfa.prompt_lookup, tfa.plain)
-
-
-@pytest.fixture(scope="module")
-def checkpoint_pair():
-    return CheckpointPairSpec(CheckpointSpec(), draft_sigma=0.005).build()
-
-
-@pytest.fixture(scope="module")
-def toy_pair():
-    return ToyPairSpec().build()
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +115,7 @@ def test_law_plain_and_assisted_small_n(decoders, checkpoint_pair, n):
 
 def test_finish_rule_cuts_only_at_stop_strings(toy_pair):
     """The adapter matches stop strings itself and cuts there; EOS and max_new_tokens are transformers' to honour, so
-    tokens past them are returned for the certifier to report (specverify/adapters/_finish.py)."""
+    tokens past them are returned for the certifier to report (specverify/adapters/boundary/finish.py)."""
     from specverify.adapters.boundary.finish import EngineStoppedEarly
 
     decoder = tfa.plain(toy_pair.target, toy_pair.draft)

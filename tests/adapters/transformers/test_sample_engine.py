@@ -15,18 +15,12 @@ pytest.importorskip("transformers", reason="the hf extra is not installed: pip i
 
 from specverify.adapters import transformers as tfa  # noqa: E402
 from specverify.errors import InvalidArgument  # noqa: E402
-from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
 from specverify.oracles.law import exact_law  # noqa: E402
 from specverify.params import SamplingParams  # noqa: E402
 from specverify.protocol import Request  # noqa: E402
 from specverify.stats import battery  # noqa: E402
 
 PARAMS = SamplingParams(temperature=1.0, max_tokens=3)
-
-
-@pytest.fixture(scope="module")
-def checkpoint_pair():
-    return CheckpointPairSpec(CheckpointSpec(), draft_sigma=0.005).build()
 
 
 @pytest.fixture(scope="module")

@@ -8,20 +8,6 @@ pytest.importorskip("transformers", reason="the hf extra is not installed: pip i
 
 import torch  # noqa: E402
 
-from specverify.oracles.checkpoint_spec import CheckpointPairSpec, CheckpointSpec  # noqa: E402
-from specverify.oracles.pairs import ToyPairSpec  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def checkpoint_pair():
-    return CheckpointPairSpec(CheckpointSpec(), draft_sigma=0.005).build()
-
-
-@pytest.fixture(scope="module")
-def toy_pair():
-    return ToyPairSpec().build()
-
-
 OPS = [("append", [0, 1, 2]), ("crop", 0), ("append", [3]), ("crop", -2), ("crop", 0), ("crop", -1), ("crop", 2)]
 OPS += [("append", [1, 1]), ("crop", -10), ("crop", -1), ("append", [2]), ("crop", 1), ("append", [0, 3])]
 
