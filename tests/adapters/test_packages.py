@@ -30,6 +30,13 @@ def test_importing_an_adapter_package_loads_no_engine(package):
     assert out.stdout.strip() == "[]", f"importing {package} loaded {out.stdout.strip()}"
 
 
+@pytest.mark.parametrize("package", PACKAGES[:3])
+def test_each_engine_package_exports_what_its_all_lists(package):
+    module = importlib.import_module(package)
+    assert module.__all__ and [n for n in module.__all__ if not hasattr(module, n)] == []
+    assert not [n for n in module.__all__ if n.startswith("_")]  # private names stay in the module they live in
+
+
 def _named_paths() -> dict:
     """``{module:attr: the first file naming it}`` over SOURCES; placeholders (``:NAME``, ``:FACTORY``) left out."""
     named = {}
