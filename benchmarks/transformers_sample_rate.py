@@ -8,7 +8,7 @@ One seeded request shaped like the quick ``temperature-1`` scenario (checkpoint 
 alternating (A, B, A, B, ...) so that a change in the machine's load falls on both; the workers' start-up is paid
 before the first timed call. Prints the load, each median draws/s and the ratio to the first ``--workers`` value,
 and checks that every setting drew the same counts for the same (seed, start) (the law of a draw does not depend
-on the worker: ``specverify/adapters/_draw_pool.py``).
+on the worker: ``specverify/adapters/draw_pool.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Run from the vLLM venv (see docs/findings/vllm.md). For each method of ``specver
 engine_options=...)``, printing the verdict, each scenario's N (planned N), p-value and seconds, the outcomes drawn,
 samples per second (draws over the run's wall time) and the elapsed wall time. Methods run one after another, each
 with the same ``--engine-option`` s (e.g. ``workaround=expand-kernel``, ``draft_sample_method=greedy``) and
-``--engine-config`` (presets of the factory's ``engine_configs``, ``specverify.adapters.vllm_configs``: ``patched``,
+``--engine-config`` (presets of the factory's ``engine_configs``, ``specverify.adapters.vllm.configs``: ``patched``,
 every workaround; the state presets; ``all``: every reachable one; each is its own run, whose line ``state ...;
 covered`` gives the evidence of the state it reached, or why it is not covered). Each method runs
 on its factory's checkpoint pair set (``checkpoint_pairs``: the MiMo pair for ``mtp``, the Llama pairs otherwise).
@@ -111,7 +111,7 @@ def run_one(
     print_certificate(label, cert, wall, setup=f"engine start {start_s:.1f} s")
     print(f"   {label}: verdict {cert.verdict}, elapsed {wall:.0f} s, outcomes drawn {_drawn(cert)}", flush=True)
     print(f"   {label}: engine starts {len(starts.seconds)} ({sum(starts.seconds):.1f} s)", flush=True)
-    if engine_config:  # the configuration's evidence (vllm_configs): reached, or not covered
+    if engine_config:  # the configuration's evidence (adapters/vllm/configs.py): reached, or not covered
         preset = adapter.ENGINE_CONFIGS[engine_config]
         state = (cert.engine or {}).get("state") or {}
         short = preset.shortfall(cert.engine) if cert.verdict != "error" else "not set up"
@@ -145,7 +145,7 @@ def main() -> None:
 
     ap.add_argument("--method", "--factory", dest="method", nargs="+", default=list(FACTORIES), choices=list(METHODS))
     ap.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--engine-config", nargs="+", default=[], help="presets of engine_configs (vllm_configs); all")
+    ap.add_argument("--engine-config", nargs="+", default=[], help="presets of engine_configs (vllm/configs.py); all")
     ap.add_argument("--level", default="quick")
     ap.add_argument("--scenario", nargs="*", default=[])
     ap.add_argument("--without", nargs="*", default=[], help="scenarios left out of the full matrix")

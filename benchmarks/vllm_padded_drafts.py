@@ -10,7 +10,7 @@ Findings 1 and 8 and the stop-metrics evidence are worked around in every varian
 ``min-tokens-bonus``, ``stop-metrics``), so that only finding 13 is left:
 
 - ``shipped``: prefix caching on (vLLM's default), nothing else changed;
-- ``patched``: the same with ``padded-drafts`` (``vllm_patches.reject_padded_drafts``);
+- ``patched``: the same with ``padded-drafts`` (``specverify.adapters.vllm.patches.reject_padded_drafts``);
 - ``no-cache``: ``enable_prefix_caching=false`` (control: no hit, so no padding);
 - ``no-padding``: prefix caching on, the scheduler's padding of one-token requests switched off in this process
   (control: a copy of ``Scheduler.schedule`` whose padding condition never holds; diagnostic only, not a workaround).

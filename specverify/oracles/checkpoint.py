@@ -135,7 +135,7 @@ def _publish(final: Path, spec, make_state, meta: dict) -> None:
 def publish_directory(final: Path, write) -> None:
     """``write(tmp)`` fills a temporary sibling of ``final``, which is then renamed into place: concurrent writers of
     one cache entry never see a half-written directory, and the first to finish wins (the heads of
-    ``specverify.adapters.vllm_heads`` are cached the same way)."""
+    ``specverify.adapters.vllm.heads`` are cached the same way)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:

@@ -157,7 +157,7 @@ def marker_spec(args: tuple, kwargs: dict, options, *, engine_config: Optional[s
 
 def _configured(config: RunConfig, scenarios: list) -> tuple:
     """The scenarios and the state evidence (``EngineConfig.reaches``) of ``config``'s engine configuration: its
-    own scenarios are added when the marker does not choose the scenarios (``certification.configured``)."""
+    own scenarios are added when the marker does not choose the scenarios (``certification.matrix.configured``)."""
     from specverify.certification.run.context import matrix_for
     from specverify.certification.run.factory import resolve_factory
     from specverify.protocol import engine_configs_of

@@ -1,5 +1,5 @@
 """The adapters around vLLM's real rejection-sampler signatures, driven by fakes of those signatures (no vLLM here;
-tests/adapters/test_vllm_kernels.py runs the real one)."""
+tests/adapters/vllm/test_kernels_engine.py runs the real one)."""
 
 from types import SimpleNamespace
 

@@ -1,0 +1,19 @@
+"""transformers' ``generate()`` as a specverify decoder: assisted generation, prompt lookup, and plain sampling.
+
+Factories (docs/adapters.md): ``assisted(target, draft)`` (the draft is the ``assistant_model``),
+``prompt_lookup(target, draft)`` (``prompt_lookup_num_tokens`` = γ; the draft is ignored) and ``plain(target,
+draft)`` (speculation off: the control). ``target`` and ``draft`` are ``CheckpointModel`` s, loaded with
+``LlamaForCausalLM.from_pretrained(path, dtype=float32, attn_implementation="eager")``, or toy models, wrapped by
+``toy_model``. One request per ``generate`` call: assisted generation is batch size 1.
+
+**Layout**, one module per job: ``factories`` (the factories), ``configs`` (their engine configurations),
+``decoder`` (``TransformersDecoder``: the mapping, the caches, the fast path ``sample()``), ``hooks`` (every private
+transformers detail the adapter relies on, and the version check) and ``toy_model`` (the toy family through
+transformers). Importing this package imports neither transformers nor torch.
+"""
+
+from specverify.adapters.transformers.configs import ENGINE_CONFIGS
+from specverify.adapters.transformers.decoder import CACHES, MODES, TransformersDecoder
+from specverify.adapters.transformers.factories import assisted, plain, prompt_lookup
+
+__all__ = ["assisted", "prompt_lookup", "plain", "TransformersDecoder", "MODES", "CACHES", "ENGINE_CONFIGS"]

@@ -1,0 +1,37 @@
+"""The transformers adapter's factories, each named as the package names it (``specverify.adapters.transformers:NAME``:
+its ``__module__`` is the package, which re-exports it), with its engine configurations (``configs``)."""
+
+from __future__ import annotations
+
+from specverify.adapters.transformers.configs import DEFAULT_ENGINE_CONFIG, ENGINE_CONFIGS
+from specverify.adapters.transformers.decoder import TransformersDecoder
+
+PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.transformers: the name the factories are certified under
+
+
+def _configured(factory):
+    factory.engine_configs, factory.default_engine_config = ENGINE_CONFIGS, DEFAULT_ENGINE_CONFIG
+    factory.__module__ = PACKAGE
+    return factory
+
+
+@_configured
+def assisted(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Assisted generation (speculative sampling with ``draft`` as ``assistant_model``; greedy at temperature 0).
+    ``workers``: processes for ``sample()`` (None: 2 on two cores or more; 0: in this process). ``cache``: the
+    target's cache, ``"dynamic"`` or ``"static"`` (the configurations ``dynamic-cache``, ``static-cache``)."""
+    return TransformersDecoder(target, draft, "assisted", workers=workers, cache=cache)
+
+
+@_configured
+def prompt_lookup(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Prompt-lookup decoding, ``prompt_lookup_num_tokens`` = γ; ``draft`` is ignored. ``workers`` and ``cache``
+    as for ``assisted``."""
+    return TransformersDecoder(target, draft, "prompt_lookup", workers=workers, cache=cache)
+
+
+@_configured
+def plain(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` and ``cache``
+    as for ``assisted``."""
+    return TransformersDecoder(target, draft, "plain", workers=workers, cache=cache)
