@@ -110,7 +110,7 @@ def test_a_certified_configuration_shows_its_state_or_is_not_covered(pair):
     """Through the certifier (one scenario, quick level): cache-prompt's run of ``multi-turn`` alone (turn 2 after
     turn 2) shows long cache hits in the certificate's engine record and is covered; the same preset with the cache
     forced off by an engine option is not covered."""
-    from specverify.certification.execution.configurations import certify_configurations
+    from specverify.certification.execution.certify import certify_configurations
 
     run = dict(level="quick", models="checkpoint", isolation="none", scenarios=["multi-turn"])
     factory = "specverify.adapters.llamacpp:server_plain"
