@@ -9,7 +9,7 @@ import pytest
 
 from specverify import certify
 from specverify.certification import CORE
-from specverify.cli import ExitCode
+from specverify.cli import ExitCode, main
 from specverify.report import render_text
 from tests.helpers import cli
 
@@ -289,3 +289,20 @@ def test_the_slow_note_follows_the_verdict_line():
     lines = render_text(noted).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("VERDICT"))
     assert lines[at].endswith("only greedy scenarios ran") and lines[at + 1].startswith("note: the decoder is slow")
+
+
+def test_bad_options_and_factories_are_usage_errors_before_any_work(capsys):
+    """What can be refused is refused before a worker starts or a model is built (issue 41: in seconds): a value, a
+    combination, an option the factory cannot take, a factory path that does not resolve."""
+    cases = [
+        (["--block-draws", "0"], "--block-draws='0' must be an int >= 1"),
+        (["--block-draws", "5", "--budget", "9"], "--block-draws=5 cannot be used with --budget"),
+        (["--engine-option", "foo=1"], "--engine-option foo=1: make_decoder takes"),
+        (["--engine-config", "x"], "declares no engine configurations"),
+        (["--executor", "ray", "--shard", "1/2", "--counts-out", "p.json"], "with --executor ray"),
+    ]
+    for extra, message in cases:
+        assert main(["certify", REF, "--level", "quick", *extra]) == ExitCode.USAGE, extra
+        assert message in capsys.readouterr().err, extra
+    assert main(["certify", "specverify.reference:make_decodr"]) == ExitCode.USAGE
+    assert "Did you mean 'specverify.reference:make_decoder'" in capsys.readouterr().err

@@ -26,6 +26,7 @@ def _factory(name: str) -> Callable:
     factory.__name__ = factory.__qualname__ = name
     factory.__module__ = PACKAGE
     factory.__doc__ = f"{spec.summary} Engine options (defaults): {accepted!r}."
+    factory.engine_options = dict(accepted)  # checked before any work: a wrong key is a usage error at once
     factory.draft_family = "ar"  # the checkpoint AR matrix only (engine.check_draft_family)
     factory.checkpoint_pairs = spec.checkpoint_pairs  # its pair set: the Llama pairs, or the MiMo pair for mtp
     factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME (configs)

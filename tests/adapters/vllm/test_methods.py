@@ -80,3 +80,21 @@ def test_suffix_options_are_checked(pair):
         va.suffix(pair.target, pair.draft, reset_suffix_cache="yes")
     with pytest.raises(InvalidArgument, match="prompt_lookup_min"):
         va.suffix(pair.target, pair.draft, prompt_lookup_min=1)  # an ngram option: not suffix's
+
+
+def test_every_factory_declares_the_options_it_takes_so_a_wrong_key_is_refused_before_any_work(capsys):
+    """``factory.engine_options`` is what ``method_options`` accepts; the CLI refuses a key outside it at once,
+    without importing vLLM (issue 41: a bad option reported in seconds, not after the engine starts)."""
+    import sys
+
+    import specverify.adapters.vllm as va
+    from specverify.adapters.vllm.methods import COMMON_OPTIONS, METHODS
+    from specverify.cli import ExitCode, main
+
+    for name in METHODS:
+        assert getattr(va, name).engine_options == {**COMMON_OPTIONS, **METHODS[name].options}, name
+    code = main(["certify", "specverify.adapters.vllm:draft_model", "--models", "checkpoint", "--engine-option",
+                 "no_such_option=1"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE and "--engine-option no_such_option=1: draft_model takes [" in err, err
+    assert "vllm" not in sys.modules  # refused before the engine was ever imported
