@@ -45,7 +45,9 @@ EVERY_OPTION = dict(  # a value other than the default for every option
 )
 
 
-EXECUTION_SHAPE = dict(block_draws=4096, shard=(2, 3), counts_out="/tmp/p 2.json")  # what the command spells
+EXECUTION_SHAPE = dict(  # what the command spells
+    block_draws=4096, shard=(2, 3), counts_out="/tmp/p 2.json", engine_configs=("prefix-cache", "preempt")
+)
 
 
 def test_every_option_is_a_row_of_the_table_and_a_field():
@@ -82,7 +84,9 @@ def test_one_scenario_of_it_reproduces_with_the_same_options_whole():
     config, execution = create_run(factory=FACTORY, level="quick", sequential=True, seed=9, **EXECUTION_SHAPE)
     line = command_line(config, execution, scenario="greedy")
     assert line == f"specverify certify {FACTORY} --level quick --sequential --scenario greedy --seed 9"
-    assert command_line(config, execution.whole) == line.replace(" --scenario greedy", " --block-draws 4096")
+    spelled = " --block-draws 4096 --engine-config prefix-cache --engine-config preempt"
+    assert command_line(config, execution.whole) == line.replace(" --scenario greedy", spelled)
+    assert command_line(config, execution.one) == line.replace(" --scenario greedy", " --block-draws 4096")
 
 
 def test_how_a_run_executes_is_not_spelled_in_its_command_and_reads_back_as_the_default():

@@ -73,15 +73,16 @@ class Execution:
         except OptionError as exc:
             raise InvalidArgument(exc.render(surface)) from None
 
-    def flags(self, *, whole: bool = False) -> tuple:
-        """The command-line flags that shape the certificate (``--block-draws``; a shard's ``--shard`` and
-        ``--counts-out`` unless ``whole``: the merged run's command leaves them out)."""
+    def flags(self) -> tuple:
+        """The command-line flags that shape what the run certifies: ``--block-draws``, several ``--engine-config``,
+        a shard's ``--shard`` and ``--counts-out``."""
         out = []
         for option in EXECUTION_OPTIONS:
             value = getattr(self, option.name)
-            if not option.in_command or value == option.default or (whole and option.name in ("shard", "counts_out")):
+            if not option.in_command or value == option.default:
                 continue
-            out.append(f"{option.flag} {shlex.quote(format_value(value))}")
+            values = value if option.many else (value,)
+            out += [f"{option.flag} {shlex.quote(format_value(v))}" for v in values]
         return tuple(out)
 
     @property
@@ -90,6 +91,14 @@ class Execution:
         from dataclasses import replace
 
         return replace(self, shard=None, counts_out=None)
+
+    @property
+    def one(self) -> Execution:
+        """This execution as one decoder of it sees it (its certificate names its own ``engine_config``): the whole
+        run, without the list of configurations."""
+        from dataclasses import replace
+
+        return replace(self.whole, engine_configs=())
 
     def to_dict(self) -> dict:
         out = asdict(self)

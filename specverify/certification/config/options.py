@@ -343,7 +343,7 @@ OPTIONS = (
               "(docs/ci.md); a missing PATH starts afresh", "PATH", marker=False, owner=EXECUTION, in_command=False),
     RunOption("engine_configs", "--engine-config", _names_of("configuration", once=False), (), "several engine "
               "configurations, each certified as its own decoder in one run (repeated --engine-config, or all)",
-              "NAME", many=True, marker=False, owner=EXECUTION, in_command=False, cli=False),
+              "NAME", many=True, marker=False, owner=EXECUTION, cli=False),
 )  # fmt: skip
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
 RUN_OPTIONS = tuple(o for o in OPTIONS if o.owner == RUN)

@@ -207,7 +207,7 @@ def _certificate(run: RunPlan, have: dict, missing: set) -> Certificate:
         timings=None if violation or repro_doc is None else repro_doc.get("timings"),
         engine=None if violation or repro_doc is None else _engine(repro_doc, mine),
     )
-    return replace(cert, command=command_line(config, run.execution.whole))
+    return replace(cert, command=command_line(config, run.execution.one))
 
 
 def _engine(repro_doc: dict, docs: list) -> Optional[dict]:

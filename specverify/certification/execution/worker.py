@@ -60,7 +60,7 @@ def document(run: RunPlan, part: Part) -> dict:
         "part": part.to_dict(),
         "block_draws": run.execution.block_draws,
         "run": run.config.to_dict(),
-        "command": command_line(run.config, run.execution.whole),
+        "command": command_line(run.config, run.execution.one),
         "violation": None,
         "error": None,
     }
