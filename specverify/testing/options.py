@@ -217,8 +217,22 @@ def _seconds(text: str, where: str) -> float:
     return value
 
 
+def _report_extra(text: str, where: str) -> str:
+    """``--specverify-html`` needs matplotlib: refused at start-up (not after every item ran) when it is missing."""
+    from specverify.report.plots import missing_report_extra
+
+    hint = missing_report_extra()
+    if hint is not None:
+        raise InvalidArgument(
+            f"{where}={text!r}: matplotlib is not installed here. {hint[0].upper()}{hint[1:]}. Or leave out {where}."
+        )
+    return text
+
+
 def _output(option: Option, value: object, where: str) -> object:
-    if option.name in ("json", "html"):
+    if option.name == "html":
+        return _report_extra(_parent_exists(str(value), where), where)
+    if option.name == "json":
         return _parent_exists(str(value), where)
     if option.name == "baseline_tolerance":
         return _fraction(value, where)

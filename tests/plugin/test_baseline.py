@@ -43,8 +43,8 @@ def test_a_worse_verdict_than_the_stored_one_fails_the_session(run_suite, pytest
     result.stdout.fnmatch_lines(
         [
             "  VERDICT: GREEDY-ONLY — temperature-1: law rejected*",
-            "  FAILS: regressed against the baseline base/engine--make.json: verdict got worse: exact in the baseline "
-            "(level quick, seed 0) -> greedy-only now",
+            "  FAILS: regressed against the baseline base/engine--make.json: greedy-only is worse than its stored "
+            "exact (level quick, seed 0)",
         ]
     )
 
@@ -56,7 +56,7 @@ def test_an_acceptance_length_drop_fails_the_item(run_suite, pytester):
     assert first.ret == pytest.ExitCode.OK
     same = run_suite(suite, "--specverify-baseline", "base")  # same seed, same decoder: identical counts
     assert same.ret == pytest.ExitCode.OK
-    same.stdout.fnmatch_lines(["  baseline base/engine--make.json: inconclusive, not worse than inconclusive"])
+    same.stdout.fnmatch_lines(["  baseline base/engine--make.json: not worse than its stored inconclusive"])
     pytester.makepyfile(engine=FAR_DRAFT)
     worse = run_suite(suite, "--specverify-baseline", "base")
     worse.assert_outcomes(failed=1)
@@ -92,7 +92,7 @@ def test_verdict_order_for_regressions():
     config = RunConfig(factory="m:f", level="quick")
     cert = finish_certificate([], None, (None, ""), config=config, matrix=TOY_MATRIX, elapsed_s=0.0)
     exact, worse = replace(cert, verdict=Verdict.EXACT), replace(cert, verdict=Verdict.APPROXIMATE)
-    assert verdict_regression(worse, exact).startswith("verdict got worse: exact in the baseline")
+    assert verdict_regression(worse, exact) == "approximate is worse than its stored exact (level quick, seed 0)"
     assert verdict_regression(exact, worse) is None
     assert verdict_regression(replace(cert, verdict=Verdict.INCONCLUSIVE), worse) is not None
     assert baseline_name("pkg.mod:make", "checkpoint") == "pkg.mod--make.checkpoint.json"
