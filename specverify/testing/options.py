@@ -223,8 +223,9 @@ def _report_extra(text: str, where: str) -> str:
 
     hint = missing_report_extra()
     if hint is not None:
+        fix = f"remove {where.split()[1]} from the ini file" if where.startswith("ini ") else f"leave out {where}"
         raise InvalidArgument(
-            f"{where}={text!r}: matplotlib is not installed here. {hint[0].upper()}{hint[1:]}. Or leave out {where}."
+            f"{where}={text!r}: matplotlib is not installed here. {hint[0].upper()}{hint[1:]}. Or {fix}."
         )
     return text
 

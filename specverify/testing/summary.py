@@ -9,6 +9,7 @@ JUnit properties of items and fixture calls. Lines are returned; the plugin writ
 
 from __future__ import annotations
 
+from specverify.report.text import omnibus_pvalue
 from specverify.testing.messages import fmt_p
 
 __all__ = [
@@ -33,6 +34,11 @@ def header_line(options) -> str:
     )
 
 
+PVALUE_LEGEND = (
+    "p-value: what Holm decides on, 3 × the smallest p of the scenario's three tests, capped at 1 (so 1.00 on most "
+    "rows of a correct decoder); omnibus: the pooled Cressie–Read test's own p, spread over [0, 1] for a correct "
+    "decoder"
+)
 _OWN_FLAGS = ("--specverify-seed", "--specverify-level", "--specverify-alpha", "--specverify-models",
               "--specverify-fixed", "--specverify-sequential")  # fmt: skip
 
@@ -69,13 +75,16 @@ def _status(s, regressed=()) -> str:
 
 
 def _table(cert, regressed=()) -> list:
-    head = f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'TV est':>7s} {'TV null':>7s}"
+    head = (
+        f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'omnibus':>8s} {'TV est':>7s} "
+        f"{'TV null':>7s}"
+    )
     rows = [head]
     for s in cert.scenarios:
         status = _status(s, regressed)
         rows.append(
             f"  {s.name:34s} {str(s.kind):11s} {status:11s} {s.n if s.covered else '':>7} {fmt_p(s.pvalue):>8s} "
-            f"{_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
+            f"{fmt_p(omnibus_pvalue(s)):>8s} {_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
         )
         if not s.covered and s.note:
             rows.append(f"  {'':34s} {s.note}")
@@ -154,6 +163,8 @@ def summary_lines(decisions: list, options) -> list:
     lines = []
     for view in by_decoder(decisions):
         lines += decoder_lines(view, options) + [""]
+    if any(s.tests for d in decisions for s in d.certificate.scenarios):
+        lines += [PVALUE_LEGEND, ""]
     judged = [d for d in decisions if d.meets is not None]
     failing = [d for d in judged if not d.meets]
     if judged:

@@ -47,7 +47,8 @@ def local(command: str) -> str:
 
 def run_workflow(workdir: Path, checkout: Path = ROOT, *, log=None) -> dict:
     """Copy the example into ``workdir/engine_ci``, make ``workdir/venv`` and run the workflow's commands there;
-    ``{"steps": [(command, seconds, returncode)], "output": the last step's output, "dir": the example's copy}``.
+    ``{"steps": [(command, seconds, returncode)], "output": the last step's output, "dir": the example's copy,
+    "venv": the venv}``.
     Stops at the first command that fails."""
     workdir = Path(workdir)
     example, venv = workdir / "engine_ci", workdir / "venv"
@@ -68,7 +69,7 @@ def run_workflow(workdir: Path, checkout: Path = ROOT, *, log=None) -> dict:
             log(f"example workflow: {steps[-1][1]:6.1f} s  exit {done.returncode}  {command}")
         if done.returncode != 0:
             break
-    return {"steps": steps, "output": output, "dir": example}
+    return {"steps": steps, "output": output, "dir": example, "venv": venv}
 
 
 def verdict_of(junit: Path) -> str:
@@ -97,17 +98,21 @@ def problems(run: dict) -> list:
     certificates = sorted(p.name for p in where.glob("certificate*.json"))
     if certificates != ["certificate.fixture-test_greedy_output_is_the_targets.json", "certificate.json"]:
         out.append(f"certificates written: {certificates}")
-    elif stored_text(where / "certificate.json") != (where / STORED).read_text():
+    elif stored_text(run["venv"], where / "certificate.json") != (where / STORED).read_text():
         out.append(f"{STORED} is not what an update would store now: regenerate it (--specverify-update-baseline)")
     return out
 
 
-def stored_text(certificate: Path) -> str:
-    """What ``--specverify-update-baseline`` stores for the decoder whose certificate file this is."""
-    from specverify.report import load_certificate
-    from specverify.testing.baseline import baseline_text
-
-    return baseline_text(load_certificate(str(certificate)))
+def stored_text(venv: Path, certificate: Path) -> str:
+    """What ``--specverify-update-baseline`` stores for the decoder whose certificate file this is (computed by the
+    specverify installed in ``venv``)."""
+    code = (
+        "import sys; from specverify.report import load_certificate; "
+        "from specverify.testing.baseline import baseline_text; "
+        "sys.stdout.write(baseline_text(load_certificate(sys.argv[1])))"
+    )
+    python = str(Path(venv) / "bin" / "python")
+    return subprocess.run([python, "-c", code, str(certificate)], capture_output=True, text=True, check=True).stdout
 
 
 def main(argv: list) -> int:
