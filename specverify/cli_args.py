@@ -133,9 +133,14 @@ def _visual_flags(p) -> None:
     p.add_argument(
         "--report",
         metavar="PATH.html",
-        help="also write a self-contained HTML report with embedded plots (needs the report extra: matplotlib)",
+        help="also write a self-contained HTML report with embedded plots (needs the report extra, matplotlib: "
+        "checked before the run)",
     )
-    p.add_argument("--plots", metavar="DIR", help="also write the report's plots as PNG files into DIR (report extra)")
+    p.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write the report's plots as PNG files into DIR (report extra, checked first)",
+    )
 
 
 def _unwritable(flag: str, path: str | None, *, directory: bool = False) -> str | None:

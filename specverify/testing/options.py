@@ -71,9 +71,10 @@ def _alias(row) -> Option:
 
 _ROWS = [row for row in RUN_OPTIONS if row.plugin]
 OPTIONS = tuple(_run_option(row) for row in _ROWS) + tuple(_alias(row) for row in _ROWS if row.negate) + (
-    Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON (several decoders: "
-           "PATH-STEM-<decoder>.json)"),
-    Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page"),
+    Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON: PATH for one decoder, "
+           "STEM-<decoder>.json for several; specverify_certify calls' certificates apart, STEM.fixture-<test>.json"),
+    Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page "
+           "(named as --specverify-json names its files; needs the report extra, checked at start-up)"),
     Option("baseline", None, "DIR", "string", None, "compare each decoder with its stored certificate "
            "DIR/<decoder>.json: a worse verdict, lost coverage or a drop in acceptance length fails"),
     Option("update_baseline", None, None, "bool", None,
