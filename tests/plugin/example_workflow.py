@@ -50,7 +50,7 @@ def run_workflow(workdir: Path, checkout: Path = ROOT, *, log=None) -> dict:
     ``{"steps": [(command, seconds, returncode)], "output": the last step's output, "dir": the example's copy,
     "venv": the venv}``.
     Stops at the first command that fails."""
-    workdir = Path(workdir)
+    workdir = Path(workdir).resolve()  # absolute: the venv's bin goes first on PATH, the commands run elsewhere
     example, venv = workdir / "engine_ci", workdir / "venv"
     shutil.rmtree(example, ignore_errors=True)
     shutil.rmtree(venv, ignore_errors=True)
@@ -59,6 +59,11 @@ def run_workflow(workdir: Path, checkout: Path = ROOT, *, log=None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
     env.update(SPECVERIFY_URL=f"file://{Path(checkout).resolve()}", PIP_QUIET="1")
+    for tool in ("pip", "python"):  # never install into the interpreter that runs this script
+        found = subprocess.run(
+            ["bash", "-c", f"command -v {tool}"], cwd=example, env=env, capture_output=True, text=True
+        )
+        assert found.stdout.strip() == str(venv / "bin" / tool), f"{tool} resolves to {found.stdout.strip()!r}"
     steps, output = [], ""
     for command in map(local, run_commands()):
         started = time.perf_counter()
