@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from specverify.enums import NotRun
+from specverify.errors import InvalidArgument
 
 __all__ = ["render_text", "format_pvalue", "omnibus_pvalue", "speculation_phrase", "contradictions"]
 
@@ -49,6 +50,8 @@ def omnibus_pvalue(s) -> float | None:
     """The omnibus test's own p-value of a scenario result (None for rows without the battery: greedy, collision,
     not covered). Beside the row's ``pvalue`` (the battery's combined value, capped at 1) it shows the spread a
     correct decoder gives."""
+    if not hasattr(s, "tests"):
+        raise InvalidArgument(f"s={s!r:.80}: expected a ScenarioResult (an entry of a certificate's scenarios).")
     return dict(s.tests).get(OMNIBUS) if s.tests else None
 
 

@@ -130,8 +130,13 @@ def baseline_document(cert) -> dict:
     notes after the verdict line of ``reason`` (the slow-decoder note measures throughput) and the counts of every
     row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned power). Reals keep
     :data:`STORED_DIGITS` significant digits."""
+    from specverify.errors import check
     from specverify.report import json_document
 
+    check(
+        all(hasattr(cert, k) for k in ("verdict", "scenarios", "reason", "config")),
+        f"cert={cert!r:.80}: expected a Certificate (from specverify.certify or specverify.report.load_certificate).",
+    )
     doc = json_document(cert)
     doc.update(elapsed_s=0.0, timings=None, versions={}, reason=doc["reason"].split("\nnote: ")[0])
     if isinstance(doc.get("engine"), dict):

@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from specverify.errors import check
+
 __all__ = ["DecoderView", "decoder_key", "by_decoder", "nodeid_slug", "output_files"]
 
 
@@ -63,6 +65,10 @@ class DecoderView:
 def by_decoder(decisions: list) -> list:
     """:class:`DecoderView`\\ s of ``decisions`` (``ledger.Decision``, in the ledger's order): decoders with a marked
     test first, in the order of their first marked test, then those only the fixture certified."""
+    check(
+        all(hasattr(d, "group") and hasattr(d, "certificate") for d in decisions),
+        f"decisions={decisions!r:.80}: expected the ledger's Decisions (specverify.testing.ledger.Ledger.decide()).",
+    )
     marked: dict = {}
     calls: dict = {}
     for d in decisions:
@@ -85,6 +91,10 @@ def output_files(template: str, views: list) -> list:
     with a marked test (PATH itself when there is one such decoder, else ``PATH-STEM-<decoder>``), then one per
     fixture call, ``PATH-STEM.fixture-<test>`` (``-2``, … for further calls of the same test name). ``decisions``
     are those the file's note belongs to."""
+    check(
+        isinstance(template, str) and template.strip() != "",
+        f"template={template!r}: expected a file path, e.g. 'certificate.json' (--specverify-json PATH).",
+    )
     base = Path(template)
     decoders = [v for v in views if v.marked]
     out, taken = [], Counter()
