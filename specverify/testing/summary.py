@@ -147,12 +147,12 @@ class _Spec:
 def decoder_lines(view, options) -> list:
     """One decoder's block (``decoders.DecoderView``): each marked test's decision, the fixture's calls listed in
     the first; a decoder only the fixture certified shows each call's table and certificate instead."""
-    if not view.marked:
-        return [line for d in view.calls for line in decision_lines(d, options)]
-    lines = decision_lines(view.marked[0], options, calls=view.calls)
-    for d in view.marked[1:]:
-        lines += [""] + decision_lines(d, options)
-    return lines
+    if view.marked:
+        blocks = [decision_lines(view.marked[0], options, calls=view.calls)]
+        blocks += [decision_lines(d, options) for d in view.marked[1:]]
+    else:
+        blocks = [decision_lines(d, options) for d in view.calls]
+    return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
 
 
 def summary_lines(decisions: list, options) -> list:
