@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from specverify.report.html import render_html, write_html
 from specverify.report.json_doc import certificate_from_document, json_document, load_certificate, render_json
-from specverify.report.plots import MATPLOTLIB_HINT, Plot, certificate_plots, write_plots
+from specverify.report.plots import MATPLOTLIB_HINT, Plot, certificate_plots, missing_report_extra, write_plots
 from specverify.report.schema import DOCUMENT_KINDS, SCHEMA_VERSION, load_schema, validate_document
 from specverify.report.text import render_text
 
@@ -23,6 +23,7 @@ __all__ = [
     "json_document",
     "load_certificate",
     "load_schema",
+    "missing_report_extra",
     "render_html",
     "render_json",
     "render_text",

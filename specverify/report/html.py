@@ -13,7 +13,7 @@ import pathlib
 
 from specverify.report.json_doc import split_outcome
 from specverify.report.plots import MAX_FAILURE_PLOTS, bonferroni_threshold, certificate_plots
-from specverify.report.text import _fmt, _status, collision_reading
+from specverify.report.text import _fmt, _status, collision_reading, omnibus_pvalue
 
 __all__ = ["render_html", "write_html"]
 
@@ -110,7 +110,9 @@ def _why(s, cert=None) -> str:
 
 
 _HEAD = (
-    "<tr><th>scenario</th><th>kind</th><th>result</th><th>N / planned</th><th>p-value</th>"
+    "<tr><th>scenario</th><th>kind</th><th>result</th><th>N / planned</th>"
+    '<th title="3 × the smallest p of its three tests, capped at 1: what Holm decides on">p-value</th>'
+    '<th title="the pooled Cressie–Read test’s own p: spread over [0, 1] for a correct decoder">omnibus p</th>'
     "<th>TV estimate [95 %]</th><th>TV null 95 %</th><th>detectable TV</th><th>note / why not covered</th></tr>"
 )
 
@@ -124,7 +126,8 @@ def _row(s, cert=None) -> str:
     return (
         f'<tr id="s-{_e(s.name)}"><td class="mono">{_e(s.name)}</td><td>{_e(s.kind)}</td>'
         f'<td class="st-{_e(status.replace(" ", "-"))}">{_e(status)}</td><td class="num">{n}</td>'
-        f'<td class="num">{_e(_fmt(s.pvalue))}</td><td class="num">{_e(tv)}</td>'
+        f'<td class="num">{_e(_fmt(s.pvalue))}</td><td class="num">{_e(_fmt(omnibus_pvalue(s)))}</td>'
+        f'<td class="num">{_e(tv)}</td>'
         f'<td class="num">{_e(_fmt(s.tv_null_quantile, ".4f"))}</td>'
         f'<td class="num">{_e(_fmt(s.detectable_tv, ".4f"))}</td><td>{_e(_why(s, cert))}</td></tr>'
     )

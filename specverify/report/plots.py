@@ -13,6 +13,7 @@ scenarios); ``--plots DIR`` writes :func:`all_plots`.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 import pathlib
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 __all__ = [
     "MATPLOTLIB_HINT",
     "MAX_FAILURE_PLOTS",
+    "missing_report_extra",
     "Plot",
     "all_plots",
     "bonferroni_threshold",
@@ -50,6 +52,17 @@ class Plot:
     scenario: str | None
     caption: str
     png: bytes
+
+
+def missing_report_extra() -> str | None:
+    """:data:`MATPLOTLIB_HINT` when matplotlib cannot be found, else None. It looks for the package without importing
+    it (milliseconds), so the CLI and the pytest plugin refuse ``--report``, ``--plots`` and ``--specverify-html``
+    at start-up instead of after the run."""
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or half-removed installation
+        found = False
+    return None if found else MATPLOTLIB_HINT
 
 
 def require_matplotlib() -> type:

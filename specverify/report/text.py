@@ -5,15 +5,21 @@ from __future__ import annotations
 import math
 
 from specverify.enums import NotRun
+from specverify.errors import InvalidArgument
 
-__all__ = ["render_text", "format_pvalue", "speculation_phrase", "contradictions"]
+__all__ = ["render_text", "format_pvalue", "omnibus_pvalue", "speculation_phrase", "contradictions"]
+
+OMNIBUS = "cressie-read"  # the battery's omnibus test, pooled Cressie–Read (specverify.stats.BATTERY_TESTS[0])
 
 LEGEND = (
     "legend:",
     "  result   pass / FAIL (Holm at the family α) / INVALID (protocol violation) / skipped (capability not declared)",
-    "  N        outcomes drawn; p-value: the scenario's test (small = evidence against the exact law; '<1e-300' "
-    "underflows);",
-    "           a scenario fails only below its Holm level at the family α (about α / tests), never at 0.05",
+    "  N        outcomes drawn",
+    "  p-value  what Holm decides on: 3 × the smallest p of the scenario's three tests (under sequential looks,",
+    "           3 × the design's any-time p), capped at 1, so a correct decoder reads 1.00 on most rows; a scenario",
+    "           fails only below its Holm level at the family α (about α / tests), never at 0.05",
+    "  omnibus  the pooled Cressie–Read test's own p at this N, before that combination: about uniform over",
+    "           [0, 1] for a correct decoder: the p-value column's 1.00s are its cap, not a perfect fit",
     "  TV est   total variation between the observed frequencies and the exact law (plug-in estimate)",
     "  TV null  the TV an exact decoder shows at this N (95 % quantile): TV est above it is suspicious",
     "  detect   the smallest TV this N detects with the planned power (the level's ε when the plan was met;",
@@ -38,6 +44,15 @@ def format_pvalue(p) -> str:
     if p >= 0.01:
         return f"{p:.2f}"
     return f"{p:.2g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def omnibus_pvalue(s) -> float | None:
+    """The omnibus test's own p-value of a scenario result (None for rows without the battery: greedy, collision,
+    not covered). Beside the row's ``pvalue`` (the battery's combined value, capped at 1) it shows the spread a
+    correct decoder gives."""
+    if not hasattr(s, "tests"):
+        raise InvalidArgument(f"s={s!r:.80}: expected a ScenarioResult (an entry of a certificate's scenarios).")
+    return dict(s.tests).get(OMNIBUS) if s.tests else None
 
 
 def _status(s) -> str:
@@ -72,8 +87,8 @@ def _rows(cert) -> list:
             continue
         lines.append(
             f"{s.name:34s} {s.kind:9s} {_status(s):8s} {s.n if s.covered else '':>8} {format_pvalue(s.pvalue):>9s} "
-            f"{_fmt(s.tv_estimate, '.4f'):>7s} {_fmt(s.tv_null_quantile, '.4f'):>7s} "
-            f"{_fmt(s.detectable_tv, '.4f'):>7s}"
+            f"{format_pvalue(omnibus_pvalue(s)):>8s} {_fmt(s.tv_estimate, '.4f'):>7s} "
+            f"{_fmt(s.tv_null_quantile, '.4f'):>7s} {_fmt(s.detectable_tv, '.4f'):>7s}"
         )
         if s.note:
             lines.append(f"{'':36s}{s.note}")
@@ -93,8 +108,8 @@ def render_text(cert, *, legend: bool = True) -> str:
         "",
     ]
     head = (
-        f"{'scenario':34s} {'kind':9s} {'result':8s} {'N':>8s} {'p-value':>9s} {'TV est':>7s} {'TV null':>7s} "
-        f"{'detect':>7s}"
+        f"{'scenario':34s} {'kind':9s} {'result':8s} {'N':>8s} {'p-value':>9s} {'omnibus':>8s} {'TV est':>7s} "
+        f"{'TV null':>7s} {'detect':>7s}"
     )
     lines += [head, "-" * len(head)] + _rows(cert)
     lines += [""] + _failures(cert) + _extras(cert)

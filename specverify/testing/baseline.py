@@ -1,16 +1,18 @@
 """Baselines: a stored certificate per decoder in a folder of the repository, and what counts as a regression.
 
-``DIR/<decoder>.json`` is the certificate JSON document (``specverify.report``, schema version 2; version 1 files
-are read too) of the decoder's
-last accepted run, every test of the session that certified it merged into one (``merge_certificates``);
-``--specverify-update-baseline`` rewrites it. A run regresses when its verdict is worse than the
-stored one (exact > greedy-only > approximate > invalid > inconclusive / error), when a scenario the baseline covered
-is no longer covered, or when the mean accepted length dropped beyond its interval.
+``DIR/<decoder>.json`` is a certificate JSON document (``specverify.report``, schema version 2; version 1 files
+are read too) of the decoder's last accepted run, every test of the session that certified it merged into one
+(``merge_certificates``, marked tests first); ``--specverify-update-baseline`` rewrites it. It stores only what the
+seed determines (``baseline_document``), so two updates of an unchanged decoder write the same bytes. A run
+regresses when its verdict is worse than the stored one (exact > greedy-only > approximate > invalid >
+inconclusive / error), when a scenario the baseline covered is no longer covered, or when the mean accepted length
+dropped beyond its interval.
 
 Acceptance length: the comparison is on the first round's accepted-draft counts of each scenario
-(``accepted_observed``, which every certificate carries; the all-round counts live in the ``metrics`` evidence): a
-one-sided two-sample z-test of the mean accepted drafts, rejecting at the scenario's planned per-test α. With the
-same seed and an unchanged decoder the counts are identical and nothing moves.
+(``accepted_observed``; the all-round counts live in the ``metrics`` evidence): a one-sided two-sample z-test of
+the mean accepted drafts, rejecting at the scenario's planned per-test α. With the same seed and an unchanged
+decoder the counts are identical and nothing moves. A row drawn without a seed stores no counts, so its
+acceptance is not compared.
 
 >>> baseline_name("specverify.reference:make_decoder", "toy")
 'specverify.reference--make_decoder.json'
@@ -34,6 +36,7 @@ __all__ = [
     "baseline_path",
     "load_baseline",
     "write_baseline",
+    "baseline_document",
     "baseline_text",
     "verdict_regression",
     "scenario_regressions",
@@ -64,15 +67,17 @@ def load_baseline(directory: str, factory: str, models: str = "toy") -> Optional
 
 
 STORED_DIGITS = 6  # significant digits of a stored real: BLAS and summation order move the last bits only
-_TIMES = ("elapsed_s", "timings")  # wall-clock times differ on every run: never stored
+UNSEEDED_NOTE = "unseeded: stored by its verdict and planned power (its counts differ from run to run)"
+# what a row drawn without a seed stores in place of its counts: its N and TV are the plan's
+_COUNTS = {"statistic": None, "df": None, "pvalue": None, "tests": [], "tv_estimate": None, "tv_interval": None,
+           "tv_null_quantile": None, "worst": [], "impossible": [], "accepted_observed": None,
+           "accepted_pvalue": None, "metrics": None, "counters": None}  # fmt: skip
 
 
-def _stored(x, key: str = ""):
-    """``x`` as a baseline stores it: times dropped, reals to :data:`STORED_DIGITS` significant digits."""
-    if key in _TIMES:
-        return 0.0 if key == "elapsed_s" else None
+def _stored(x):
+    """``x`` with its reals to :data:`STORED_DIGITS` significant digits."""
     if isinstance(x, dict):
-        return {k: _stored(v, k) for k, v in x.items()}
+        return {k: _stored(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_stored(v) for v in x]
     if isinstance(x, float) and math.isfinite(x):
@@ -80,15 +85,76 @@ def _stored(x, key: str = ""):
     return x
 
 
-def baseline_text(cert) -> str:
-    """The baseline file of ``cert``: its JSON document without wall-clock times, reals rounded to
-    :data:`STORED_DIGITS` digits, keys sorted, so that an update with the same seed and an unchanged decoder
-    rewrites the file byte for byte (a diff shows only what changed)."""
-    import json
+def _unseeded(cert) -> tuple:
+    """``({row name: matrix scenario}, matrix)``: the rows whose draws are not a function of the seed: the collision
+    check (unseeded by design), scenarios that send no seed (``seeded=False``), and every sampling-type row of a
+    decoder whose same-seed reproducibility did not hold (it does not declare ``seed``, or its outputs differed)."""
+    if cert.config is None:
+        return {}, None
+    from specverify.certification.run.context import matrix_for
 
+    family = matrix_for(cert.config)
+    out = {}
+    for s in cert.scenarios:
+        scenario = family[s.scenario] if s.scenario in family else None
+        if str(s.kind) == "greedy" or scenario is None or not s.covered:
+            continue
+        if str(s.kind) == "collision" or not scenario.seeded or cert.reproducible is not True:
+            out[s.name] = scenario
+    return out, family
+
+
+def _planned_n(cert, scenario, family) -> int:
+    """The fixed plan's N of a sampling scenario: what sequential looks would reach without an early decision."""
+    from specverify.certification.checks import num_tests
+    from specverify.certification.matrix.laws import law_of
+    from specverify.certification.run.context import AlphaPlan
+
+    plan = AlphaPlan(cert.alpha, cert.epsilon, cert.config.power, num_tests(family))
+    return plan.sample_size(law_of(scenario))
+
+
+def _unseeded_row(row: dict, cert, scenario, family) -> dict:
+    """A row stored by its verdict and planned power: its counts (N under sequential looks, statistics, TV,
+    outcomes, acceptance) left out; N is the fixed plan's and the TV it rules out the level's."""
+    out = {**row, **_COUNTS, "note": UNSEEDED_NOTE if not row["violation"] else row["note"]}
+    if row["kind"] == "sampling" and cert.config.sequential and row["not_run"] is None and family.exact_law:
+        out["n"] = out["planned_n"] = _planned_n(cert, scenario, family)
+        out["detectable_tv"] = float(cert.epsilon)
+    return out
+
+
+def baseline_document(cert) -> dict:
+    """What a baseline stores of ``cert``: its JSON document with only what the seed determines. Left out: wall-clock
+    times (``elapsed_s`` 0, no ``timings``), the environment's ``versions``, the engine's ``state`` counters, the
+    notes after the verdict line of ``reason`` (the slow-decoder note measures throughput) and the counts of every
+    row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned power). Reals keep
+    :data:`STORED_DIGITS` significant digits."""
+    from specverify.errors import check
     from specverify.report import json_document
 
-    return json.dumps(_stored(json_document(cert)), indent=2, sort_keys=True) + "\n"
+    check(
+        all(hasattr(cert, k) for k in ("verdict", "scenarios", "reason", "config")),
+        f"cert={cert!r:.80}: expected a Certificate (from specverify.certify or specverify.report.load_certificate).",
+    )
+    doc = json_document(cert)
+    doc.update(elapsed_s=0.0, timings=None, versions={}, reason=doc["reason"].split("\nnote: ")[0])
+    if isinstance(doc.get("engine"), dict):
+        doc["engine"] = {k: v for k, v in doc["engine"].items() if k != "state"}
+    unseeded, family = _unseeded(cert)
+    rows = [{**row, "elapsed_s": 0.0} for row in doc["scenarios"]]
+    doc["scenarios"] = [
+        _unseeded_row(row, cert, unseeded[row["name"]], family) if row["name"] in unseeded else row for row in rows
+    ]
+    return _stored(doc)
+
+
+def baseline_text(cert) -> str:
+    """The baseline file of ``cert``: :func:`baseline_document` as JSON with sorted keys, so that an update with the
+    same seed and an unchanged decoder rewrites the file byte for byte (a diff shows only what changed)."""
+    import json
+
+    return json.dumps(baseline_document(cert), indent=2, sort_keys=True) + "\n"
 
 
 def write_baseline(directory: str, cert, models: str = "toy") -> Path:
@@ -107,9 +173,7 @@ def verdict_regression(now, base) -> Optional[str]:
     """Why ``now``'s verdict is worse than the baseline ``base``'s, or None."""
     if _rank(now.verdict) >= _rank(base.verdict):
         return None
-    return (
-        f"verdict got worse: {base.verdict} in the baseline (level {base.level}, seed {base.seed}) -> {now.verdict} now"
-    )
+    return f"{now.verdict} is worse than its stored {base.verdict} (level {base.level}, seed {base.seed})"
 
 
 def mean_accepted(counts: dict) -> tuple:

@@ -50,7 +50,8 @@ def verdict_reports(decisions: list, options) -> list:
     out = []
     for d in decisions:
         if _needs_report(d):
-            text = "\n".join([f"specverify: {d.certificate.factory} FAILS: {d.why}", *decision_lines(d, options)])
+            block = [line for line in decision_lines(d, options) if not line.startswith("  FAILS: ")]
+            text = "\n".join([f"specverify: FAILS: {d.why}", *block])  # the decoder named once, in the block
             out += _reports(d, text)
     return out
 

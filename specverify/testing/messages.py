@@ -38,10 +38,14 @@ def _tv_line(s) -> str | None:
 def _pvalue_text(s, alpha_test) -> str:
     if s.pvalue is None:
         return ""
+    from specverify.report.text import omnibus_pvalue
+
+    omnibus = omnibus_pvalue(s)
+    own = "" if omnibus is None else f"; the omnibus test's own p {fmt_p(omnibus)}"
     if alpha_test is None:
-        return f"; p-value {fmt_p(s.pvalue)} (Holm at the family α decides)"
+        return f"; p-value {fmt_p(s.pvalue)} (Holm at the family α decides){own}"
     side = "<" if s.pvalue < alpha_test else ">="
-    return f"; p-value {fmt_p(s.pvalue)} {side} {alpha_test:.2g} (its planned per-test α)"
+    return f"; p-value {fmt_p(s.pvalue)} {side} {alpha_test:.2g} (its planned per-test α){own}"
 
 
 def _evidence_lines(s, alpha_test) -> list:

@@ -71,9 +71,10 @@ def _alias(row) -> Option:
 
 _ROWS = [row for row in RUN_OPTIONS if row.plugin]
 OPTIONS = tuple(_run_option(row) for row in _ROWS) + tuple(_alias(row) for row in _ROWS if row.negate) + (
-    Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON (several decoders: "
-           "PATH-STEM-<decoder>.json)"),
-    Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page"),
+    Option("json", None, "PATH", "string", None, "write each decoder's certificate as JSON: PATH for one decoder, "
+           "STEM-<decoder>.json for several; specverify_certify calls' certificates apart, STEM.fixture-<test>.json"),
+    Option("html", None, "PATH", "string", None, "write each decoder's certificate as a self-contained HTML page "
+           "(named as --specverify-json names its files; needs the report extra, checked at start-up)"),
     Option("baseline", None, "DIR", "string", None, "compare each decoder with its stored certificate "
            "DIR/<decoder>.json: a worse verdict, lost coverage or a drop in acceptance length fails"),
     Option("update_baseline", None, None, "bool", None,
@@ -217,8 +218,23 @@ def _seconds(text: str, where: str) -> float:
     return value
 
 
+def _report_extra(text: str, where: str) -> str:
+    """``--specverify-html`` needs matplotlib: refused at start-up (not after every item ran) when it is missing."""
+    from specverify.report.plots import missing_report_extra
+
+    hint = missing_report_extra()
+    if hint is not None:
+        fix = f"remove {where.split()[1]} from the ini file" if where.startswith("ini ") else f"leave out {where}"
+        raise InvalidArgument(
+            f"{where}={text!r}: matplotlib is not installed here. {hint[0].upper()}{hint[1:]}. Or {fix}."
+        )
+    return text
+
+
 def _output(option: Option, value: object, where: str) -> object:
-    if option.name in ("json", "html"):
+    if option.name == "html":
+        return _report_extra(_parent_exists(str(value), where), where)
+    if option.name == "json":
         return _parent_exists(str(value), where)
     if option.name == "baseline_tolerance":
         return _fraction(value, where)

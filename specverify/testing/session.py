@@ -5,7 +5,6 @@ fixture call, and finish the session (decide each decoder once, compare or rewri
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from specverify.testing.items import (
     ItemDecision,
@@ -194,12 +193,14 @@ def _note(d, text: str) -> object:
 
 
 def _decoder_baseline(ledger, decisions: list, options) -> list:
-    """Compare (or rewrite) one decoder's baseline: its decisions, merged into one certificate, against the stored
-    one; a worse verdict fails every decision of that decoder."""
+    """Compare (or rewrite) one decoder's baseline: its decisions, merged into one certificate (marked tests
+    first), against the stored one. A worse verdict fails the decoder: its marked tests' decisions (the fixture's
+    calls keep theirs, their tests decide), or its calls' when only the fixture certified it."""
     from specverify.testing.baseline import baseline_path, merge_certificates, verdict_regression, write_baseline
 
     models = decisions[0].group.models
-    cert = merge_certificates([d.certificate for d in decisions], models)
+    ordered = sorted(decisions, key=lambda d: d.group.kind != "marker")  # the matrix's results win the merge
+    cert = merge_certificates([d.certificate for d in ordered], models)
     merged = f" (merged from {len(decisions)} tests)" if len(decisions) > 1 else ""
     if options.update_baseline:
         path = write_baseline(options.baseline, cert, models)
@@ -211,13 +212,14 @@ def _decoder_baseline(ledger, decisions: list, options) -> list:
     worse = verdict_regression(cert, base)
     regressed = [r.scenario for d in decisions for r in d.group.records if r.status == "regressed"]
     if worse is None and regressed:  # the items already failed (and the decision with them): say why here too
-        text = f"baseline {where}: verdict {cert.verdict}{merged}, not worse than {base.verdict}, but "
+        text = f"baseline {where}: not worse than its stored {base.verdict}{merged}, but "
         text += f"{len(regressed)} scenario(s) regressed against it: {', '.join(regressed)}"
         return [_note(d, text) for d in decisions]
     if worse is None:
-        return [_note(d, f"baseline {where}: {cert.verdict}{merged}, not worse than {base.verdict}") for d in decisions]
+        return [_note(d, f"baseline {where}: not worse than its stored {base.verdict}{merged}") for d in decisions]
     why = f"regressed against the baseline {where}{merged}: {worse}"
-    return [replace(d, meets=False, why=why) for d in decisions]
+    fails = {id(d) for d in decisions if d.group.kind == "marker"} or {id(d) for d in decisions}
+    return [replace(d, meets=False, why=why) if id(d) in fails else d for d in decisions]
 
 
 def _baselines(ledger, decisions: list, options) -> list:
@@ -230,39 +232,40 @@ def _baselines(ledger, decisions: list, options) -> list:
     return [done[id(d)] for d in decisions]
 
 
-def _output_paths(template: str, decisions: list) -> list:
-    from specverify.testing.baseline import baseline_name
+def _plots(cert) -> tuple:
+    """The HTML page's plots and a note: none, with the reason, when matplotlib cannot draw them (the start-up
+    check makes that rare: a broken installation), so the session never ends in a traceback."""
+    try:
+        from specverify.report import certificate_plots
 
-    if len(decisions) == 1:
-        return [Path(template)]
-    base, seen, out = Path(template), {}, []
-    for d in decisions:
-        slug = baseline_name(d.certificate.factory, d.group.models)[: -len(".json")]
-        seen[slug] = seen.get(slug, 0) + 1
-        slug += f"-{seen[slug]}" if seen[slug] > 1 else ""
-        out.append(base.with_name(f"{base.stem}-{slug}{base.suffix}"))
-    return out
+        return certificate_plots(cert), ""
+    except ImportError as exc:
+        return [], f" (without plots: {exc})"
 
 
 def _write_outputs(decisions: list, options) -> list:
+    """One file per decoder (its marked tests' certificate) and one per fixture call, named apart
+    (``decoders.output_files``); each file is a note of the decisions it belongs to."""
     from specverify.report import render_json, write_html
+    from specverify.testing.decoders import by_decoder, output_files
 
-    out = list(decisions)
-    if options.json:
-        for i, path in enumerate(_output_paths(options.json, decisions)):
-            path.write_text(render_json(out[i].certificate), encoding="utf-8")
-            out[i] = replace(out[i], notes=out[i].notes + (f"certificate written: {path}",))
-    if options.html:
-        for i, path in enumerate(_output_paths(options.html, decisions)):
+    views = by_decoder(decisions)
+    notes: dict = {}
+    for template, kind in ((options.json, "certificate"), (options.html, "HTML report")):
+        for path, cert, owners in output_files(template, views) if template else ():
             try:
-                from specverify.report import certificate_plots
-
-                plots = certificate_plots(out[i].certificate)
-            except ImportError:
-                plots = None  # matplotlib missing: the page without plots
-            write_html(out[i].certificate, path, plots=plots)
-            out[i] = replace(out[i], notes=out[i].notes + (f"HTML report written: {path}",))
-    return out
+                if kind == "certificate":
+                    path.write_text(render_json(cert), encoding="utf-8")
+                    text = f"certificate written: {path}"
+                else:
+                    plots, missing = _plots(cert)
+                    write_html(cert, path, plots=plots)
+                    text = f"HTML report written: {path}{missing}"
+            except OSError as exc:
+                text = f"{kind} NOT written: {path}: {exc.strerror or exc}"
+            for d in owners:
+                notes.setdefault(id(d), []).append(text)
+    return [replace(d, notes=d.notes + tuple(notes.get(id(d), ()))) for d in decisions]
 
 
 def finish_session(ledger, options) -> list:

@@ -9,9 +9,18 @@ JUnit properties of items and fixture calls. Lines are returned; the plugin writ
 
 from __future__ import annotations
 
+from specverify.report.text import omnibus_pvalue
 from specverify.testing.messages import fmt_p
 
-__all__ = ["header_line", "summary_lines", "decision_lines", "item_properties", "call_properties", "pytest_command"]
+__all__ = [
+    "header_line",
+    "summary_lines",
+    "decoder_lines",
+    "decision_lines",
+    "item_properties",
+    "call_properties",
+    "pytest_command",
+]
 
 
 def header_line(options) -> str:
@@ -25,6 +34,11 @@ def header_line(options) -> str:
     )
 
 
+PVALUE_LEGEND = (
+    "p-value: what Holm decides on, 3 × the smallest p of the scenario's three tests, capped at 1 (so 1.00 on most "
+    "rows of a correct decoder); omnibus: the pooled Cressie–Read test's own p, spread over [0, 1] for a correct "
+    "decoder"
+)
 _OWN_FLAGS = ("--specverify-seed", "--specverify-level", "--specverify-alpha", "--specverify-models",
               "--specverify-fixed", "--specverify-sequential")  # fmt: skip
 
@@ -61,13 +75,16 @@ def _status(s, regressed=()) -> str:
 
 
 def _table(cert, regressed=()) -> list:
-    head = f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'TV est':>7s} {'TV null':>7s}"
+    head = (
+        f"  {'scenario':34s} {'kind':11s} {'result':11s} {'N':>7s} {'p-value':>8s} {'omnibus':>8s} {'TV est':>7s} "
+        f"{'TV null':>7s}"
+    )
     rows = [head]
     for s in cert.scenarios:
         status = _status(s, regressed)
         rows.append(
             f"  {s.name:34s} {str(s.kind):11s} {status:11s} {s.n if s.covered else '':>7} {fmt_p(s.pvalue):>8s} "
-            f"{_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
+            f"{fmt_p(omnibus_pvalue(s)):>8s} {_num(s.tv_estimate, '.4f'):>7s} {_num(s.tv_null_quantile, '.4f'):>7s}"
         )
         if not s.covered and s.note:
             rows.append(f"  {'':34s} {s.note}")
@@ -79,21 +96,40 @@ def _configuration(group) -> str:
     return f" · engine config {name}" if name else ""
 
 
-def decision_lines(d, options) -> list:
-    cert, group = d.certificate, d.group
-    lines = [
+def _header(cert, group, d) -> str:
+    return (
         f"{cert.factory}{_configuration(group)} — {group.nodeid} · level {cert.level} · seed {cert.seed} · "
         f"family α {cert.alpha:g} (per-test α/m = {d.alpha_test:.2g}, m = {d.num_tests})"
-    ]
+    )
+
+
+def _call_line(d) -> str:
+    """A ``specverify_certify`` call of a decoder that has a marked test: its scenarios' results, no verdict (the
+    call's test asserts on its certificate)."""
+    rows = [f"{s.name} {_status(s)}" for s in d.certificate.scenarios]
+    shown = ", ".join(rows[:6]) + (f", … ({len(rows) - 6} more)" if len(rows) > 6 else "")
+    return f"  specverify_certify in {d.group.nodeid} (its test asserts on it): {shown or 'no scenario'}"
+
+
+def decision_lines(d, options, *, calls: tuple = ()) -> list:
+    """The block of one marked test's decision (or of one fixture call), with ``calls``: the decoder's fixture calls
+    (their scenarios, no verdict of their own) and their notes, each note once."""
+    cert, group = d.certificate, d.group
+    lines = [_header(cert, group, d)]
     lines += _table(cert, {r.scenario for r in group.records if r.status == "regressed"})
     if d.not_run:
         lines.append(f"  not run in this session (deselected or interrupted): {', '.join(d.not_run)}")
     if d.holm_only:
         lines.append(f"  rejected by Holm over the session although each item passed its per-test α: {d.holm_only}")
-    lines.append(f"  VERDICT: {str(cert.verdict).upper()} — {cert.reason.splitlines()[0] if cert.reason else ''}")
+    reason = cert.reason.splitlines()[0] if cert.reason else ""
+    if group.kind == "marker":
+        lines.append(f"  VERDICT: {str(cert.verdict).upper()} — {reason}")
+    else:
+        lines.append(f"  certificate: {str(cert.verdict).upper()} — {reason} (its test asserts on it)")
     if d.meets is not None:
         lines.append(f"  {'meets' if d.meets else 'FAILS'}: {d.why}")
-    lines += [f"  {n}" for n in d.notes]
+    lines += [_call_line(c) for c in calls]
+    lines += [f"  {n}" for n in dict.fromkeys(d.notes + tuple(n for c in calls for n in c.notes))]
     if group.kind == "marker":
         lines.append(f"  reproduce: {pytest_command(group.nodeid, options, _Spec(group))}")
         lines.append(f"             {cert.command}")
@@ -108,11 +144,27 @@ class _Spec:
         self.sequential = group.sequential
 
 
+def decoder_lines(view, options) -> list:
+    """One decoder's block (``decoders.DecoderView``): each marked test's decision, the fixture's calls listed in
+    the first; a decoder only the fixture certified shows each call's table and certificate instead."""
+    if view.marked:
+        blocks = [decision_lines(view.marked[0], options, calls=view.calls)]
+        blocks += [decision_lines(d, options) for d in view.marked[1:]]
+    else:
+        blocks = [decision_lines(d, options) for d in view.calls]
+    return [line for i, block in enumerate(blocks) for line in ([""] if i else []) + block]
+
+
 def summary_lines(decisions: list, options) -> list:
-    """The terminal summary: each decoder's table, verdict and reproduce commands, then one closing line."""
+    """The terminal summary: a block per decoder (its table, its verdict, its fixture calls, the reproduce
+    commands), then one closing line."""
+    from specverify.testing.decoders import by_decoder
+
     lines = []
-    for d in decisions:
-        lines += decision_lines(d, options) + [""]
+    for view in by_decoder(decisions):
+        lines += decoder_lines(view, options) + [""]
+    if any(s.tests for d in decisions for s in d.certificate.scenarios):
+        lines += [PVALUE_LEGEND, ""]
     judged = [d for d in decisions if d.meets is not None]
     failing = [d for d in judged if not d.meets]
     if judged:

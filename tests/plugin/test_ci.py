@@ -86,8 +86,8 @@ def test_a_regressed_item_is_not_summarised_as_meeting_the_baseline(run_suite, p
             "  temperature-1 * sampling * regressed *",
             "  FAILS: inconclusive, allowed (allow_inconclusive=True; require=exact), but 1 item(s) failed: "
             "temperature-1 (regressed)",
-            "  baseline b/engine--make.json: verdict inconclusive, not worse than inconclusive, but 1 scenario(s) "
-            "regressed against it: temperature-1",
+            "  baseline b/engine--make.json: not worse than its stored inconclusive, but 1 scenario(s) regressed "
+            "against it: temperature-1",
         ]
     )
     tolerant = run_suite(BASELINE_SUITE, "--specverify-baseline", "b", "--specverify-baseline-tolerance", "90%")

@@ -71,7 +71,7 @@ def test_failing_suite_names_the_bug_and_how_to_reproduce(run_suite, pytester):
         [
             "specverify: specverify.zoo:residual_softmax · scenario temperature-1: law rejected at the per-test α *",
             "✗ temperature-1 (first-position, middle and full acceptance; residual; bonus)",
-            "    N = * of * planned; p-value * < * (its planned per-test α)",
+            "    N = * of * planned; p-value * < * (its planned per-test α); the omnibus test's own p *",
             "    TV estimate 0.* [[]*]; an exact decoder shows <= 0.* at this N (95 %)",
             "    worst outcomes (observed vs expected under the exact law, standardized residual):",
             "known bug: residual_softmax — The residual is passed through softmax*",

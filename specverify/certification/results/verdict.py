@@ -158,18 +158,52 @@ def coverage_phrase(results, matrix) -> str:
     return f"on {len(covered)} of {len(matrix)}{named} scenarios" + (f": {shown}" if covered else "")
 
 
+def _cost_split(timed) -> tuple:
+    """``(per_scenario_s, per_outcome_s)``: least squares of each scenario's time on its N, both kept >= 0 (one
+    scenario, or scenarios of one N, cannot separate them: all of it is then per outcome)."""
+    ns, ts = [r.n for r in timed], [r.elapsed_s for r in timed]
+    k, mean_n, mean_t = len(ns), sum(ns) / len(ns), sum(ts) / len(ts)
+    spread = sum((n - mean_n) ** 2 for n in ns)
+    if k < 2 or spread == 0:
+        return 0.0, sum(ts) / sum(ns)
+    slope = sum((n - mean_n) * (t - mean_t) for n, t in zip(ns, ts)) / spread
+    fixed = mean_t - slope * mean_n
+    if slope < 0:
+        return mean_t, 0.0
+    if fixed < 0:  # through the origin
+        return 0.0, sum(n * t for n, t in zip(ns, ts)) / sum(n * n for n in ns)
+    return fixed, slope
+
+
 def slow_note(results) -> str:
-    """A note when the decoder drew fewer than ``SLOW_RATE`` outcomes per second over its sampling scenarios."""
+    """A note when the decoder drew fewer than ``SLOW_RATE`` outcomes per second over its sampling scenarios, with
+    the cause it measured: each scenario's time fitted as a fixed part plus a part per outcome drawn. A cost per
+    outcome (a decoder that generates one request at a time: one call per draw without ``batch``) is what the fast
+    path ``decoder.sample(request, n)`` removes; a fixed cost per scenario is start-up or per-call overhead."""
     timed = [r for r in results if r.covered and r.kind != ScenarioKind.GREEDY and r.n and r.elapsed_s > 0]
     seconds = sum(r.elapsed_s for r in timed)
     if seconds < 5.0:  # too little time to measure (or to matter)
         return ""
-    rate = sum(r.n for r in timed) / seconds
+    total = sum(r.n for r in timed)
+    rate = total / seconds
     if rate >= SLOW_RATE:
         return ""
+    fixed, per_outcome = _cost_split(timed)
+    fit = (
+        f"measured over {len(timed)} sampling scenario(s): {fixed:.2g} s per scenario + {per_outcome * 1e3:.2g} ms "
+        f"per outcome"
+    )
+    head = f"note: the decoder is slow ({rate:,.0f} outcomes/s < {SLOW_RATE:,.0f}); {fit}"
+    fast_path = "decoder.sample(request, n) (docs/adapters.md), which returns the counts of n draws of one request"
+    if per_outcome * total >= 0.5 * seconds:
+        return (
+            f"{head}: the cost is per outcome drawn (one request generated at a time; one call per draw without the "
+            f"'batch' capability). The lever is the fast path {fast_path} from one call, so they can be drawn together"
+        )
     return (
-        f"note: the decoder is slow ({rate:,.0f} outcomes/s < {SLOW_RATE:,.0f}); check thread oversubscription "
-        "(--threads) and batching"
+        f"{head}: the cost is a fixed one per scenario (start-up or per-call overhead), not the draws. Fewer, larger "
+        f"calls help: the fast path {fast_path} in one call; an engine built per pytest item pays its start-up per "
+        "scenario"
     )
 
 
