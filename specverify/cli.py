@@ -141,13 +141,14 @@ def _emit_configurations(cs, args, out, err) -> int:
 def _merge(args, out, err) -> int:
     from dataclasses import replace
 
-    from specverify.certification.execution.certify import merge_files
     from specverify.errors import InvalidArgument
 
     problem = check_outputs(args)
     if problem:
         print(f"specverify: error: {problem}", file=err)
         return ExitCode.USAGE
+    from specverify.certification.execution.certify import merge_files
+
     try:
         outcome = merge_files(args.parts)
         if args.require is not None:

@@ -93,8 +93,9 @@ def test_every_factory_declares_the_options_it_takes_so_a_wrong_key_is_refused_b
 
     for name in METHODS:
         assert getattr(va, name).engine_options == {**COMMON_OPTIONS, **METHODS[name].options}, name
+    before = "vllm" in sys.modules  # the engine suite imports it before this test
     code = main(["certify", "specverify.adapters.vllm:draft_model", "--models", "checkpoint", "--engine-option",
                  "no_such_option=1"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE and "--engine-option no_such_option=1: draft_model takes [" in err, err
-    assert "vllm" not in sys.modules  # refused before the engine was ever imported
+    assert ("vllm" in sys.modules) == before  # refused before the engine was imported
