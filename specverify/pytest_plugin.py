@@ -160,6 +160,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _LEDGER not in config.stash:
         return
     ledger = config.stash[_LEDGER]
+    ledger.close_workers()  # the decoders this process kept for its items
     if hasattr(config, "workeroutput"):  # an xdist worker: the controller decides
         config.workeroutput["specverify"] = ledger.dump()
         return

@@ -236,36 +236,44 @@ class ItemResult:
 
 
 def certify_item(
-    spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float], progress=None
+    spec: MarkerSpec, scenario: str, *, group: str, budget_s: Optional[float], progress=None, workers=None
 ) -> ItemResult:
     """Run ``scenario``'s parts of ``spec``'s plan (and, for the plan's first scenario, the reproducibility part)
     here (``budget_s``: this item's share of the decoder's budget; ``progress``: the certifier's progress callback,
-    or None)."""
+    or None; ``workers``: a dict this process keeps its decoders in, ``{group: (plan, PartWorker)}``, so the items
+    of one decoder share its worker process and engines; None: the item's own, closed after it)."""
     from specverify.certification.config.execution import command_line
     from specverify.certification.execution.local import run_local
     from specverify.certification.execution.merge import documents_by_id, scenario_results
     from specverify.certification.execution.plan import plan
     from specverify.certification.execution.store import MemoryStore
+    from specverify.certification.execution.worker import PartWorker
     from specverify.certification.run.factory import SetupFailure
     from specverify.protocol import merged_state
 
     started = time.perf_counter()
     command = command_line(spec.config, scenario=scenario)
+    kept = None if workers is None else workers.get(group)
     try:
-        the_plan = plan(spec.config)
+        the_plan = plan(spec.config) if kept is None else kept[0]
     except (InvalidArgument, SetupFailure) as exc:
         why = exc.reason if isinstance(exc, SetupFailure) else str(exc)
         return ItemResult(group, scenario, error=why, elapsed_s=time.perf_counter() - started, command=command)
+    if workers is not None and kept is None:
+        kept = workers[group] = (the_plan, PartWorker(the_plan))
     run = the_plan.runs[0]
     ids = [p.id for p in run.parts if p.scenario == scenario]
     if run.chosen and run.chosen[0].name == scenario:  # the reproducibility check rides with the first scenario
         ids.append(run.parts[-1].id)
     store = MemoryStore()
-    run_local(the_plan, store, progress=progress, select=ids, budget_s=budget_s)
+    worker = None if kept is None else kept[1]
+    run_local(the_plan, store, progress=progress, select=ids, budget_s=budget_s, worker=worker)
     docs = store.documents()
     have = documents_by_id(the_plan, docs)
     error = next((d["error"] for d in docs if d.get("error")), None)
     violation = next((d["violation"] for d in docs if d.get("violation")), None)
+    if (error or violation) and workers is not None and group in workers:  # the next item starts afresh, as alone
+        workers.pop(group)[1].close()
     repro = have.get(run.parts[-1].id)
     reproducible, note = tuple(repro["reproducible"]) if repro and repro.get("reproducible") else (None, "")
     return ItemResult(

@@ -74,6 +74,13 @@ class Ledger:
     def __init__(self):
         self.groups: dict = {}
         self.baselines: dict = {}  # stored certificates read this session (not sent between processes)
+        self.workers: dict = {}  # group key -> (plan, PartWorker): a decoder's worker, kept across its items here
+
+    def close_workers(self) -> None:
+        """Close the decoders this process kept for its items (their worker processes, their engines)."""
+        while self.workers:
+            _, worker = self.workers.pop(next(iter(self.workers)))
+            worker.close()
 
     def open(self, **meta) -> Group:
         group = self.groups.get(meta["key"])

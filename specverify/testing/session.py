@@ -118,7 +118,7 @@ def setup_item(item, options, ledger) -> object:
     nodeid = group_nodeid(item)
     key = f"{nodeid}::{spec.factory_name}" + (f"@{spec.engine_config}" if spec.engine_config else "")
     budget = None if spec.budget is None else spec.budget / len(spec.scenarios)
-    record = _certify_with_progress(item, options, spec, scenario, group=key, budget_s=budget)
+    record = _certify_with_progress(item, options, spec, scenario, group=key, budget_s=budget, workers=ledger.workers)
     m = planned_m(spec.config)
     alpha_test = spec.alpha / m
     decision = judge_item(record, spec, num_tests=m, alpha_test=alpha_test)

@@ -170,3 +170,48 @@ def test_engine():
     result = run_suite(source, "-rs")
     result.assert_outcomes(skipped=1)
     assert result.ret == pytest.ExitCode.OK and "specverify certification" not in result.stdout.str()
+
+
+SHARED = """
+import pytest
+
+from specverify.reference import make_decoder
+
+MADE = []
+
+
+def counted(target, draft):
+    MADE.append(1)
+    return make_decoder(target, draft)
+
+
+def breaks_once(target, draft):  # the reference, until its first call of a sampled item
+    decoder = make_decoder(target, draft)
+    MADE.append(1)
+    if len(MADE) == 1:
+        decoder.sample = lambda request, n, start=0: 1 / 0
+    return decoder
+
+
+@pytest.mark.specverify(factory=f"{__name__}:counted", scenarios=["temperature-1", "top-k", "top-p"],
+                        allow_inconclusive=True)  # one model pair; not the core
+def test_shared(specverify_result):
+    pass
+
+
+def test_zz_one_decoder_for_its_items():
+    assert len(MADE) == 1
+"""
+
+
+def test_the_items_of_one_decoder_share_its_worker_and_a_broken_one_is_not_reused(run_suite):
+    """One pytest process makes a decoder once for all its items (each item runs its parts on the kept worker); after
+    an item broke the protocol the next one starts afresh, as it would alone."""
+    result = run_suite(SHARED, "--specverify-level", "quick")
+    result.assert_outcomes(passed=4)
+    broken = SHARED.replace(":counted", ":breaks_once").replace("assert len(MADE) == 1", "assert len(MADE) == 2")
+    result = run_suite(broken, "test_broken.py", "--specverify-level", "quick", name="test_broken")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 3, result.stdout.str()[-2000:]
+    assert "ZeroDivisionError" in result.stdout.str()  # the failed item says why; the others passed on a fresh one
+    result.stdout.fnmatch_lines(["FAILED test_broken.py::test_shared[[]temperature-1[]]*"])

@@ -19,6 +19,7 @@ from specverify.certification.execution.plan import REPRODUCIBILITY, Part, Plan
 from specverify.certification.execution.worker import PartWorker, document
 from specverify.certification.results.evidence import ScenarioResult
 from specverify.enums import NotRun
+from specverify.errors import check
 
 __all__ = ["run_local", "selected", "DRAW_PROGRESS_S"]
 
@@ -69,47 +70,65 @@ def run_local(
     progress: Optional[Callable[[str], None]] = None,
     select: Optional[Iterable[str]] = None,
     budget_s: Optional[float] = None,
+    worker: Optional[PartWorker] = None,
 ) -> None:
     """Run the parts :func:`selected` picks into ``store`` (``execution.store``). ``budget_s``: this process's
-    seconds of the budget (a pytest item's share), instead of the run's ``budget_s``."""
+    seconds of the budget (a pytest item's share), instead of the run's ``budget_s``; ``worker``: a
+    ``PartWorker`` of ``plan`` kept by the caller (its decoders stay open for its next call: a pytest session's items
+    of one decoder), else one of this call's own."""
     parts = selected(plan, select)
     _say_resumed(store, progress)
-    budgets: dict = {}
-    clock = time.perf_counter()
     here = None
     if select is not None or plan.execution.shard is not None:
         here = {}
         for part in parts:
             here.setdefault(part.configuration, set()).add(part.scenario)
-    with PartWorker(plan, here) as worker:
-        for i, part in enumerate(parts):
-            if store.get(part.id) is not None:
-                continue
-            if part.id not in {p.id for p in needed(plan, store.documents())}:
-                continue  # a decision at an earlier look of its scenario, or the end of its decoder's run
-            if part.configuration not in budgets:
-                names = None if here is None else here.get(part.configuration)
-                budgets[part.configuration] = _Budget(worker, plan, part, budget_s, names)
-            budget = budgets[part.configuration]
-            left = budget.left()  # one look at the clock per part
-            if left is not None and left < 0 and part.scenario != REPRODUCIBILITY:
-                store.put(part.id, _skipped(plan, part))
-                continue
-            head = f"specverify: [{i + 1}/{len(parts)}] {part.label}"
-            if progress:
-                elapsed = time.perf_counter() - clock
-                eta = f", ETA {elapsed / i * (len(parts) - i):.0f} s" if i else ""
-                progress(f"{head} (elapsed {elapsed:.0f} s{eta})")
-            doc = worker.run(
-                part,
-                share=budget.share(part),
-                left_s=left,
-                journal=lambda side, part_id=part.id: store.journal(part_id, side),
-                on_draws=_draw_progress(progress, head) if progress else None,
-                upcoming=parts[i + 1 :],
-            )
-            store.put(part.id, doc)
-            budget.spend(part, doc)
+    own = worker is None
+    if own:
+        worker = PartWorker(plan)
+    check(worker.plan is plan, f"worker={worker!r} is another plan's: give a worker of plan={plan!r}.")
+    worker.here = here
+    try:
+        _run_parts(plan, store, worker, parts, budget_s, here, progress, kept=not own)
+    finally:
+        if own:
+            worker.close()
+
+
+def _run_parts(plan: Plan, store, worker: PartWorker, parts: list, budget_s, here, progress, kept: bool) -> None:
+    """The loop of :func:`run_local`; a ``kept`` worker keeps every decoder open (its caller's next call may need
+    any of them: an adapter that holds engines bounds them itself), else a decoder closes once no part left needs
+    its pair."""
+    budgets: dict = {}
+    clock = time.perf_counter()
+    for i, part in enumerate(parts):
+        if store.get(part.id) is not None:
+            continue
+        if part.id not in {p.id for p in needed(plan, store.documents())}:
+            continue  # a decision at an earlier look of its scenario, or the end of its decoder's run
+        if part.configuration not in budgets:
+            names = None if here is None else here.get(part.configuration)
+            budgets[part.configuration] = _Budget(worker, plan, part, budget_s, names)
+        budget = budgets[part.configuration]
+        left = budget.left()  # one look at the clock per part
+        if left is not None and left < 0 and part.scenario != REPRODUCIBILITY:
+            store.put(part.id, _skipped(plan, part))
+            continue
+        head = f"specverify: [{i + 1}/{len(parts)}] {part.label}"
+        if progress:
+            elapsed = time.perf_counter() - clock
+            eta = f", ETA {elapsed / i * (len(parts) - i):.0f} s" if i else ""
+            progress(f"{head} (elapsed {elapsed:.0f} s{eta})")
+        doc = worker.run(
+            part,
+            share=budget.share(part),
+            left_s=left,
+            journal=lambda side, part_id=part.id: store.journal(part_id, side),
+            on_draws=_draw_progress(progress, head) if progress else None,
+            upcoming=plan.parts if kept else parts[i + 1 :],
+        )
+        store.put(part.id, doc)
+        budget.spend(part, doc)
 
 
 def _skipped(plan: Plan, part: Part) -> dict:
