@@ -124,3 +124,15 @@ def test_a_known_accepted_shape_is_not_rechecked_but_a_new_one_is():
     assert (3, (3,), 2) not in known
     odd = Completion((1, 2, 3), "length", accepted=([1], 0))  # an unhashable entry is named, not a crash
     assert "outside [0, γ=2]" in completion_violation(odd, request, vocab, known_ok=known)
+
+
+def test_a_bool_in_accepted_is_a_violation_even_where_its_int_shape_was_valid():
+    """``True == 1`` to Python: an ``accepted`` of bools must not pass as the shape (3, (1, 0), 2) found valid."""
+    vocab, params = make_vocab(6), SamplingParams(max_tokens=3)
+    request, known = Request((0,), params, 2), set()
+    assert (
+        completion_violation(Completion((1, 2, 3), "length", accepted=(1, 0)), request, vocab, known_ok=known) is None
+    )
+    bools = Completion((1, 2, 3), "length", accepted=(True, False))
+    assert "holds a bool" in completion_violation(bools, request, vocab, known_ok=known)
+    assert "holds a bool" in completion_violation(bools, request, vocab)

@@ -57,6 +57,8 @@ def completion_violation(completion, request, vocab, *, known_ok=None) -> str | 
             return f"stream {completion.stream!r} does not concatenate to the tokens {completion.tokens!r}"
     accepted = completion.accepted
     if accepted is not None:
+        if any(type(a) is bool for a in accepted):  # True == 1 to Python: caught before the shapes known valid
+            return f"accepted={accepted!r} holds a bool: counts of accepted drafts are ints"
         shape = (len(completion.tokens), accepted, request.num_draft_tokens)
         try:
             if known_ok is not None and shape in known_ok:
