@@ -53,20 +53,23 @@ def mlp(x, w) -> torch.Tensor:  # [B, T, H] -> [B, T, H]
     return (F.silu(x @ w["gate"].T) * (x @ w["up"].T)) @ w["down"].T
 
 
+#: A Llama layer's weights by their short names, and the names a checkpoint stores them under.
+LAYER_NAMES = {
+    "q": "self_attn.q_proj",
+    "k": "self_attn.k_proj",
+    "v": "self_attn.v_proj",
+    "o": "self_attn.o_proj",
+    "gate": "mlp.gate_proj",
+    "up": "mlp.up_proj",
+    "down": "mlp.down_proj",
+    "in_norm": "input_layernorm",
+    "post_norm": "post_attention_layernorm",
+}
+
+
 def layer_weights(weights: dict, prefix: str) -> dict:
     """q, k, v, o, gate, up, down, in_norm, post_norm of one Llama layer stored under ``prefix``."""
-    names = {
-        "q": "self_attn.q_proj",
-        "k": "self_attn.k_proj",
-        "v": "self_attn.v_proj",
-        "o": "self_attn.o_proj",
-        "gate": "mlp.gate_proj",
-        "up": "mlp.up_proj",
-        "down": "mlp.down_proj",
-        "in_norm": "input_layernorm",
-        "post_norm": "post_attention_layernorm",
-    }
-    return {key: weights[f"{prefix}{name}.weight"].float() for key, name in names.items()}
+    return {key: weights[f"{prefix}{name}.weight"].float() for key, name in LAYER_NAMES.items()}
 
 
 def target_forward(target: dict, ids) -> tuple:  # [B, T] -> logits [B, T, V], final hidden [B, T, H], aux [B, T, H] × 2
@@ -232,18 +235,7 @@ def checkpoint_names(method: str, p: dict, num_heads: int) -> dict:
             out[f"blocks.{k}.layers.0.weight"] = p[f"block{k}"]
             out[f"lm_heads.{k}.weight"] = p[f"lm_head{k}"]
         return out
-    names = {
-        "q": "self_attn.q_proj",
-        "k": "self_attn.k_proj",
-        "v": "self_attn.v_proj",
-        "o": "self_attn.o_proj",
-        "gate": "mlp.gate_proj",
-        "up": "mlp.up_proj",
-        "down": "mlp.down_proj",
-        "post_norm": "post_attention_layernorm",
-        "in_norm": "input_layernorm",
-        "hidden_norm": "hidden_norm",
-    }
+    names = {**LAYER_NAMES, "hidden_norm": "hidden_norm"}
     out = {f"layers.0.{names[n]}.weight": v for n, v in p.items() if n in names}
     out["fc.weight"] = p["fc"]
     if method == "eagle3":
