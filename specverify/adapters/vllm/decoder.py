@@ -214,7 +214,9 @@ class VllmDecoder:
 
     def _generate(self, gamma: int, requests: list) -> list:
         llm = self._engine(gamma)
-        if self._speculative and self.spec.before_generate is not None:  # suffix: empty its cache (suffix.reset_cache)
+        if (
+            self._speculative and self.spec.before_generate is not None
+        ):  # suffix: empty its cache (suffix_decoding.reset_cache)
             self.spec.before_generate(llm, self.options)
         groups = configs.packed(requests) if self.options["parallel_n"] else [[i] for i in range(len(requests))]
         prompts = [{"prompt_token_ids": list(requests[g[0]].prompt)} for g in groups]

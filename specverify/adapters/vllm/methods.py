@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional, Union
 
-from specverify.adapters.vllm import heads, patches, suffix
+from specverify.adapters.vllm import heads, patches, suffix_decoding
 from specverify.errors import InvalidArgument
 
 __all__ = [
@@ -96,7 +96,7 @@ OPTION_CHECKS: dict = {
     "draft_sample_method": _one_of("draft_sample_method", ("probabilistic", "greedy")),
     "prompt_lookup_min": _positive_int("prompt_lookup_min"),
     "prompt_lookup_max": _positive_int("prompt_lookup_max"),
-    "reset_suffix_cache": suffix.check_reset,
+    "reset_suffix_cache": suffix_decoding.check_reset,
     "enable_prefix_caching": _flag("enable_prefix_caching", none=True),
     "structured_outputs": _flag("structured_outputs"),
     "max_num_batched_tokens": _optional_int("max_num_batched_tokens", 2),  # a 1-token budget cannot hold γ + 1
@@ -244,11 +244,11 @@ METHODS["suffix"] = MethodSpec(
     "suffix",
     loads_draft=False,
     capabilities=SPECULATIVE_CAPABILITIES,
-    speculative_config=suffix.suffix_config,
+    speculative_config=suffix_decoding.suffix_config,
     draft_law="unmodelled",  # point masses of variable length from the suffix trees
     prefill_tokens=None,  # varies, as for ngram: a round without a tree match drafts nothing
-    options=dict(suffix.OPTIONS),
-    before_generate=suffix.reset_cache,
+    options=dict(suffix_decoding.OPTIONS),
+    before_generate=suffix_decoding.reset_cache,
     summary="Suffix decoding (arctic-inference's suffix trees; needs arctic-inference); the cache is emptied before "
     "every call unless reset_suffix_cache=false.",
 )

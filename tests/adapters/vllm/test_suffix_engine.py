@@ -1,6 +1,6 @@
-"""vLLM's ``suffix`` method (``specverify.adapters.vllm.suffix``). Run from the vLLM venv twice (.ci/vllm): without
-arctic-inference, where vLLM's refusal is pinned, and with the wheel .ci/vllm builds on ``PYTHONPATH``, where the
-method is certified like the others (docs/findings/vllm.md, "suffix"):
+"""vLLM's ``suffix`` method (``specverify.adapters.vllm.suffix_decoding``). Run from the vLLM venv twice (.ci/vllm):
+without arctic-inference, where vLLM's refusal is pinned, and with the wheel .ci/vllm builds on ``PYTHONPATH``, where
+the method is certified like the others (docs/findings/vllm.md, "suffix"):
 
     .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_suffix_engine.py -q -p no:cacheprovider
     PYTHONPATH=build/arctic-site .venv-vllm/bin/python -m pytest tests/adapters/vllm/test_suffix_engine.py -q
@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed in this venv: see .ci/run's vLLM venv")
 
 from specverify.adapters import vllm as va  # noqa: E402
-from specverify.adapters.vllm import suffix  # noqa: E402
+from specverify.adapters.vllm import suffix_decoding as suffix  # noqa: E402
 from specverify.adapters.vllm.engine import LIVE  # noqa: E402
 from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS  # noqa: E402
 from tests.adapters.vllm.test_methods_engine import _battery, _greedy_wrong, _run  # noqa: E402
