@@ -9,6 +9,7 @@ import numpy as np
 from specverify.errors import InvalidArgument
 from specverify.stats._checks import as_expected, as_probability
 from specverify.stats.gof import GofResult, goodness_of_fit
+from specverify.stats.prefix import PREFIX_FAMILIES, PrefixScoreResult, prefix_directions, prefix_score_test
 from specverify.stats.targeted import (
     MaxCellResult,
     OutcomeResidual,
@@ -19,9 +20,9 @@ from specverify.stats.targeted import (
 )
 from specverify.stats.tv import TVResult, tv_estimate
 
-__all__ = ["BatteryResult", "battery", "holm", "BATTERY_TESTS"]
+__all__ = ["BatteryResult", "battery", "battery_directions", "side_pvalues", "holm", "BATTERY_TESTS"]
 
-BATTERY_TESTS = ("cressie-read", "surprisal", "max-cell")
+BATTERY_TESTS = ("cressie-read", "surprisal", "max-cell") + tuple(f"prefix-{family}" for family in PREFIX_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,17 @@ class BatteryResult:
     passed : bool
         True when no test of the battery rejects at ``alpha_per_test``.
     tests : tuple of (str, float)
-        ``(name, pvalue)`` for each test, in the order of ``BATTERY_TESTS``.
+        ``(name, pvalue)`` for each test that ran, in the order of ``BATTERY_TESTS`` (the prefix tests run only
+        with ``directions``).
     pvalue_min : float
         Smallest p-value of the battery.
     alpha_per_test : float
-        ``alpha / 3``: the level each test is run at (Bonferroni inside the battery).
+        ``alpha / len(BATTERY_TESTS)``: the level each test is run at (Bonferroni inside the battery; the split is
+        the same whether or not the prefix tests ran, so a plan never depends on it).
     gof, surprisal, max_cell : GofResult, SurprisalResult, MaxCellResult
-        The full results of the three tests.
+        The full results of the first three tests.
+    prefix : tuple of PrefixScoreResult
+        The prefix score tests (empty without ``directions``).
     tv : TVResult
         Plug-in TV beside its null distribution (reported, not used for ``passed``).
     worst : tuple of OutcomeResidual
@@ -55,10 +60,72 @@ class BatteryResult:
     max_cell: MaxCellResult
     tv: TVResult
     worst: tuple[OutcomeResidual, ...]
+    prefix: tuple[PrefixScoreResult, ...] = ()
 
 
-def battery(counts, expected, *, alpha, seed, min_expected=5.0) -> BatteryResult:
-    """Run the omnibus, surprisal and max-cell tests on one scenario's counts, Bonferroni-combined at ``alpha``.
+def battery_directions(outcomes, expected) -> dict:
+    """``{family: D}`` of every prefix family for a law's ``outcomes``: computed once per law, passed to
+    :func:`battery` and :func:`side_pvalues` at every look.
+
+    Parameters
+    ----------
+    outcomes : sequence of (tokens, finish_reason)
+        The law's outcomes (``ExactLaw.outcomes``).
+    expected : array_like, float [K]
+        Their exact probabilities.
+
+    Returns
+    -------
+    dict
+        ``{family: numpy.ndarray [K, d]}`` for every family of ``PREFIX_FAMILIES``.
+
+    Notes
+    -----
+    See :func:`prefix_directions`; the cost is one pass over every step of every outcome (Python), so make it once.
+    """
+    return {family: prefix_directions(outcomes, expected, family) for family in PREFIX_FAMILIES}
+
+
+def side_pvalues(counts, expected, directions=None) -> tuple:
+    """The fixed-N p-values of every test of the battery but the omnibus: what a sequential look adds to its omnibus.
+
+    Parameters
+    ----------
+    counts : array_like, int [K]
+        Counts at the look.
+    expected : array_like, float [K]
+        Exact law.
+    directions : dict, optional
+        From :func:`battery_directions`; without it the prefix tests do not run.
+
+    Returns
+    -------
+    tuple of float
+        In ``BATTERY_TESTS`` order: surprisal, max-cell, then the prefix tests.
+
+    Notes
+    -----
+    Each is a fixed-N p-value, valid at one look; :func:`~specverify.stats.sequential.sequential_decision` spends
+    the level over the looks.
+    """
+    out = [surprisal_test(counts, expected).pvalue, max_cell_test(counts, expected).pvalue]
+    out += [r.pvalue for r in _prefix_tests(counts, expected, directions)]
+    return tuple(float(p) for p in out)
+
+
+def _prefix_tests(counts, expected, directions) -> tuple:
+    if directions is None:
+        return ()
+    if not isinstance(directions, dict) or set(directions) != set(PREFIX_FAMILIES):
+        raise InvalidArgument(
+            f"directions={directions!r:.80}; expected {{family: D}} for every family of {PREFIX_FAMILIES}: make it "
+            "with battery_directions(outcomes, expected)."
+        )
+    return tuple(prefix_score_test(counts, expected, directions[f], family=f) for f in PREFIX_FAMILIES)
+
+
+def battery(counts, expected, *, alpha, seed, min_expected=5.0, directions=None) -> BatteryResult:
+    """Run the omnibus, surprisal, max-cell and prefix tests on one scenario's counts, Bonferroni-combined at ``alpha``.
 
     Parameters
     ----------
@@ -72,6 +139,9 @@ def battery(counts, expected, *, alpha, seed, min_expected=5.0) -> BatteryResult
         Seed of the TV simulations (the tests themselves are deterministic).
     min_expected : float, optional
         Pooling threshold of the omnibus test (default 5).
+    directions : dict, optional
+        The law's prefix directions from :func:`battery_directions`; without them the prefix tests do not run (a
+        law with no outcomes to read, e.g. a synthetic one) and the battery keeps its level split five ways.
 
     Returns
     -------
@@ -79,30 +149,38 @@ def battery(counts, expected, *, alpha, seed, min_expected=5.0) -> BatteryResult
 
     Notes
     -----
-    The three tests are Cressie–Read λ = 2/3 on pooled cells (:func:`goodness_of_fit`), the mean-surprisal z test
-    (:func:`surprisal_test`) and the max-cell binomial test (:func:`max_cell_test`), each at ``alpha / 3``: the
-    battery's false-alarm rate is at most ``alpha`` under any dependence between them, as far as each test's own
-    p-value is valid (see their Notes: pooled χ² and the normal surprisal tail are approximations at tiny α, which is
-    why :func:`plan_sample_size` plans with a safety factor). ``tv`` and ``worst`` are descriptive.
+    The tests are Cressie–Read λ = 2/3 on pooled cells (:func:`goodness_of_fit`), the mean-surprisal z test
+    (:func:`surprisal_test`), the max-cell binomial test (:func:`max_cell_test`) and the two prefix score tests
+    (:func:`prefix_score_test`: each position's token given its prefix, and its rank in the conditional law), each
+    at ``alpha / len(BATTERY_TESTS)``: the battery's false-alarm rate is at most ``alpha`` under any dependence
+    between them, as far as each test's own p-value is valid (see their Notes: pooled χ², the normal surprisal tail
+    and the prefix tests' χ² are approximations at tiny α, which is why :func:`plan_sample_size` plans with a safety
+    factor). ``tv`` and ``worst`` are descriptive.
 
     Examples
     --------
     >>> result = battery([300, 300, 400], [0.3, 0.3, 0.4], alpha=1e-3, seed=0)
     >>> result.passed, [name for name, _ in result.tests]
     (True, ['cressie-read', 'surprisal', 'max-cell'])
+    >>> law = ([((0,), "length"), ((1,), "length")], [0.5, 0.5])
+    >>> result = battery([50, 50], law[1], alpha=1e-3, seed=0, directions=battery_directions(*law))
+    >>> [name for name, _ in result.tests][3:]
+    ['prefix-token', 'prefix-rank']
     """
     alpha = as_probability(alpha, "alpha")
     expected = as_expected(expected)
     gof = goodness_of_fit(counts, expected, method="cressie-read", min_expected=min_expected)
     surprisal = surprisal_test(counts, expected)
     max_cell = max_cell_test(counts, expected)
-    tests = tuple(zip(BATTERY_TESTS, (gof.pvalue, surprisal.pvalue, max_cell.pvalue)))
-    alpha_per_test = alpha / len(tests)
+    prefix = _prefix_tests(counts, expected, directions)
+    pvalues = (gof.pvalue, surprisal.pvalue, max_cell.pvalue) + tuple(r.pvalue for r in prefix)
+    tests = tuple(zip(BATTERY_TESTS, pvalues))
+    alpha_per_test = alpha / len(BATTERY_TESTS)
     pvalue_min = min(pvalue for _, pvalue in tests)
     tv = tv_estimate(counts, expected, seed=seed)
     worst = tuple(worst_outcomes(counts, expected, k=5))
     passed = bool(pvalue_min > alpha_per_test)
-    return BatteryResult(passed, tests, pvalue_min, alpha_per_test, gof, surprisal, max_cell, tv, worst)
+    return BatteryResult(passed, tests, pvalue_min, alpha_per_test, gof, surprisal, max_cell, tv, worst, prefix)
 
 
 def holm(pvalues, alpha) -> np.ndarray:

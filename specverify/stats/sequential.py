@@ -45,7 +45,8 @@ class SequentialDecision:
         Fixed-N p-value of this look alone (upper χ²(df) tail); not valid after looking more than once.
     pvalue : float
         Sequential p-value, valid at any look and any stopping rule: ``min over looks j <= look of
-        look_pvalue_j * alpha / alpha_spent_j``, capped at 1. ``status == "reject"`` exactly when it is ``<= alpha``.
+        look_pvalue_j * alpha / alpha_spent_j``, capped at 1 (with ``others``: the smallest p-value of look j over
+        the omnibus and them in place of ``look_pvalue_j``). ``status == "reject"`` exactly when it is ``<= alpha``.
     reject_threshold, pass_threshold : float
         The boundaries the statistic was compared with.
     next_n : int or None
@@ -90,7 +91,21 @@ def _check_look(plan, look) -> int:
     return int(look)
 
 
-def sequential_decision(plan, counts, look, *, previous=None, pass_floor=0.0) -> SequentialDecision:
+def _others_log_pvalue(others) -> float:
+    """log of the smallest of the other tests' fixed-N p-values at a look (0.0: none)."""
+    try:
+        values = [float(p) for p in others]
+    except (TypeError, ValueError) as error:
+        raise InvalidArgument(f"others={others!r}; expected a sequence of p-values in [0, 1].") from error
+    if not all(0.0 <= p <= 1.0 for p in values):
+        raise InvalidArgument(
+            f"others={others!r}; expected p-values in [0, 1] (no NaN). Check the tests that made them."
+        )
+    smallest = min(values, default=1.0)
+    return math.log(smallest) if smallest > 0 else -math.inf
+
+
+def sequential_decision(plan, counts, look, *, previous=None, pass_floor=0.0, others=()) -> SequentialDecision:
     """Decide at one look of a :class:`SequentialPlan`: reject, pass, or draw on to the next look.
 
     Parameters
@@ -108,6 +123,12 @@ def sequential_decision(plan, counts, look, *, previous=None, pass_floor=0.0) ->
         An early pass (any look but the last) needs ``pvalue > pass_floor`` (default 0: no floor). With the floor
         at the level a multiple-testing procedure can reject at (the family α for Holm), no early pass is ever
         undone by it, and strong evidence is never passed early: the design draws on to its last look instead.
+    others : sequence of float, optional
+        Fixed-N p-values, at this look's counts, of further tests run beside the omnibus one (the battery's
+        surprisal, max-cell and prefix tests, :func:`~specverify.stats.battery.side_pvalues`). Each is spent like
+        the omnibus one: rejected at the look's level ``plan.alpha_spent[look]``, entered into ``pvalue`` with the
+        same weight. ``plan.alpha`` is then the level of *each* test: whoever combines them multiplies ``pvalue``
+        by the number of tests (Bonferroni), as ``plan_sequential`` was given ``alpha`` divided by it.
 
     Returns
     -------
@@ -166,6 +187,7 @@ def sequential_decision(plan, counts, look, *, previous=None, pass_floor=0.0) ->
     statistic = float(_look_statistics(plan, look, counts[None, :])[0])
     df = plan.dfs[look]
     look_pvalue, log_pvalue = chi2_tail(statistic, df)
+    log_pvalue = min(log_pvalue, _others_log_pvalue(others))  # the look's smallest p-value over the tests
     level = plan.alpha_spent[look]
     adjusted = math.exp(min(0.0, log_pvalue + math.log(plan.alpha / level)))
     pvalue = min(running, adjusted)

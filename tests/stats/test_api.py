@@ -34,6 +34,10 @@ FUNCTIONS = [
     "family_alpha_per_test",
     "plan_sequential",
     "sequential_decision",
+    "battery_directions",
+    "side_pvalues",
+    "prefix_directions",
+    "prefix_score_test",
 ]
 RESULTS = [
     "GofResult",
@@ -45,6 +49,7 @@ RESULTS = [
     "CollisionResult",
     "SequentialPlan",
     "SequentialDecision",
+    "PrefixScoreResult",
 ]
 
 

@@ -50,7 +50,7 @@ def test_battery_passes_a_null_sample():
     result = battery(counts, law, alpha=1e-6, seed=1)
     assert result.passed
     assert [name for name, _ in result.tests] == ["cressie-read", "surprisal", "max-cell"]
-    assert result.alpha_per_test == pytest.approx(1e-6 / 3, rel=1e-15)
+    assert result.alpha_per_test == pytest.approx(1e-6 / 5, rel=1e-15)  # split five ways with or without prefix tests
     assert result.pvalue_min == min(p for _, p in result.tests)
     assert result.tests[0][1] == result.gof.pvalue and result.gof.method == "cressie-read"
     assert len(result.worst) == 5 and result.tv.n == 20_000

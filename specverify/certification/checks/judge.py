@@ -10,9 +10,35 @@ from specverify.certification.results.metrics import acceptance_evidence, metric
 from specverify.certification.run.context import BATTERY_SIZE
 from specverify.enums import ModelFamily, NotRun
 
-__all__ = ["judge", "budget_spent", "decode", "unfit_for_float32", "MIN_MARGIN"]
+__all__ = ["judge", "budget_spent", "decode", "unfit_for_float32", "law_directions", "look_decision", "MIN_MARGIN"]
 
 MIN_MARGIN = 1e-3  # probability between any reachable row and a processor cut point (docs/design.md)
+_DIRECTIONS: dict = {}  # id(law) -> (law, directions): a law's prefix directions, made once per process
+_DIRECTIONS_KEPT = 64
+
+
+def law_directions(law) -> dict:
+    """The battery's prefix directions of an exact ``law`` (``stats.battery_directions``), made once per law: a
+    sequential scenario tests them at every look."""
+    hit = _DIRECTIONS.get(id(law))
+    if hit is not None and hit[0] is law:
+        return hit[1]
+    from specverify.stats import battery_directions
+
+    directions = battery_directions(law.outcomes, law.probs)
+    if len(_DIRECTIONS) >= _DIRECTIONS_KEPT:
+        _DIRECTIONS.pop(next(iter(_DIRECTIONS)))
+    _DIRECTIONS[id(law)] = (law, directions)
+    return directions
+
+
+def look_decision(design, law, counts, look, *, previous, floor) -> object:
+    """The sequential decision at one look with the whole battery: the omnibus design's boundaries, and every other
+    test of the battery at the look's level (``stats.sequential_decision``'s ``others``)."""
+    from specverify.stats import sequential_decision, side_pvalues
+
+    others = side_pvalues(counts, law.probs, law_directions(law))
+    return sequential_decision(design, counts, look, previous=previous, pass_floor=floor, others=others)
 
 
 def decode(law, outcome) -> str:
@@ -127,7 +153,7 @@ def judge(
             impossible=tuple((decode(law, o), c) for o, c in impossible[:5]),
         )
     if vec.sum() > 0:
-        bat = battery(vec, law.probs, alpha=plan.alpha_scenario, seed=seed)
+        bat = battery(vec, law.probs, alpha=plan.alpha_scenario, seed=seed, directions=law_directions(law))
         pvalue = min(1.0, BATTERY_SIZE * bat.pvalue_min)
         worst = tuple(
             (decode(law, law.outcomes[w.index]), int(w.observed), float(w.expected_count), float(w.residual))

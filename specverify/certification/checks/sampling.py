@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from specverify.certification.checks.judge import budget_spent, judge
+from specverify.certification.checks.judge import budget_spent, judge, look_decision
 from specverify.certification.matrix.laws import law_of
 from specverify.certification.run.collect import merge_draws, scenario_seed
 from specverify.certification.run.context import BATTERY_SIZE
@@ -78,7 +78,7 @@ def _draw_sequential(run, handle, request, law, cap=None) -> tuple:
     above the family α: Holm rejects nothing above α, so a pass is never undone, and a scenario with strong
     evidence against it (p at or below α) is never passed early: it draws on to the design's last look (its
     largest N, about the fixed plan's). Returns ``(draws, decision, looks)``; ``looks`` is :class:`Looks`."""
-    from specverify.stats import plan_sequential, sequential_decision
+    from specverify.stats import plan_sequential
 
     plan = run.plan
     design = plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power)
@@ -94,7 +94,7 @@ def _draw_sequential(run, handle, request, law, cap=None) -> tuple:
         vec, impossible = law.align(draws.outcomes)
         if impossible:
             break
-        decision = sequential_decision(design, vec, look, previous=decision, pass_floor=floor)
+        decision = look_decision(design, law, vec, look, previous=decision, floor=floor)
         if decision.held and held is None:
             held = (look, decision.pvalue)
         if decision.status != "continue":

@@ -117,7 +117,7 @@ def _draw_state(run: RunPlan, name: str, docs: dict) -> dict:
 
 
 def _read_blocks(run: RunPlan, name: str, blocks: list, docs: dict, state: dict) -> dict:
-    from specverify.stats import sequential_decision
+    from specverify.certification.checks.judge import look_decision
 
     design = run.designs.get(name)
     law = law_of(run.matrix[name])
@@ -136,7 +136,7 @@ def _read_blocks(run: RunPlan, name: str, blocks: list, docs: dict, state: dict)
         vec, impossible = law.align(state["draws"].outcomes)
         if impossible:
             return dict(state, done=True)
-        decision = sequential_decision(design, vec, part.look, previous=state["decision"], pass_floor=floor)
+        decision = look_decision(design, law, vec, part.look, previous=state["decision"], floor=floor)
         state["decision"] = decision
         if decision.held and state["held"] is None:
             state["held"] = (part.look, decision.pvalue)

@@ -19,7 +19,7 @@ from specverify.enums import DraftFamily, ModelFamily
 
 __all__ = ["BATTERY_SIZE", "AlphaPlan", "Run", "Deadline", "BudgetSpent", "matrix_for"]
 
-BATTERY_SIZE = 3  # omnibus + surprisal + max-cell
+BATTERY_SIZE = 5  # omnibus, surprisal, max-cell, prefix-token, prefix-rank (len(stats.BATTERY_TESTS), tested)
 
 
 @dataclass(frozen=True)
