@@ -8,6 +8,8 @@ decision per decoder) and each of its items (``core`` = the item's own scenario,
 
 from __future__ import annotations
 
+import math
+
 import platform
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -15,7 +17,7 @@ from typing import Optional
 from specverify.certification.results.evidence import Certificate
 from specverify.enums import NotRun, ScenarioKind, Verdict
 
-__all__ = ["Decision", "decide", "finish_certificate", "error_certificate", "coverage_phrase", "slow_note"]
+__all__ = ["Decision", "decide", "finish_certificate", "error_certificate", "coverage_phrase", "rules_out_phrase", "slow_note"]
 
 SLOW_RATE = 1000.0  # outcomes per second below which the certificate notes a slow decoder
 
@@ -142,8 +144,19 @@ def _rules(results, matrix, core_missing, short, against) -> tuple:
     not_run = [r.name for r in results if not r.covered]
     coverage = f" (not covered: {not_run})" if not_run else ""
     return Verdict.EXACT, (
-        f"exact {coverage_phrase(results, matrix)}: every covered scenario reached its planned N and passed{coverage}"
+        f"exact {coverage_phrase(results, matrix)}{rules_out_phrase(results)}: every covered scenario reached its "
+        f"planned N and passed{coverage}"
     )
+
+
+def rules_out_phrase(results) -> str:
+    """' — rules out TV ≥ 0.02 per scenario': the largest TV any covered sampling scenario could have missed (its
+    ``detectable_tv``, rounded up to three decimals so the line never claims more), '' when none has one."""
+    tvs = [r.detectable_tv for r in results if r.covered and r.kind != ScenarioKind.GREEDY and r.detectable_tv]
+    finite = [tv for tv in tvs if math.isfinite(tv)]
+    if not finite or len(finite) < len(tvs):
+        return ""
+    return f" — rules out TV ≥ {math.ceil(max(finite) * 1000 - 1e-9) / 1000:g} per scenario"
 
 
 def coverage_phrase(results, matrix) -> str:
