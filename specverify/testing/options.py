@@ -5,7 +5,10 @@ The run options (level, seed, alpha, models, drafts, scenario, budget, isolation
 rows of ``specverify.certification.config.options.OPTIONS`` with a plugin stem: each becomes ``--specverify-STEM`` with
 the ini key ``specverify_STEM`` (and, for level and seed, ``$SPECVERIFY_LEVEL`` / ``$SPECVERIFY_SEED``), validated
 by the row's parser. A value comes from the command line, else the environment variable, else the ini file
-(``[tool.pytest.ini_options]`` / ``pytest.ini``), else the plugin's default (level quick) or ``RunConfig``'s. A bad
+(``[tool.pytest.ini_options]`` / ``pytest.ini``), else the plugin's default or ``RunConfig``'s. The plugin's
+level default is quick for the toy models and standard for an engine: a factory that declares ``default_level``
+(every engine factory of ``specverify.adapters`` declares standard) or a run on ``--specverify-models checkpoint``
+certifies at standard unless the level is given (``level_default``). A bad
 value raises ``InvalidArgument`` naming where it came from (``--specverify-seed='x'``, ``ini specverify_seed='x'``
 or ``$SPECVERIFY_SEED='x'``), what was expected and how to fix it. Importing this module stays light (no torch).
 
@@ -26,9 +29,10 @@ from specverify.certification.config.options import OptionError, format_value, p
 from specverify.certification.config.run_config import RunConfig
 from specverify.errors import InvalidArgument
 
-__all__ = ["Option", "OPTIONS", "Options", "resolve", "PLUGIN_DEFAULTS"]
+__all__ = ["Option", "OPTIONS", "Options", "resolve", "PLUGIN_DEFAULTS", "level_default"]
 
-PLUGIN_DEFAULTS = {"level": "quick"}  # a test suite certifies at quick unless told
+PLUGIN_DEFAULTS = {"level": "quick"}  # a test suite certifies the toy models at quick unless told (level_default)
+ENGINE_LEVEL = "standard"  # an engine's default: quick misses the shifts real engines had (TV 0.02-0.036)
 _ENV = {"level": "SPECVERIFY_LEVEL", "seed": "SPECVERIFY_SEED"}
 
 
@@ -51,6 +55,21 @@ class Option(NamedTuple):
     @property
     def ini(self) -> str:
         return "specverify_" + self.name
+
+
+def level_default(factory: object, models: object = None) -> str:
+    """The level a plugin run certifies ``factory`` at when no level is given: the factory's declared
+    ``default_level`` (a string naming a level), else standard on the checkpoint family, else the plugin's quick.
+
+    >>> level_default("specverify.reference:make_decoder"), level_default(None, "checkpoint")
+    ('quick', 'standard')
+    """
+    declared = None if isinstance(factory, str) else getattr(factory, "default_level", None)
+    if declared is not None:
+        return str(parse_option("level", declared))
+    if models is not None and str(models) == "checkpoint":
+        return ENGINE_LEVEL
+    return PLUGIN_DEFAULTS["level"]
 
 
 def _run_option(row) -> Option:
@@ -122,8 +141,12 @@ class Options:
         return {**{k: parse_option(k, v) for k, v in PLUGIN_DEFAULTS.items()}, **dict(self.run)}
 
     def config(self, factory: object, surface: str = "python", **overrides: object) -> RunConfig:
-        """The ``RunConfig`` of certifying ``factory`` in this session (``overrides`` win)."""
-        return RunConfig.create(surface, factory=factory, **{**self.run_values(), **overrides})
+        """The ``RunConfig`` of certifying ``factory`` in this session (``overrides`` win); a level not given
+        anywhere is ``level_default``'s for the factory and model family."""
+        values = {**self.run_values(), **overrides}
+        if "level" not in dict(self.run) and "level" not in overrides:
+            values["level"] = parse_option("level", level_default(factory, values.get("models")))
+        return RunConfig.create(surface, factory=factory, **values)
 
     def reproduce_flags(self) -> str:
         """The flags that reproduce this session's draws: seed and level always, the other run options set (not

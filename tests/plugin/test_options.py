@@ -112,3 +112,19 @@ def test_help_lists_the_options_with_their_ini_keys(pytester):
     text = result.stdout.str()
     for option in OPTIONS:
         assert option.flag in text and option.ini in text, option
+
+
+def test_engines_and_checkpoints_certify_at_standard_unless_a_level_is_given():
+    from specverify.adapters import vllm
+    from specverify.adapters.llamacpp import factories as llamacpp
+    from specverify.adapters.transformers import factories as transformers
+    from specverify.reference import make_decoder
+    from specverify.testing.options import level_default
+
+    engines = [vllm.draft_model, transformers.assisted, llamacpp.server_draft_model]
+    assert {level_default(f) for f in engines} == {"standard"}
+    assert level_default(make_decoder) == "quick" and level_default(make_decoder, "checkpoint") == "standard"
+    assert str(Options().config(make_decoder).level) == "quick"
+    assert str(Options().config(vllm.draft_model).level) == "standard"
+    assert str(resolve({"level": "quick"}, env={}).config(vllm.draft_model).level) == "quick"
+    assert str(Options().config(vllm.draft_model, level="thorough").level) == "thorough"
