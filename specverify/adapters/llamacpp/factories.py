@@ -24,7 +24,8 @@ PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.llamacpp: the name 
 
 
 def _named(factory):
-    """``factory`` named as the package re-exports it (module docstring)."""
+    """``factory`` named as the package re-exports it (module docstring), at standard by default."""
+    factory.default_level = "standard"  # the pytest plugin's level unless one is given (testing.options)
     factory.__module__ = PACKAGE
     return factory
 

@@ -11,6 +11,7 @@ PACKAGE = __name__.rpartition(".")[0]  # specverify.adapters.transformers: the n
 
 def _configured(factory):
     factory.engine_configs, factory.default_engine_config = ENGINE_CONFIGS, DEFAULT_ENGINE_CONFIG
+    factory.default_level = "standard"  # the pytest plugin's level unless one is given (testing.options)
     factory.__module__ = PACKAGE
     return factory
 

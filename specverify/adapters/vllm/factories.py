@@ -31,6 +31,7 @@ def _factory(name: str) -> Callable:
     factory.checkpoint_pairs = spec.checkpoint_pairs  # its pair set: the Llama pairs, or the MiMo pair for mtp
     factory.engine_configs = dict(ENGINE_CONFIGS)  # --engine-config NAME (configs)
     factory.default_engine_config = DEFAULT_ENGINE_CONFIG
+    factory.default_level = "standard"  # the pytest plugin's level unless one is given (testing.options)
     return factory
 
 
