@@ -20,6 +20,8 @@ __all__ = [
     "prefill_tokens_of",
     "engine_of",
     "fixed_gamma_of",
+    "call_size_of",
+    "MAX_CALL_SIZE",
     "EngineConfig",
     "engine_configs_of",
     "merged_state",
@@ -191,6 +193,42 @@ def fixed_gamma_of(decoder) -> bool:
         raise InvalidArgument(
             f"decoder.fixed_gamma={value!r} must be a bool: True when the engine fixes γ per instance (requests of "
             "different num_draft_tokens never share a batch), or absent (docs/adapters.md)."
+        )
+    return value
+
+
+MAX_CALL_SIZE = 1 << 16  # requests in one call at most, whatever a decoder declares (memory of the completions)
+
+
+def call_size_of(decoder) -> Optional[tuple]:
+    """The ``(preferred, maximum)`` requests per call a batching decoder declares (``decoder.call_size``, optional;
+    absent: None, the certifier's own sizes).
+
+    The certifier's calls of many requests start at ``preferred`` (instead of ramping up from a few hundred while
+    it measures the decoder's speed) and never exceed ``maximum``: an engine that serves thousands of requests per
+    call at its best (vLLM) says so, and one with a hard limit is never sent more. A call still grows only while it
+    takes under a twentieth of the per-call time limit. It changes no law, no plan and no draw of a seeded request
+    (a seeded draw's seed depends on its index, not on the call it is in).
+
+    >>> class Engine:
+    ...     call_size = (4096, 8192)
+    >>> call_size_of(Engine()), call_size_of(object())
+    ((4096, 8192), None)
+    """
+    value = getattr(decoder, "call_size", None)
+    if value is None:
+        return None
+    ok = (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and 1 <= value[0] <= value[1] <= MAX_CALL_SIZE
+    )
+    if not ok:
+        raise InvalidArgument(
+            f"decoder.call_size={value!r} must be a pair of ints (preferred, maximum) with 1 <= preferred <= maximum "
+            f"<= {MAX_CALL_SIZE}: the requests per call the engine serves best and at most, or absent "
+            "(docs/adapters.md)."
         )
     return value
 

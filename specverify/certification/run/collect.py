@@ -25,6 +25,12 @@ FIXED_SAMPLE = 4096  # draws per decoder.sample call of a decoder without the ``
 #                      counts depend on where the calls split, so the split never depends on timing)
 SAMPLE_SHARE = 8  # a decoder.sample call is sized to take about 1/8 of the per-call time limit
 
+
+def _even(size: int) -> int:
+    """``size`` rounded down to even when above 1 (call sizes stay even: collision pairs never straddle calls)."""
+    return size - size % 2 if size > 1 else size
+
+
 _now = time.perf_counter  # the clock that sizes decoder.sample calls (a module attribute, so tests can replace it)
 
 
@@ -64,10 +70,21 @@ class DecoderHandle:
     engine: Optional[dict] = None  # decoder.engine_info (specverify.protocol.engine_of)
     reports_metrics: bool = False  # has decoder.reported_metrics() (the counters check, counters_check.py)
     fixed_gamma: bool = False  # decoder.fixed_gamma (protocol.fixed_gamma_of): same-γ neighbours, greedy γ by γ
+    call_size: Optional[tuple] = None  # decoder.call_size (protocol.call_size_of): (preferred, maximum) per call
 
-    def requests_per_call(self, chunk: int = CHUNK) -> int:
-        """``chunk`` when the decoder declares ``batch``, else 1."""
-        return chunk if "batch" in self.capabilities else 1
+    def requests_per_call(self, chunk: Optional[int] = None) -> int:
+        """The most requests one call may take: 1 without ``batch``; else ``chunk`` (default ``CHUNK``), never
+        above the decoder's declared maximum (``call_size``); a declared maximum is the default."""
+        if "batch" not in self.capabilities:
+            return 1
+        if self.call_size is None:
+            return CHUNK if chunk is None else chunk
+        return self.call_size[1] if chunk is None else min(chunk, self.call_size[1])
+
+    def first_call(self, chunk: int) -> int:
+        """Requests in the first call of a loop of at most ``chunk`` per call: the declared preferred size, else
+        ``FIRST_CALL``."""
+        return min(chunk, FIRST_CALL if self.call_size is None else self.call_size[0])
 
     @property
     def seeded(self) -> bool:
@@ -198,11 +215,14 @@ class Session:
 
     def calls(self, handle: DecoderHandle, requests: Iterable[Request], chunk: int) -> Iterator[tuple[list, list]]:
         """Every request through :meth:`call`, a call at a time: yields ``(requests, completions)`` per call. Calls
-        start at ``FIRST_CALL`` requests and double while a call takes under a twentieth of the per-call time
-        limit, up to ``chunk`` (a slow decoder is never handed 8,192 requests under a 120 s limit). Sizes stay
-        even, so the collision scenario's pairs never straddle two calls."""
+        start at ``FIRST_CALL`` requests (the decoder's preferred size where it declares ``call_size``) and double
+        while a call takes under a twentieth of the per-call time limit, up to ``chunk`` (never above a declared
+        maximum; a slow decoder is never handed 8,192 requests under a 120 s limit). Sizes stay even, so the
+        collision scenario's pairs never straddle two calls."""
         limit = getattr(self.runner, "timeout_s", None) or 120.0
-        size, batch = min(chunk, FIRST_CALL), []
+        if handle.call_size is not None:  # the declared maximum, kept even (a collision pair never straddles calls)
+            chunk = max(1, _even(min(chunk, handle.call_size[1])))
+        size, batch = _even(handle.first_call(chunk)), []
         for request in requests:
             batch.append(request)
             if len(batch) == size:

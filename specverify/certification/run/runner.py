@@ -25,6 +25,7 @@ from specverify.protocol import (
     TIMING_PHASES,
     Completion,
     SampleCounts,
+    call_size_of,
     capabilities_of,
     draft_law_of,
     engine_of,
@@ -164,6 +165,7 @@ class _Host:
                 engine=engine_of(decoder),
                 reports_metrics=callable(getattr(decoder, "reported_metrics", None)),
                 fixed_gamma=fixed_gamma_of(decoder),
+                call_size=call_size_of(decoder),
             )
         except InvalidArgument as exc:
             raise SetupFailure(str(exc)) from None
