@@ -9,7 +9,6 @@ decision per decoder) and each of its items (``core`` = the item's own scenario,
 from __future__ import annotations
 
 import math
-
 import platform
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -17,7 +16,15 @@ from typing import Optional
 from specverify.certification.results.evidence import Certificate
 from specverify.enums import NotRun, ScenarioKind, Verdict
 
-__all__ = ["Decision", "decide", "finish_certificate", "error_certificate", "coverage_phrase", "rules_out_phrase", "slow_note"]
+__all__ = [
+    "Decision",
+    "decide",
+    "finish_certificate",
+    "error_certificate",
+    "coverage_phrase",
+    "rules_out_phrase",
+    "slow_note",
+]
 
 SLOW_RATE = 1000.0  # outcomes per second below which the certificate notes a slow decoder
 
