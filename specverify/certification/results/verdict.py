@@ -157,13 +157,27 @@ def _rules(results, matrix, core_missing, short, against) -> tuple:
 
 
 def rules_out_phrase(results) -> str:
-    """' — rules out TV ≥ 0.02 per scenario': the largest TV any covered sampling scenario could have missed (its
-    ``detectable_tv``, rounded up to three decimals so the line never claims more), '' when none has one."""
-    tvs = [r.detectable_tv for r in results if r.covered and r.kind != ScenarioKind.GREEDY and r.detectable_tv]
-    finite = [tv for tv in tvs if math.isfinite(tv)]
-    if not finite or len(finite) < len(tvs):
+    """' — rules out TV ≥ 0.02 per scenario': the largest TV a covered sampling or mixed scenario could have missed
+    (its ``detectable_tv``, rounded up to three decimals so the line never claims more), then batch composition's,
+    planned at coarser TVs, named apart ('; batch composition: 0.04 in calls of one or two, …'); '' when none."""
+    level = _largest_tv(r for r in results if r.kind in (ScenarioKind.SAMPLING, ScenarioKind.MIXED))
+    if level is None:
         return ""
-    return f" — rules out TV ≥ {math.ceil(max(finite) * 1000 - 1e-9) / 1000:g} per scenario"
+    composition = [r for r in results if r.kind == ScenarioKind.COMPOSITION and r.covered and r.detectable_tv]
+    parts = [f"{r.member or r.name} {_up(r.detectable_tv)}" for r in composition if math.isfinite(r.detectable_tv)]
+    more = f"; batch composition: {', '.join(parts)}" if parts else ""
+    return f" — rules out TV ≥ {level} per scenario{more}"
+
+
+def _up(tv: float) -> str:
+    return f"{math.ceil(tv * 1000 - 1e-9) / 1000:g}"
+
+
+def _largest_tv(results) -> Optional[str]:
+    tvs = [r.detectable_tv for r in results if r.covered and r.detectable_tv]
+    if not tvs or not all(math.isfinite(tv) for tv in tvs):
+        return None
+    return _up(max(tvs))
 
 
 def coverage_phrase(results, matrix) -> str:
