@@ -106,11 +106,33 @@ def side_pvalues(counts, expected, directions=None) -> tuple:
     Notes
     -----
     Each is a fixed-N p-value, valid at one look; :func:`~specverify.stats.sequential.sequential_decision` spends
-    the level over the looks.
+    the level over the looks. A look's level is tiny (α / (k m) spent over the looks), so the surprisal test counts
+    only from the n at which its normal tail is within 2× there (``_surprisal_fits``: n ≥ (γ z³ / 6)² at z = 6, γ
+    the skewness of the surprisal; before it, p = 1), and the prefix tests only on directions of effective count
+    ≥ 1000 (:func:`~specverify.stats.prefix.prefix_score_test`).
     """
-    out = [surprisal_test(counts, expected).pvalue, max_cell_test(counts, expected).pvalue]
+    surprisal = surprisal_test(counts, expected).pvalue if _surprisal_fits(counts, expected) else 1.0
+    out = [surprisal, max_cell_test(counts, expected).pvalue]
     out += [r.pvalue for r in _prefix_tests(counts, expected, directions)]
     return tuple(float(p) for p in out)
+
+
+LOOK_Z = 6.0  # the normal quantile a look's level reaches (α of 1e-9 or so): where tail errors matter
+
+
+def _surprisal_fits(counts, expected) -> bool:
+    """Whether n is large enough for the surprisal test's normal tail at a look's tiny level: the relative error
+    of the tail at z is about ``|γ| z³ / (6 √n)`` (γ the skewness of -log p(X)), at most 1 (a 2× tail) from
+    ``n >= (γ z³ / 6)²`` at z = ``LOOK_Z``. A look before that does not count the test (p = 1): the omnibus and
+    max-cell tests still decide it, and the scenario's later looks count it."""
+    probs = np.asarray(expected, dtype=np.float64)
+    surprisal = -np.log(probs)
+    centred = surprisal - probs @ surprisal
+    variance = float(probs @ centred**2)
+    if variance <= 0:
+        return True  # constant surprisal: the test returns p = 1 itself
+    skew = float(probs @ centred**3) / variance**1.5
+    return int(np.sum(counts)) >= (abs(skew) * LOOK_Z**3 / 6) ** 2
 
 
 def _prefix_tests(counts, expected, directions) -> tuple:

@@ -81,3 +81,16 @@ def test_battery_is_reproducible_and_validates():
     assert battery([30, 30, 40], law, alpha=0.01, seed=3).tv == battery([30, 30, 40], law, alpha=0.01, seed=3).tv
     with pytest.raises(InvalidArgument, match="alpha=1.5"):
         battery([30, 30, 40], law, alpha=1.5, seed=3)
+
+
+def test_a_look_counts_the_surprisal_test_only_where_its_normal_tail_holds():
+    from specverify.stats import side_pvalues, surprisal_test
+
+    law = zipf_law(100, 1.2)  # skewed surprisal: rare outcomes of large -log p
+    cold = law ** (1 / 0.8)
+    cold /= cold.sum()
+    rng = np.random.default_rng(11)
+    small, large = rng.multinomial(200, cold), rng.multinomial(20_000, cold)
+    assert surprisal_test(small, law).pvalue < 0.5 and side_pvalues(small, law)[0] == 1.0  # not counted at n = 200
+    assert side_pvalues(large, law)[0] == surprisal_test(large, law).pvalue <= 1e-6
+    assert len(side_pvalues(large, law)) == 2  # no prefix tests without directions
