@@ -80,9 +80,17 @@ def test_the_counts_files_of_older_versions_merge_through_the_migration():
     now = sv.certify("specverify.reference:make_decoder", level="quick", seed=3, isolation="none",
                      scenarios=old[0]["run"]["scenarios"])  # fmt: skip
     merged = merge_files(old).certificate
-    assert merged.verdict == now.verdict and _key(merged) == _key(now)
+    # the files were drawn under the three-test battery's plan (issue 44 made it five tests): a run of this version
+    # stops its looks elsewhere, so the merge is compared with it by verdict and results, and keeps the files' draws
+    assert merged.verdict == now.verdict and _outline(merged) == _outline(now)
+    drawn = {s["name"]: s["n"] for doc in old for s in doc["scenarios"] if s.get("covered")}
+    assert {s.name: s.n for s in merged.scenarios if s.name in drawn} == drawn
     assert merged.reproducible is True and merged.command == now.command
-    assert _key(merge_files([_as_version_1(doc) for doc in old]).certificate) == _key(now)
+    assert _key(merge_files([_as_version_1(doc) for doc in old]).certificate) == _key(merged)
+
+
+def _outline(cert):
+    return [(s.name, s.kind, s.passed) for s in cert.scenarios]
 
 
 def _as_version_1(doc):
