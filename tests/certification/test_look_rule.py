@@ -9,11 +9,13 @@ CORE = ["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy"]
 
 
 def test_no_early_pass_below_the_floor_and_no_rejected_scenario_called_a_pass():
-    # the issue's example: at α 0.05 this seed's temperature-1 came inside a pass boundary at look 8 with p 0.013;
-    # it was passed there, then failed by Holm while its note said "pass". Now the pass is held back.
-    cert = sv.certify(sv.make_decoder, level="quick", alpha=0.05, isolation="none", scenarios=CORE, seed=70004)
+    # the issue's example: at α 0.05 seed 70004's temperature-1 came inside a pass boundary at look 8 with p 0.013;
+    # it was passed there, then failed by Holm while its note said "pass". Now the pass is held back. Since the
+    # battery of five tests (issue 44) that seed's look passes Holm (p 0.022); seed 70035's eos-in-block is held back
+    # and fails there (p 0.0047), found by a search of seeds 70000-70039
+    cert = sv.certify(sv.make_decoder, level="quick", alpha=0.05, isolation="none", scenarios=CORE, seed=70035)
     got = {s.name: s for s in cert.scenarios}
-    held = got["temperature-1"]
+    held = got["eos-in-block"]
     assert held.passed is False and "held back" in held.note and "reached the last look" in held.note, held.note
     assert "early pass" not in held.note and held.pvalue <= 0.05
     for s in cert.scenarios:
