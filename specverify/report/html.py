@@ -111,7 +111,7 @@ def _why(s, cert=None) -> str:
 
 _HEAD = (
     "<tr><th>scenario</th><th>kind</th><th>result</th><th>N / planned</th>"
-    '<th title="3 × the smallest p of its three tests, capped at 1: what Holm decides on">p-value</th>'
+    '<th title="5 × the smallest p of its five tests, capped at 1: what Holm decides on">p-value</th>'
     '<th title="the pooled Cressie–Read test’s own p: spread over [0, 1] for a correct decoder">omnibus p</th>'
     "<th>TV estimate [95 %]</th><th>TV null 95 %</th><th>detectable TV</th><th>note / why not covered</th></tr>"
 )

@@ -35,7 +35,7 @@ def header_line(options) -> str:
 
 
 PVALUE_LEGEND = (
-    "p-value: what Holm decides on, 3 × the smallest p of the scenario's three tests, capped at 1 (so 1.00 on most "
+    "p-value: what Holm decides on, 5 × the smallest p of the scenario's five tests, capped at 1 (so 1.00 on most "
     "rows of a correct decoder); omnibus: the pooled Cressie–Read test's own p, spread over [0, 1] for a correct "
     "decoder"
 )
