@@ -16,13 +16,14 @@ def test_planned_tests_is_what_certify_divides_alpha_by():
     assert per_test_alpha(1e-6) == 1e-6 / planned_tests()
     cert = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["gamma-1"], isolation="none",
                        sequential=False)  # fmt: skip
-    (result,) = cert.scenarios  # planned at alpha / m / 3 (the battery): what the ledger's per-test α says
+    (result,) = cert.scenarios  # planned at alpha / m / 5 (the battery): what the ledger's per-test α says
     from specverify.oracles.law import exact_law
-    from specverify.stats import plan_sample_size
+    from specverify.stats import BATTERY_TESTS, plan_sample_size
 
     scenario = matrix("toy")["gamma-1"]
     law = exact_law(scenario.models().target, scenario.prompt, scenario.params)
-    assert result.planned_n == plan_sample_size(law.probs, 0.05, alpha=per_test_alpha(1e-6) / 3, power=0.9)
+    per_test = per_test_alpha(1e-6) / len(BATTERY_TESTS)
+    assert result.planned_n == plan_sample_size(law.probs, 0.05, alpha=per_test, power=0.9)
 
 
 def test_the_ledger_decides_from_json_what_it_decides_in_memory():
