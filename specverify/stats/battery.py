@@ -76,13 +76,18 @@ def battery_directions(outcomes, expected) -> dict:
 
     Returns
     -------
-    dict
-        ``{family: numpy.ndarray [K, d]}`` for every family of ``PREFIX_FAMILIES``.
+    dict or None
+        ``{family: numpy.ndarray [K, d]}`` for every family of ``PREFIX_FAMILIES``; None above
+        ``MAX_PREFIX_OUTCOMES`` outcomes (the prefix tests then do not run; the level stays split five ways).
 
     Notes
     -----
     See :func:`prefix_directions`; the cost is one pass over every step of every outcome (Python), so make it once.
+    The dense directions take K × d floats (d about depth × vocabulary), hence the cap on K (every toy and
+    checkpoint scenario has at most a few thousand outcomes).
     """
+    if len(outcomes) > MAX_PREFIX_OUTCOMES:
+        return None
     return {family: prefix_directions(outcomes, expected, family) for family in PREFIX_FAMILIES}
 
 
@@ -117,6 +122,7 @@ def side_pvalues(counts, expected, directions=None) -> tuple:
     return tuple(float(p) for p in out)
 
 
+MAX_PREFIX_OUTCOMES = 50_000  # above this many outcomes the prefix tests do not run (memory of the directions)
 LOOK_Z = 6.0  # the normal quantile a look's level reaches (α of 1e-9 or so): where tail errors matter
 
 

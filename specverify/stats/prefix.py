@@ -84,16 +84,33 @@ def _children(paths, probs) -> dict:
     return tree
 
 
-def _step_features(family: str, depth: int, child, ranked: list, conditional: dict, columns: dict) -> dict:
-    """``{column: value}`` of ``g(prefix, child)`` (uncentred) for one step."""
+def _features(family: str, depth: int, ranked: list, conditional: dict, columns: dict) -> dict:
+    """``{child: {column: value}}``: the uncentred feature ``g(prefix, child)`` of every child of one node."""
     if family == "token":
-        return {columns.setdefault(("token", depth, child), len(columns)): 1.0}
-    position = ranked.index(child)
-    below = sum(conditional[c] for c in ranked[:position])
-    mid = below + conditional[child] / 2  # mid-PIT: mean 1/2 at every node whatever its law
+        return {c: {columns.setdefault(("token", depth, c), len(columns)): 1.0} for c in ranked}
     rank_col = columns.setdefault(("pit", depth), len(columns))
     top_col = columns.setdefault(("top", depth), len(columns))
-    return {rank_col: mid, top_col: 1.0 if position == 0 else 0.0}
+    out, below = {}, 0.0
+    for position, child in enumerate(ranked):
+        mid = below + conditional[child] / 2  # mid-PIT: mean 1/2 at every node whatever its law
+        out[child] = {rank_col: mid, top_col: 1.0 if position == 0 else 0.0}
+        below += conditional[child]
+    return out
+
+
+def _centred(features: dict, conditional: dict) -> dict:
+    """``{child: {column: g(child) - Σ_c π_c g(c)}}`` of one node."""
+    mean: dict = {}
+    for child, feature in features.items():
+        for col, value in feature.items():
+            mean[col] = mean.get(col, 0.0) + conditional[child] * value
+    out = {}
+    for child, feature in features.items():
+        row = {col: -value for col, value in mean.items()}
+        for col, value in feature.items():
+            row[col] += value
+        out[child] = row
+    return out
 
 
 def prefix_directions(outcomes, expected, family) -> np.ndarray:  # K outcomes -> float64 [K, d]
@@ -135,25 +152,24 @@ def prefix_directions(outcomes, expected, family) -> np.ndarray:  # K outcomes -
             f"outcomes has {len(paths)} entries but expected has {expected.size}; pass the law's outcomes and probs."
         )
     tree = _children(paths, expected)
-    laws = {}
+    columns: dict = {}
+    steps = {}  # prefix -> {child: centred feature}, for the prefixes with two children or more
     for prefix, masses in tree.items():
+        if len(masses) < 2:
+            continue
         total = sum(masses.values())
         conditional = {c: m / total for c, m in masses.items()}
         ranked = sorted(conditional, key=lambda c: (-conditional[c], repr(c)))
-        laws[prefix] = (conditional, ranked)
-    columns: dict = {}
+        steps[prefix] = _centred(_features(family, len(prefix), ranked, conditional, columns), conditional)
     rows = []
     for path in paths:
         row: dict = {}
         for depth, child in enumerate(path):
-            conditional, ranked = laws[path[:depth]]
-            if len(conditional) < 2:
+            node = steps.get(path[:depth])
+            if node is None:
                 continue
-            for col, value in _step_features(family, depth, child, ranked, conditional, columns).items():
+            for col, value in node[child].items():
                 row[col] = row.get(col, 0.0) + value
-            for other, weight in conditional.items():  # minus the conditional mean
-                for col, value in _step_features(family, depth, other, ranked, conditional, columns).items():
-                    row[col] = row.get(col, 0.0) - weight * value
         rows.append(row)
     directions = np.zeros((len(paths), max(1, len(columns))))
     for i, row in enumerate(rows):

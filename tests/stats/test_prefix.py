@@ -163,3 +163,14 @@ def test_rare_directions_are_left_out_so_the_level_holds():
     assert rejections(min_effective=0.0) > 73
     with pytest.raises(InvalidArgument, match="min_effective="):
         prefix_score_test(counts[0], probs, directions, min_effective=-1)
+
+
+def test_no_prefix_tests_above_the_outcome_cap(monkeypatch):
+    import sys
+
+    battery_module = sys.modules["specverify.stats.battery"]  # the package's `battery` is the function
+    outcomes, probs = tree_law()
+    monkeypatch.setattr(battery_module, "MAX_PREFIX_OUTCOMES", len(outcomes) - 1)
+    assert battery_directions(outcomes, probs) is None
+    result = battery(np.random.default_rng(0).multinomial(500, probs), probs, alpha=1e-3, seed=0, directions=None)
+    assert [name for name, _ in result.tests] == list(BATTERY_TESTS[:3])
