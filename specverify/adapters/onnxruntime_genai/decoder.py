@@ -17,7 +17,8 @@ reads the tokens step by step from ``get_next_tokens`` and checks that the seque
 less a final EOS (anything else raises ``RuntimeError``: ``invalid``). A generator done before any end raises
 ``EngineStoppedEarly``.
 
-**Declared**: temperature, max_tokens, top_k, top_p, stop, seed, plus ``accepted`` for the speculative methods.
+**Declared**: temperature, max_tokens, top_k, top_p, stop, seed, plus ``accepted`` for ``draft_model`` and ``ngram``
+(``draft_model_adaptive`` widens a round past the request's γ, up to 16, so its rounds are not γ-draft rounds).
 Not declared: ``min_tokens`` (``min_length`` counts the prompt and the speculative path needs a turn already past its
 minimum before it drafts), the penalties (the speculative path refuses ``repetition_penalty`` != 1 for drafts; the
 engine has no frequency or presence penalty), ``min_p``, ``bad_token_ids``, ``grammar``, ``logits_processors``,
@@ -41,7 +42,9 @@ __all__ = ["GenaiDecoder", "METHODS", "CAPABILITIES", "import_genai"]
 
 METHODS = ("plain", "draft_model", "draft_model_adaptive", "ngram")
 _BASE = frozenset({"temperature", "max_tokens", "top_k", "top_p", "stop", "seed"})
-CAPABILITIES = {m: _BASE | ({"accepted"} if m != "plain" else frozenset()) for m in METHODS}
+# adaptive γ widens a round past the request's γ (up to 16: config.h, min_adaptive_k), so its rounds are not
+# reported as rounds of γ drafts
+CAPABILITIES = {m: _BASE | ({"accepted"} if m in ("draft_model", "ngram") else frozenset()) for m in METHODS}
 _DRAFT_LAW = {"plain": "model", "draft_model": "model", "draft_model_adaptive": "unmodelled", "ngram": "unmodelled"}
 _TOTALS = ("rounds", "draft_tokens_evaluated", "draft_tokens_accepted", "draft_tokens_proposed", "tokens_discarded")
 
@@ -144,7 +147,7 @@ class GenaiDecoder:
                 f"({prompt!r} + {tokens!r}, a final EOS left out)"
             )
         done = finish(tokens, self.vocab, p, engine="onnxruntime_genai", cuts=frozenset({"stop"}))
-        accepted = None if self.method == "plain" else clip_accepted(log.per_round, len(done.tokens))
+        accepted = None if "accepted" not in self.capabilities else clip_accepted(log.per_round, len(done.tokens))
         return Completion(done.tokens, done.finish_reason, accepted=accepted)
 
     def _run(self, generator, params) -> tuple:
