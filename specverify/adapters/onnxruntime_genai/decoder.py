@@ -28,7 +28,7 @@ engine has no frequency or presence penalty), ``min_p``, ``bad_token_ids``, ``gr
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -115,7 +115,7 @@ class GenaiDecoder:
         state = {"requests": self.requests, **self.totals}
         return {"name": "onnxruntime-genai", "version": genai_version(), "requested": requested, "state": state}
 
-    def reported_metrics(self):
+    def reported_metrics(self) -> Optional[dict]:
         """The engine's counters summed over every generator so far (``mapping.reported``); None for ``plain``."""
         return None if self.method == "plain" else reported(self.totals)
 

@@ -26,7 +26,7 @@ continuous-batching methods). Not declared: the penalties, ``bad_token_ids``, ``
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -117,7 +117,7 @@ class OpenvinoDecoder:
             "state": dict(self.counters),
         }
 
-    def reported_metrics(self):
+    def reported_metrics(self) -> Optional[dict]:
         """The engine's accepted-draft totals (``get_num_accepted_tokens`` per ``generate()``, summed); None
         without speculation or where the engine has no such metric (the continuous-batching pipeline's results)."""
         if self.method not in ("draft_model", "draft_model_confidence"):  # prompt lookup's results carry none
