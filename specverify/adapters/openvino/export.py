@@ -1,11 +1,12 @@
 """Checkpoint models as OpenVINO IR folders, cached beside the checkpoint and keyed by its hash.
 
 ``model_dir(model)`` converts (once) a ``CheckpointModel`` into
-``<cache>/openvino/<checkpoint dir name>.ov<version>.v<N>/`` with optimum-intel's exporter, ``optimum-cli export openvino --model CHECKPOINT --task text-generation-with-past
---weight-format fp32 OUT`` (float32 weights; ~40 s per model on 2 shared cores), where ``<cache>`` is the checkpoint
-directory's parent and the checkpoint directory's name ends in its spec's hash. optimum-intel pins its own transformers
-and torch, so it lives in a venv of its own: ``$SPECVERIFY_OPTIMUM_CLI`` names its ``optimum-cli`` (else the one beside
-the running interpreter, else on ``PATH``). The folder is written under a temporary name and renamed into place.
+``<cache>/openvino/<checkpoint dir name>.ov<version>.v<N>/`` with optimum-intel's exporter (``optimum-cli export
+openvino --model CHECKPOINT --task text-generation-with-past --weight-format fp32 OUT``: float32 weights, ~40 s per
+model on 2 shared cores), where ``<cache>`` is the checkpoint directory's parent and the checkpoint directory's name
+ends in its spec's hash. optimum-intel pins its own transformers and torch, so it lives in a venv of its own:
+``$SPECVERIFY_OPTIMUM_CLI`` names its ``optimum-cli`` (else the one beside the running interpreter, else on
+``PATH``). The folder is written under a temporary name and renamed into place.
 
 The converted tokenizer (``openvino_tokenizer.xml``) does not round-trip the checkpoint's vocabulary (encoding a toy
 string gives ``[-1]``, decoding inserts spaces), so the adapter gives the engine token ids and reads token ids.
