@@ -117,7 +117,12 @@ class GenaiDecoder:
 
     def reported_metrics(self) -> Optional[dict]:
         """The engine's counters summed over every generator so far (``mapping.reported``); None for ``plain``."""
-        return None if self.method == "plain" else reported(self.totals)
+        if self.method == "plain":
+            return None
+        out = reported(self.totals)
+        if self.method == "ngram":  # a lookup miss is a plain step the completions report as a round of 0 drafts,
+            out.pop("num_drafts")  # while the engine's rounds count only the rounds that carried drafts
+        return out
 
     def generate(self, request: Request) -> Completion:
         """One request through one ``og.Generator`` (module docstring)."""
