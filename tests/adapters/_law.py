@@ -9,16 +9,16 @@ from specverify.params import SamplingParams
 from specverify.protocol import Request
 
 
-def law_check(decoder, pair, n, gamma=3, seed=None):
-    """(the battery's result at α 1e-6, outcomes of probability 0, the completions) for ``n`` draws of (0, 1) at
+def law_check(decoder, pair, n, gamma=3, seed=None, prompt=(0, 1)):
+    """(the battery's result at α 1e-6, outcomes of probability 0, the completions) for ``n`` draws of ``prompt`` at
     temperature 1, ``max_tokens`` 3; seeded requests ``seed + i`` when ``seed`` is given."""
     from specverify.oracles.law import exact_law
     from specverify.stats import battery
 
     params = SamplingParams(temperature=1.0, max_tokens=3)
-    law = exact_law(pair.target, (0, 1), params)
+    law = exact_law(pair.target, prompt, params)
     seeds = [None] * n if seed is None else [seed + i for i in range(n)]
-    out = decoder([Request((0, 1), params, gamma, seed=s) for s in seeds])
+    out = decoder([Request(prompt, params, gamma, seed=s) for s in seeds])
     vec, impossible = law.align(collections.Counter((c.tokens, c.finish_reason) for c in out))
     return battery(vec, law.probs, alpha=1e-6, seed=0), impossible, out
 
