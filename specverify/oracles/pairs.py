@@ -39,7 +39,8 @@ class ModelPair:
 class ToyPairSpec:
     """A toy target ``random_target(make_vocab(vocab_size), seed=target_seed, ...)`` and a draft mixed towards an
     independent model by ``draft_distance`` (0 = copy of the target, 1 = independent); ``*_zero`` give rows
-    exact zeros (softmax cannot: toy-only)."""
+    exact zeros (softmax cannot: toy-only); ``target_ties`` gives that share of the target's rows an exact tie at the
+    top (greedy ties on purpose: toy-only)."""
 
     family: ClassVar[str] = "toy"
     vocab_size: int = 4
@@ -50,6 +51,7 @@ class ToyPairSpec:
     draft_distance: float = 0.6
     draft_seed: int = 7
     draft_zero: float = 0.0
+    target_ties: float = 0.0
 
     def build(self) -> ModelPair:
         return _build_toy(self)
@@ -65,6 +67,7 @@ def _build_toy(spec: ToyPairSpec) -> ModelPair:
         scale=spec.target_scale,
         zero_rate=spec.target_zero,
         eos_bias=spec.eos_bias,
+        tie_rate=spec.target_ties,
     )
     draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
     return ModelPair(spec=spec, target=target, draft=draft)

@@ -88,8 +88,8 @@ from specverify.zoo._registry import ZooEntry, registered  # noqa: F401 -- ZooEn
 
 # the modules that register entries, in catalogue order (the order of ``ZOO``), and the order of their names in
 # ``__all__``
-_MODULES = ("batch", "controls", "drafts", "metrics", "processors", "rule", "state")
-_ALL_ORDER = ("controls", "processors", "rule", "state", "batch", "drafts", "metrics")
+_MODULES = ("batch", "controls", "drafts", "metrics", "processors", "rows", "rule", "sampler", "schedule", "state")
+_ALL_ORDER = ("controls", "processors", "rule", "sampler", "rows", "state", "schedule", "batch", "drafts", "metrics")
 
 
 def _load() -> None:
