@@ -65,9 +65,7 @@ class _ProbsAsLogits(RowAware):
         return super().bonus(torch.softmax(target_row, -1), u)
 
 
-@zoo_entry(
-    verdict=Verdict.GREEDY_ONLY, mechanism="probs-passed-as-logits", showcases=("plain", "temp_topk")
-)
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="probs-passed-as-logits", showcases=("plain", "temp_topk"))
 def probs_passed_as_logits(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The bonus sampler is handed probabilities where it expects logits and applies softmax again (vllm-ascend #6685).
 
@@ -94,7 +92,7 @@ class _TiesLastIndex(VectorizedDecoder):
         return torch.where(at_max[:, None], hot, probs)
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="greedy-tie-highest-index", showcases=("plain",))
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="greedy-tie-highest-index", showcases=("ties",))
 def greedy_ties_last_index(target, draft, *, entropy=None) -> VectorizedDecoder:
     """Greedy argmax keeps the highest index among exactly tied logits, not the lowest (a reduction from the end).
 

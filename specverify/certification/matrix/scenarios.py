@@ -200,7 +200,7 @@ _LIST = [
         "mixed-kinds",
         "mixed",
         "greedy and sampled, seeded and unseeded requests, different params and γ in one call",
-        members=("greedy", "unseeded-law", "gamma-1", "top-k"),
+        members=("greedy", "unseeded-law", "gamma-1"),
     ),
     _s(
         "batch-composition",
