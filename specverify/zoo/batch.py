@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from specverify.enums import Verdict
-from specverify.oracles.models import draft_near
 from specverify.keyed import draw_seeds
+from specverify.oracles.models import draft_near
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._registry import zoo_entry
 
