@@ -72,8 +72,9 @@ class _ConfidenceFallback(VectorizedDecoder):
 
 @zoo_entry(verdict=Verdict.EXACT, mechanism="confidence-threshold-fallback", checks=("metrics",))
 def confidence_fallback(target, draft, *, entropy=None) -> VectorizedDecoder:
-    """A round whose draft's softmax gives its likeliest first token less than 0.5 drafts nothing: one plain target draw, then speculation
-    resumes.
+    """A round whose draft gives its likeliest first token less than 0.5 drafts nothing: one plain draw, then it resumes.
+
+    The confidence is the draft's softmax at temperature 1 (its own, before the request's processors).
 
     Verdict: exact. A fallback round is the bonus position of a round without drafts, an inverse-CDF draw from the
     processed target row (plain sampling); the rounds around it are the reference's. The control of the fallback

@@ -6,11 +6,11 @@ calls: the first greedy scenario of a pair to run sends the requests of every gr
 will run (:func:`_pair_group`), and each scenario then compares its own completions. Requests are sent γ by γ
 (``GREEDY_GAMMAS``, or the scenario's own ``gammas``: the γ sweep): for each γ the batched requests of all those
 scenarios (one call where the decoder takes them), then that γ's prompts sent alone. A decoder that declares
-``fixed_gamma`` (vLLM: one engine per γ) thus starts one engine per (pair, γ) for all its greedy scenarios, where it restarted at every change of γ (four per call, and one
-per prompt sent alone). For other decoders each scenario's requests keep their interleaved γ in one call and only
-the calls of one request are ordered by γ. A protocol violation in a shared call is reported on the scenario that
-made it, naming the others; a scenario the prediction missed makes its own calls. The answers wait in the run
-(``Run.greedy_answers``), so nothing outlives it."""
+``fixed_gamma`` (vLLM: one engine per γ) thus starts one engine per (pair, γ) for all its greedy scenarios, where it
+restarted at every change of γ (four per call, and one per prompt sent alone). For other decoders each scenario's
+requests keep their interleaved γ in one call and only the calls of one request are ordered by γ. A protocol
+violation in a shared call is reported on the scenario that made it, naming the others; a scenario the prediction
+missed makes its own calls. The answers wait in the run (``Run.greedy_answers``), so nothing outlives it."""
 
 from __future__ import annotations
 
