@@ -247,8 +247,8 @@ _ROWS: tuple = (
     ("decode_before_chunked_prefill", "approximate", "decode-before-chunked-prefill", "schedule",
      "The first decode step is scheduled after the first prefill chunk (8 tokens), before the prompt's prefill"),
     ("confidence_fallback", "exact", "confidence-threshold-fallback", "schedule",
-     "A round whose draft gives its likeliest first token less than 0.5 drafts nothing: one plain draw, "
-     "then it resumes.",
+     "A round whose draft gives its likeliest first token under 0.5 drafts nothing: one plain draw, then "
+     "it resumes.",
      "ar", "metrics"),
     ("stale_seed_after_fallback", "approximate", "stale-seed-after-fallback", "schedule",
      "After a round that fell back to plain decoding, the resumed round feeds the target a stale seed "

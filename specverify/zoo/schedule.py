@@ -72,7 +72,7 @@ class _ConfidenceFallback(VectorizedDecoder):
 
 @zoo_entry(verdict=Verdict.EXACT, mechanism="confidence-threshold-fallback", checks=("metrics",))
 def confidence_fallback(target, draft, *, entropy=None) -> VectorizedDecoder:
-    """A round whose draft gives its likeliest first token less than 0.5 drafts nothing: one plain draw, then it resumes.
+    """A round whose draft gives its likeliest first token under 0.5 drafts nothing: one plain draw, then it resumes.
 
     The confidence is the draft's softmax at temperature 1 (its own, before the request's processors).
 
