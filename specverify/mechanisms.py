@@ -155,6 +155,12 @@ _FIELD = (
         (),
     ),
     (
+        "window-ring-not-restored-on-rollback",
+        "A sliding window's ring of W slots keeps rejected drafts after a rollback",
+        "target KV (sliding window)",
+        (),
+    ),
+    (
         "call-rng-from-first-seed",
         "A call's seeded requests draw from one generator seeded by the first seed",
         "RNG (per-request seed, batch)",

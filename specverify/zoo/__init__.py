@@ -88,8 +88,32 @@ from specverify.zoo._registry import ZooEntry, registered  # noqa: F401 -- ZooEn
 
 # the modules that register entries, in catalogue order (the order of ``ZOO``), and the order of their names in
 # ``__all__``
-_MODULES = ("batch", "controls", "drafts", "metrics", "processors", "rows", "rule", "sampler", "schedule", "state")
-_ALL_ORDER = ("controls", "processors", "rule", "sampler", "rows", "state", "schedule", "batch", "drafts", "metrics")
+_MODULES = (
+    "batch",
+    "controls",
+    "drafts",
+    "metrics",
+    "processors",
+    "rows",
+    "rule",
+    "sampler",
+    "schedule",
+    "state",
+    "window",
+)
+_ALL_ORDER = (
+    "controls",
+    "processors",
+    "rule",
+    "sampler",
+    "rows",
+    "state",
+    "schedule",
+    "window",
+    "batch",
+    "drafts",
+    "metrics",
+)
 
 
 def _load() -> None:

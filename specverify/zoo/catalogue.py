@@ -282,6 +282,8 @@ _ROWS: tuple = (
     ("padding_drafts_accepted", "greedy-only", "padding-draft-accepted", "state",
      "A one-token prompt's first round verifies γ placeholder drafts; one kept emits nothing but feeds the"
      " next row."),
+    ("window_ring_not_restored", "approximate", "window-ring-not-restored-on-rollback", "window",
+     "A sliding-window target's cache is a ring of ``window`` slots, which a rollback after rejected drafts cannot"),
 )
 # ---- end of generated ----
 # fmt: on

@@ -101,3 +101,20 @@ def test_the_gamma_sweep_scenarios_reach_their_gammas():
     toy = matrix("toy")
     assert toy["greedy-gamma-sweep"].gammas == (5, 6, 7, 8) and toy["gamma-8"].num_draft_tokens == 8
     assert toy["greedy-long-prompts"].prompt_lengths == (10, 30) and toy["greedy-ties"].pair.target_ties > 0
+
+
+def test_the_ring_of_window_slots_is_latent_without_a_window_and_shows_past_the_wrap():
+    """Untouched on a target without a window; on a windowed one, exact while the output stays inside the window
+    and wrong once rejected drafts were written past the wrap."""
+    toy = matrix("toy")
+    requests = shaped((0, 1), P(temperature=0.0, max_tokens=8), (1, 2, 3, 4))
+    assert differs("window_ring_not_restored", requests) == 0
+    pair = toy["greedy-sliding-window"].models()
+
+    def answers(name, reqs):
+        return [(c.tokens, c.finish_reason) for c in ZOO[name].factory(pair.target, pair.draft, entropy=0)(reqs)]
+
+    inside = [replace(r, prompt=(0,), params=P(temperature=0.0, max_tokens=1)) for r in requests]
+    assert answers("window_ring_not_restored", inside) == answers("reference", inside)
+    wrong = [a != b for a, b in zip(answers("window_ring_not_restored", requests), answers("reference", requests))]
+    assert any(wrong)

@@ -191,6 +191,14 @@ _LIST = [
         draft_distance=0.15,
     ),
     _s(
+        "sliding-window",
+        "sampling",
+        "a target with a 3-token sliding window, outputs of 6 tokens: rollback after the window wraps (toy-only)",
+        params=P(max_tokens=6),
+        target_window=3,
+        draft_distance=0.4,
+    ),
+    _s(
         "mixed-batch",
         "mixed",
         "different params and γ in one call; no cross-request leakage",
@@ -257,6 +265,15 @@ _LIST = [
         target_ties=0.5,
         draft_distance=1.0,
         draft_seed=30,
+    ),
+    _s(
+        "greedy-sliding-window",
+        "greedy",
+        "greedy on a target with a 3-token sliding window, outputs of 8 tokens: rollback after the wrap (toy-only)",
+        params=P(temperature=0.0, max_tokens=8),
+        target_window=3,
+        draft_distance=1.0,
+        draft_seed=31,
     ),
     _s(
         "greedy-processors",
