@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from specverify.errors import check
+from specverify.errors import InvalidArgument, check
 from specverify.oracles.models import BatchCache, ToyModel, Vocab
 from specverify.oracles.toy_hash import _ROOT_KV, _prefix_kv, step_kv
 
@@ -41,8 +41,11 @@ class WindowToyModel(ToyModel):
             kv[row] = _prefix_kv(int(t) for t in prefix[-self.window :])
         return self.head(kv)
 
-    def new_cache(self):
-        raise NotImplementedError("a WindowToyModel serves the batch cache only (new_batch_cache)")
+    def new_cache(self) -> "WindowBatchCache":
+        """A one-row :class:`WindowBatchCache` (the single-request ``ToyCache`` reads a prefix chain, not a window)."""
+        raise InvalidArgument(
+            "a WindowToyModel has no single-request cache: use new_batch_cache(batch, capacity), a WindowBatchCache."
+        )
 
     def new_batch_cache(self, batch: int, capacity: int) -> "WindowBatchCache":
         return WindowBatchCache(self, batch, capacity)
