@@ -1,6 +1,6 @@
 """Zoo entries that compute or read the wrong verify row: a multi-row kernel that reads row 0's candidate, rows past a
-cap left stale, a stale row after a partial accept, the boundary token duplicated in the target's context, a tree
-walked against a shifted logits slice (issue 45's field reports).
+cap left stale, a stale row after a partial accept, the boundary token duplicated in the target's context (issue 45's
+field reports; the tree walked against a shifted logits slice is ``specverify.zoo.drafts``).
 
 A verify call over ``[last, x_0 .. x_{γ-1}]`` computes γ + 1 rows: row r is the target's law after ``feed[r]``. The
 entries change which tokens or rows a round reads, so the target law of later positions is computed from a context
@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from specverify.enums import Verdict
-from specverify.reference.tree import TreeDecoder
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._registry import zoo_entry
 
@@ -23,7 +22,6 @@ __all__ = [
     "verify_rows_capped_at_four",
     "stale_row_after_partial_accept",
     "boundary_token_duplicated",
-    "tree_logits_slice_shifted",
 ]
 
 MULTI_ROW_FROM = 3  # the multi-row kernel serves γ >= 3; γ 1 and 2 take an unrolled path without the bug
@@ -142,23 +140,3 @@ def boundary_token_duplicated(target, draft, *, entropy=None) -> VectorizedDecod
     greedy output differs.
     """
     return _BoundaryDuplicated(target, draft, entropy=entropy)
-
-
-class _ShiftedSlice(TreeDecoder):
-    def walk(self, st, rows, tree, tokens, valid, q_at, p_at):
-        shifted = p_at.clone()
-        shifted[:, 2:] = p_at[:, 1:-1]  # node c's row read at c (the slice start one short), the root's kept
-        return super().walk(st, rows, tree, tokens, valid, q_at, shifted)
-
-
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="tree-logits-slice-shifted", drafts="tree")
-def tree_logits_slice_shifted(target, draft, *, entropy=None) -> VectorizedDecoder:
-    """Tree rejection sampling reads each node's target row one slot early (TensorRT-LLM PR #15098).
-
-    The logits slice handed to the tree sampler starts one row short: node c is judged, and its children's tokens
-    drawn, against the row of node c - 1 (the root's row for the first node).
-
-    Verdict: approximate. At temperature 0, after the first node is accepted its children are judged against the
-    root's row, one-hot at the token just emitted: that token is emitted again and greedy output differs.
-    """
-    return _ShiftedSlice(target, draft, entropy=entropy)
