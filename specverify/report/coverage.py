@@ -5,7 +5,8 @@ code paths were exercised. Both are read from the certificate alone — its resu
 its run configuration names — so a stored certificate gives the same table as the run that wrote it.
 
 **Per parameter** (``PARAMETERS``): the scenarios (and mixed members) whose requests set it. ``refused`` when one of
-them failed; ``passed`` when every one run passed — with the smallest TV its sampling scenarios ruled out (the least
+them failed (``seed`` reads the plain seeded scenarios, and the reproducibility check beside them); ``passed`` when
+every one run passed — with the smallest TV its sampling scenarios ruled out (the least
 ``detectable_tv`` among them; greedy scenarios rule out any greedy mismatch on their prompts); ``not covered`` with
 why (no scenario sets it, or the reason its scenarios were not run).
 
@@ -68,9 +69,13 @@ def _spec(result, specs: dict):
     return specs.get(result.scenario)
 
 
+_PLAIN = frozenset({"temperature", "max_tokens"})
+
+
 def _uses(spec, result, field: str, seeded: Optional[bool]) -> bool:
-    if field == "seed":
-        return bool(seeded) and spec.seeded and spec.kind.value not in ("greedy", "collision")
+    if field == "seed":  # the plain seeded scenarios: a failure of another parameter's scenario is not the seed's
+        plain = spec.params.active() <= _PLAIN and spec.params.temperature > 0
+        return bool(seeded) and spec.seeded and plain and spec.kind.value in ("sampling", "mixed")
     if field == "unseeded":
         return spec.kind.value == "collision" or (spec.kind.value != "greedy" and (not spec.seeded or seeded is False))
     if field == "n":
@@ -89,7 +94,7 @@ def _row(label: str, field: str, used: list, unselected: list) -> dict:
     if not used:
         return {**row, "why": _NOT_ASKED.get(field, "no scenario of the matrix sets it")}
     if not run:
-        return {**row, "why": used[0].note or "its scenarios were not run"}
+        return {**row, "why": used[0].note.removeprefix("not covered: ") or "its scenarios were not run"}
     failed = [r.name for r in run if not r.passed]
     if failed:
         return {**row, "status": "refused", "why": f"failed: {', '.join(failed)}"}
@@ -134,7 +139,7 @@ def coverage_table(cert) -> dict:
     results = [r for r in cert.scenarios if _spec(r, specs) is not None]
     seeded = "does not declare the 'seed'" not in (cert.reproducibility_note or "")
     selected = {r.scenario for r in results} | {r.member for r in results}
-    rows = [
+    table = [
         _row(
             label,
             field,
@@ -143,6 +148,9 @@ def coverage_table(cert) -> dict:
         )
         for label, field in PARAMETERS
     ]
+    seed_row = table[[field for _, field in PARAMETERS].index("seed")]
+    if cert.reproducible is not None:  # the named check beside the law: same seed, same output
+        seed_row["why"] += f"; reproducible: {'yes' if cert.reproducible else 'NO'} ({cert.reproducibility_note})"
     run = [r for r in results if r.covered]
     gammas = sorted({g for r in run for g in _gammas(_spec(r, specs))})
     shapes = sorted({tuple(_spec(r, specs).pair.shape) for r in run if hasattr(_spec(r, specs).pair, "shape")})
@@ -155,7 +163,7 @@ def coverage_table(cert) -> dict:
         "not_observable": "fallback and resumed rounds: a round that drafts nothing reports 0 accepted, as a "
         "rejection at position 0 does (the protocol reports accepted drafts per round, not drafts verified)",
     }
-    return {"parameters": rows, "paths": paths}
+    return {"parameters": table, "paths": paths}
 
 
 def coverage_lines(table: dict) -> list:

@@ -69,3 +69,18 @@ def test_the_table_is_recomputed_when_a_document_is_read(top_k_cert):
     doc = json_document(top_k_cert)
     again = certificate_from_document(doc)
     assert json_document(again)["coverage"] == doc["coverage"]
+
+
+def test_a_real_engine_s_stored_certificate_gets_its_table():
+    """vLLM's draft_model, patched (docs/findings/vllm.md), as stored: parameters it does not declare are not
+    covered with that reason, min_tokens is refused by the scenario that found its bug, the paths are its γ."""
+    from specverify.report.json_doc import load_certificate
+
+    cert = load_certificate("docs/findings/vllm-certificates/draft_model-patched.json.xz")
+    table = rows(cert)
+    assert table["top_k"]["status"] == "not covered" and "does not declare" in table["top_k"]["why"]
+    assert table["min_tokens"]["status"] == "refused" and "min-tokens-short-gamma" in table["min_tokens"]["why"]
+    assert table["top_p"]["status"] == "passed" and table["top_p"]["tv_ruled_out"] > 0
+    assert "reproducible: NO" in table["seed"]["why"]
+    paths = coverage_table(cert)["paths"]
+    assert paths["gammas"] == [1, 2, 3, 4, 5] and "full acceptance + bonus" in paths["round_kinds"]
