@@ -161,6 +161,12 @@ _FIELD = (
         (),
     ),
     (
+        "tree-position-from-span-index",
+        "Tree nodes verified at their span index as rotary position, not their depth",
+        "tree (positions)",
+        ("mlxcel PR #1214",),
+    ),
+    (
         "call-rng-from-first-seed",
         "A call's seeded requests draw from one generator seeded by the first seed",
         "RNG (per-request seed, batch)",

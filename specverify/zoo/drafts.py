@@ -37,6 +37,7 @@ __all__ = [
     "relaxed_top_k_acceptance",
     "synthetic_acceptance",
     "tree_logits_slice_shifted",
+    "tree_nodes_at_span_index",
 ]
 
 
@@ -321,3 +322,21 @@ def tree_logits_slice_shifted(target, draft, *, entropy=None) -> VectorizedDecod
     root's row, one-hot at the token just emitted: that token is emitted again and greedy output differs.
     """
     return _ShiftedSlice(target, draft, entropy=entropy)
+
+
+class _SpanIndexPositions(TreeDecoder):
+    def node_offset(self, tree, node):
+        return node + 1  # the node's index in the flattened tree (its span index), not its depth
+
+
+@zoo_entry(verdict="approximate", mechanism="tree-position-from-span-index", drafts="tree")
+def tree_nodes_at_span_index(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Tree nodes are verified at their index in the flattened tree as rotary position, not their depth (mlxcel PR
+    #1214).
+
+    Siblings share a depth but not a span index, so every node but the first child of each level is given a position
+    past its own; on a target whose law reads positions its row is the law of another position. A target whose
+    entry hashes the prefix (no explicit positions) cannot show it: ``tree-positional`` and
+    ``greedy-tree-positional`` can. Verdict: approximate (greedy trees follow a node whose row is wrong).
+    """
+    return _SpanIndexPositions(target, draft, entropy=entropy)

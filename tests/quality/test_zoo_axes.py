@@ -12,6 +12,7 @@ import pytest
 from specverify.certification.matrix.scenarios import matrix
 from specverify.params import SamplingParams
 from specverify.protocol import Request
+from specverify.reference import make_decoder
 from specverify.zoo import SHOWCASES, ZOO
 
 P = SamplingParams
@@ -118,3 +119,17 @@ def test_the_ring_of_window_slots_is_latent_without_a_window_and_shows_past_the_
     assert answers("window_ring_not_restored", inside) == answers("reference", inside)
     wrong = [a != b for a, b in zip(answers("window_ring_not_restored", requests), answers("reference", requests))]
     assert any(wrong)
+
+
+def test_tree_nodes_at_their_span_index_are_latent_without_positions_and_show_with_them():
+    """The same greedy trees: identical to the tree reference on the family's plain target, not on the
+    position-aware one."""
+    tree = matrix("toy", "tree")
+    for name, shows in (("greedy", False), ("greedy-tree-positional", True)):
+        scenario = tree[name]
+        pair = scenario.models()
+        requests = [Request((i % 4, (i // 4) % 4), scenario.params, 3, seed=i) for i in range(40)]
+        got = ZOO["tree_nodes_at_span_index"].factory(pair.target, pair.draft, entropy=0)(requests)
+        want = make_decoder(pair.target, pair.draft)(requests)
+        differ = sum(a.tokens != b.tokens for a, b in zip(got, want))
+        assert (differ > 0) == shows, f"{name}: {differ} of 40 differ"

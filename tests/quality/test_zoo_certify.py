@@ -167,6 +167,7 @@ DECIDED_BY = {
     "relaxed_top_k_acceptance": ("greedy", "temperature-1"),
     "synthetic_acceptance": ("greedy",),
     "tree_logits_slice_shifted": ("greedy",),
+    "tree_nodes_at_span_index": ("greedy", "greedy-tree-positional"),
 }
 
 

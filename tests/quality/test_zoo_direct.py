@@ -209,8 +209,12 @@ def family_request(scenario, seed):
     return Request(scenario.prompt, scenario.params, scenario.num_draft_tokens, seed=seed)
 
 
+# family entries whose greedy defect needs a target the family's ``greedy`` scenario lacks
+FAMILY_GREEDY = {"tree_nodes_at_span_index": "greedy-tree-positional"}
+
+
 def family_greedy_mismatches(name):
-    greedy, target, decoder = family_setup(name, "greedy")
+    greedy, target, decoder = family_setup(name, FAMILY_GREEDY.get(name, "greedy"))
     requests = [Request(p, greedy.params, greedy.num_draft_tokens, seed=i) for i, p in enumerate(PROMPTS)]
     return greedy_mismatches(decoder, target, requests)
 
