@@ -184,9 +184,9 @@ _LIST = [
     _s(
         "gamma-8",
         "sampling",
-        "γ = 8 with outputs of 9 tokens: verify rows past 4 and 5 reached after full acceptance (the γ sweep)",
+        "γ = 8 with outputs of 7 tokens: verify rows past 4 and 5 judge drafts after five accepted (the γ sweep)",
         num_draft_tokens=8,
-        params=P(max_tokens=9),
+        params=P(max_tokens=7),
         vocab_size=3,
         draft_distance=0.15,
     ),
@@ -197,6 +197,7 @@ _LIST = [
         params=P(max_tokens=6),
         target_window=3,
         draft_distance=0.4,
+        vocab_size=3,
     ),
     _s(
         "mixed-batch",
