@@ -94,7 +94,7 @@ def _row(label: str, field: str, used: list, unselected: list) -> dict:
     if not used:
         return {**row, "why": _NOT_ASKED.get(field, "no scenario of the matrix sets it")}
     if not run:
-        return {**row, "why": used[0].note.removeprefix("not covered: ") or "its scenarios were not run"}
+        return {**row, "why": _not_run(used[0])}
     failed = [r.name for r in run if not r.passed]
     if failed:
         return {**row, "status": "refused", "why": f"failed: {', '.join(failed)}"}
@@ -104,6 +104,22 @@ def _row(label: str, field: str, used: list, unselected: list) -> dict:
     if greedy:
         why += f"; greedy output equal on {sum(r.n for r in greedy)} prompts"
     return {**row, "status": "passed", "tv_ruled_out": min(tvs) if tvs else None, "why": why}
+
+
+_WHY_NOT = {
+    "broke": "not run: an earlier scenario broke the protocol",
+    "budget": "not run: the budget ran out",
+    "unfit": "not run: too close to a processor boundary for float32",
+}
+
+
+def _not_run(result) -> str:
+    """Why a parameter's first scenario gathered no evidence: the undeclared capability in the note's words, the
+    other typed reasons in a line of their own (the scenario table carries the full note)."""
+    reason = getattr(result.not_run, "value", None)
+    if reason in _WHY_NOT:
+        return _WHY_NOT[reason]
+    return result.note.removeprefix("not covered: ") or "its scenarios were not run"
 
 
 def _gammas(spec) -> tuple:
