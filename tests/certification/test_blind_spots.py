@@ -54,7 +54,14 @@ CLOSED_BY = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CLOSED_BY))
+# the fast suite keeps one (~1 s); tests/quality/test_zoo_axes.py shows each entry latent on the old shapes and
+# shown on the new ones without certifying
+FAST_CLOSED = ("greedy_ties_last_index",)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[] if n in FAST_CLOSED else [pytest.mark.slow]) for n in sorted(CLOSED_BY)]
+)
 def test_the_old_scenarios_pass_the_entry_and_the_new_one_refuses_it(name):
     old, new = CLOSED_BY[name]
     cert = certify(f"specverify.zoo:{name}", level="quick", seed=0, scenarios=old + [new], isolation="none")
@@ -62,6 +69,7 @@ def test_the_old_scenarios_pass_the_entry_and_the_new_one_refuses_it(name):
     assert failed == {new}, f"{name}: failing {sorted(failed)} ({cert.reason})"
 
 
+@pytest.mark.slow
 def test_the_chunked_prefill_entry_is_greedy_only_on_the_old_matrix_and_approximate_on_the_new():
     """The old matrix saw the early decode only through ``long-prompt``'s law; greedy prompts of 10-30 tokens give it
     its tag."""

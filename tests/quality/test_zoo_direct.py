@@ -126,7 +126,8 @@ def test_greedy_only_entry_keeps_greedy_output_but_breaks_the_law(name):
     if name == "unseeded_shared_stream":
         return  # its per-request law is exact: the collision test below is the sampling check that fails
     if name in BEHIND:
-        pvalue, df, impossible = law_check_behind(decoder, target, showcase.request(seed=1234), N, BEHIND[name])
+        n = 2_000 if name == "any_greedy_request_greedy_call" else N  # TV 0.92 behind a greedy request: few draws
+        pvalue, df, impossible = law_check_behind(decoder, target, showcase.request(seed=1234), n, BEHIND[name])
     elif name in THROUGH_CALLS:
         per_call, n = THROUGH_CALLS[name]
         pvalue, df, impossible = law_check_calls(decoder, target, showcase.request(seed=1234), n, per_call)
