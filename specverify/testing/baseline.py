@@ -126,10 +126,10 @@ def _unseeded_row(row: dict, cert, scenario, family) -> dict:
 
 def baseline_document(cert) -> dict:
     """What a baseline stores of ``cert``: its JSON document with only what the seed determines. Left out: wall-clock
-    times (``elapsed_s`` 0, no ``timings``), the environment's ``versions``, the engine's ``state`` counters, the
-    notes after the verdict line of ``reason`` (the slow-decoder note measures throughput) and the counts of every
-    row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned power). Reals keep
-    :data:`STORED_DIGITS` significant digits."""
+    times (``elapsed_s`` 0, no ``timings``), the derived ``coverage`` table, the environment's ``versions``, the
+    engine's ``state`` counters, the notes after the verdict line of ``reason`` (the slow-decoder note measures
+    throughput) and the counts of every row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned
+    power). Reals keep :data:`STORED_DIGITS` significant digits."""
     from specverify.errors import check
     from specverify.report import json_document
 
@@ -138,6 +138,7 @@ def baseline_document(cert) -> dict:
         f"cert={cert!r:.80}: expected a Certificate (from specverify.certify or specverify.report.load_certificate).",
     )
     doc = json_document(cert)
+    doc.pop("coverage", None)  # derived from the rest (and from unseeded rows' looks): recomputed, never stored
     doc.update(elapsed_s=0.0, timings=None, versions={}, reason=doc["reason"].split("\nnote: ")[0])
     if isinstance(doc.get("engine"), dict):
         doc["engine"] = {k: v for k, v in doc["engine"].items() if k != "state"}
