@@ -345,7 +345,9 @@ class _RepetitionBonusStale(VectorizedDecoder):
         return target_probs
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="repetition-penalty-bonus-row-stale", showcases=("penalties",))
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="repetition-penalty-bonus-row-stale", showcases=("penalties",), tv=0.15
+)
 def repetition_penalty_bonus_row_stale(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The repetition penalty reaches only the bonus row, and from a history snapshot one round old (SGLang PR
     #28242).
@@ -372,7 +374,9 @@ class _ConfirmedTwice(VectorizedDecoder):
         return torch.stack(out, dim=1)
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="verify-processors-see-confirmed-twice", showcases=("penalties",))
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="verify-processors-see-confirmed-twice", showcases=("penalties",), tv=0.26
+)
 def confirmed_token_twice_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The processors of verify position k see the confirmed token twice and miss draft k - 1 (mlx-lm #1175).
 

@@ -46,7 +46,7 @@ class _FirstCandidate(VectorizedDecoder):
         return _forward_in_place_of(st.target_cache, rows, feed, wrong)
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="multi-row-verify-reads-first-candidate")
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="multi-row-verify-reads-first-candidate", tv=0.21)
 def later_rows_read_first_candidate(target, draft, *, entropy=None) -> VectorizedDecoder:
     """A multi-row verify kernel (γ ≥ 3) gives every row after the first row 0's candidate x_0 as input (ds4 PR #358).
 
@@ -73,7 +73,9 @@ class _CappedRows(VectorizedDecoder):
         return super().target_forward(st, rows, wrong)  # the cache keeps the stale entries too
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="verify-state-capped-at-four-rows", showcases=("gamma_sweep",))
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="verify-state-capped-at-four-rows", showcases=("gamma_sweep",), tv=0.073
+)
 def verify_rows_capped_at_four(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The verifier writes the state of at most four drafts; drafts past the cap keep a stale entry (SGLang PR #32183).
 
@@ -107,7 +109,7 @@ class _StaleRow(VectorizedDecoder):
         st.stale_row[torch.from_numpy(rows)] = target_probs[torch.arange(rows.size), at]  # the row of the rejection
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="stale-row-after-partial-accept")
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="stale-row-after-partial-accept", tv=0.079)
 def stale_row_after_partial_accept(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After a partial accept the next round's first row is the previous round's row at the rejection (ds4 #750).
 
@@ -129,7 +131,7 @@ class _BoundaryDuplicated(VectorizedDecoder):
             st.target_cache.forward(dup, st.out[dup, st.n_gen[dup] - 2][:, None])
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="committed-token-duplicated-at-boundary")
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="committed-token-duplicated-at-boundary", tv=0.17)
 def boundary_token_duplicated(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After a partial accept the last accepted token is committed to the target's context twice (imp #667).
 

@@ -24,7 +24,7 @@ class _ConstantCoin(VectorizedDecoder):
         return torch.zeros_like(u) if purpose == Purpose.ACCEPT else u  # the coin a stub left at 0
 
 
-@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="constant-acceptance-coin", showcases=("plain",))
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="constant-acceptance-coin", showcases=("plain",), tv=0.53)
 def constant_accept_coin(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The acceptance coin is the constant u = 0: every draft with p(x) > 0 is kept (vllm-ascend PR #13470).
 
@@ -44,7 +44,7 @@ class _MutatedInPlace(VectorizedDecoder):
         return sample_from_uniforms(residual_probs(ratios, draft_row), u)
 
 
-@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="probs-mutated-in-place", showcases=("plain",))
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="probs-mutated-in-place", showcases=("plain",), tv=0.21)
 def probs_mutated_in_place(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The ratio p / q is computed in place in the target row, which the recovery step then reads (``probs.div_(q)``).
 
@@ -65,7 +65,7 @@ class _ProbsAsLogits(RowAware):
         return super().bonus(torch.softmax(target_row, -1), u)
 
 
-@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="probs-passed-as-logits", showcases=("plain", "temp_topk"))
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="probs-passed-as-logits", showcases=("plain", "temp_topk"), tv=0.069)
 def probs_passed_as_logits(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The bonus sampler is handed probabilities where it expects logits and applies softmax again (vllm-ascend #6685).
 

@@ -41,7 +41,7 @@ class _EarlyDecode(VectorizedDecoder):
         return logits
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="decode-before-chunked-prefill", showcases=("long_prompt",))
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="decode-before-chunked-prefill", showcases=("long_prompt",), tv=0.48)
 def decode_before_chunked_prefill(target, draft, *, entropy=None) -> VectorizedDecoder:
     """The first decode step is scheduled after the first prefill chunk (8 tokens), before the prompt's prefill
     completes (model-serving-minefield #36).
@@ -102,7 +102,7 @@ class _StaleSeed(_ConfidenceFallback):
         return super().target_forward(st, rows, feed)
 
 
-@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="stale-seed-after-fallback")
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="stale-seed-after-fallback", tv=0.66)
 def stale_seed_after_fallback(target, draft, *, entropy=None) -> VectorizedDecoder:
     """After a round that fell back to plain decoding, the resumed round feeds the target a stale seed token (vmlx PR
     #150, fixed again in PR #173).
