@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Optional
@@ -87,8 +88,9 @@ def _stored(x):
 
 def _unseeded(cert) -> tuple:
     """``({row name: matrix scenario}, matrix)``: the rows whose draws are not a function of the seed: the collision
-    check (unseeded by design), scenarios that send no seed (``seeded=False``), and every sampling-type row of a
-    decoder whose same-seed reproducibility did not hold (it does not declare ``seed``, or its outputs differed)."""
+    check (unseeded by design), scenarios (and mixed members) that send no seed (``seeded=False``), and every sampling-
+    type row of a decoder whose same-seed reproducibility did not hold (it does not declare ``seed``, or its outputs
+    differed)."""
     if cert.config is None:
         return {}, None
     from specverify.certification.run.context import matrix_for
@@ -99,6 +101,8 @@ def _unseeded(cert) -> tuple:
         scenario = family[s.scenario] if s.scenario in family else None
         if str(s.kind) == "greedy" or scenario is None or not s.covered:
             continue
+        if str(s.kind) == "mixed" and s.member in family:  # a mixed member draws as its own scenario would
+            scenario = replace(family[s.member], pair=scenario.pair)
         if str(s.kind) == "collision" or not scenario.seeded or cert.reproducible is not True:
             out[s.name] = scenario
     return out, family
