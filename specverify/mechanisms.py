@@ -50,6 +50,131 @@ _REPORTED = (
 )
 
 
+#: Mechanisms of issue 45 (field reports of late 2026), each with its zoo entry: id, title, state, bugs.
+_FIELD = (
+    (
+        "constant-acceptance-coin",
+        "The acceptance coin is the constant u = 0: every draft with p(x) > 0 is kept",
+        "RNG (acceptance coin)",
+        ("vllm-ascend PR #13470",),
+    ),
+    (
+        "probs-mutated-in-place",
+        "The ratio p / q is formed in place in the target row the recovery step then reads",
+        "residual (aliased tensor)",
+        ("vllm-ascend PR #2881", "vLLM PR #16952"),
+    ),
+    (
+        "probs-passed-as-logits",
+        "Probabilities handed to a sampler that takes logits: softmax applied twice",
+        "bonus sampler (interface)",
+        ("vllm-ascend PR #6685",),
+    ),
+    (
+        "greedy-tie-highest-index",
+        "Greedy argmax keeps the highest of exactly tied indices, not the lowest",
+        "greedy (ties)",
+        (),
+    ),
+    (
+        "multi-row-verify-reads-first-candidate",
+        "A multi-row verify (γ ≥ 3) gives rows after the first row 0's candidate",
+        "verify kernel (rows)",
+        ("ds4 PR #358",),
+    ),
+    (
+        "verify-state-capped-at-four-rows",
+        "The verifier writes the state of at most four drafts; later ones stay stale",
+        "target KV (γ > 4)",
+        ("SGLang PR #32183",),
+    ),
+    (
+        "stale-row-after-partial-accept",
+        "After a partial accept the next round's first row is the rejection's row",
+        "verify rows (stale buffer)",
+        ("ds4 #750",),
+    ),
+    (
+        "committed-token-duplicated-at-boundary",
+        "The accept boundary's token is committed to the target's context twice",
+        "target KV (accept boundary)",
+        ("imp #667",),
+    ),
+    (
+        "tree-logits-slice-shifted",
+        "Tree rejection sampling reads each node's target row one slot early",
+        "tree (logits slice)",
+        ("TensorRT-LLM PR #15098",),
+    ),
+    (
+        "decode-before-chunked-prefill",
+        "The first decode step runs before the prompt's chunked prefill completes",
+        "target KV (chunked prefill)",
+        ("model-serving-minefield #36",),
+    ),
+    (
+        "confidence-threshold-fallback",
+        "Rounds with an unconfident draft fall back to one plain draw (control)",
+        "drafts (fallback rounds)",
+        (),
+    ),
+    (
+        "stale-seed-after-fallback",
+        "After a plain fallback round the resumed round feeds the target a stale seed token",
+        "seed token (fallback / resume)",
+        ("vmlx PR #150", "vmlx PR #173"),
+    ),
+    (
+        "repetition-penalty-bonus-row-stale",
+        "The repetition penalty reaches only the bonus row, from a snapshot one round old",
+        "penalties (verify rows)",
+        ("SGLang PR #28242",),
+    ),
+    (
+        "verify-processors-see-confirmed-twice",
+        "Verify positions' processors see the confirmed token twice and miss a draft",
+        "processor history (verify)",
+        ("mlx-lm #1175",),
+    ),
+    (
+        "drafter-kv-rewound-one-round-too-far",
+        "The drafter's cache is rewound to the round's start: exact, acceptance low",
+        "draft KV",
+        ("mlxcel #994",),
+    ),
+    (
+        "rejected-placeholder-fed-to-drafter",
+        "The rejected slot's placeholder id (-1) reaches the drafter's input",
+        "draft input (placeholder)",
+        ("TensorRT-LLM PR #15233",),
+    ),
+    (
+        "greedy-request-makes-call-greedy",
+        "A call holding any greedy request decodes every request greedily",
+        "batch (greedy flag)",
+        (),
+    ),
+    (
+        "window-ring-not-restored-on-rollback",
+        "A sliding window's ring of W slots keeps rejected drafts after a rollback",
+        "target KV (sliding window)",
+        (),
+    ),
+    (
+        "tree-position-from-span-index",
+        "Tree nodes verified at their span index as rotary position, not their depth",
+        "tree (positions)",
+        ("mlxcel PR #1214",),
+    ),
+    (
+        "call-rng-from-first-seed",
+        "A call's seeded requests draw from one generator seeded by the first seed",
+        "RNG (per-request seed, batch)",
+        (),
+    ),
+)
+
+
 def _catalogue(*mechanisms: Mechanism) -> dict[str, Mechanism]:
     ids = [m.id for m in mechanisms]
     check(len(set(ids)) == len(ids), f"mechanism ids={ids!r} must be unique.")
@@ -364,4 +489,6 @@ MECHANISMS: dict[str, Mechanism] = _catalogue(
     Mechanism(
         "synthetic-acceptance", "vLLM synthetic rejection: drafts accepted at a fixed rate", "acceptance (bench)"
     ),
+    # ------------------------------------------------------------------ issue 45: field reports of late 2026
+    *(Mechanism(*row) for row in _FIELD),
 )

@@ -101,6 +101,7 @@ class ToyModel:
     mix: float = 1.0
     zero_rate: float = 0.0
     eos_bias: float = 0.0
+    tie_rate: float = 0.0
     _table: torch.Tensor = field(init=False, repr=False)
     _probs: torch.Tensor = field(init=False, repr=False)
 
@@ -109,6 +110,7 @@ class ToyModel:
         check(self.scale > 0 and np.isfinite(self.scale), f"scale={self.scale!r} must be a finite number > 0.")
         check(0 <= self.mix <= 1, f"mix={self.mix!r} must lie in [0, 1] (0 = exact copy of base).")
         check(0 <= self.zero_rate < 1, f"zero_rate={self.zero_rate!r} must lie in [0, 1).")
+        check(0 <= self.tie_rate <= 1, f"tie_rate={self.tie_rate!r} must lie in [0, 1] (0 = no exact ties).")
         check(self.base is None or self.base.vocab == self.vocab, "base must share this model's vocab.")
         object.__setattr__(self, "_table", self._build_table())
         object.__setattr__(self, "_probs", torch.softmax(self._table, -1))
@@ -127,6 +129,8 @@ class ToyModel:
             drop = torch.from_numpy(rng.random((TABLE_ROWS, vocab)) < self.zero_rate)
             drop &= logits < logits.max(1, keepdim=True).values  # never the row's most likely token
             logits = logits.masked_fill(drop, float("-inf"))
+        if self.tie_rate > 0:
+            logits = _tied(logits, np.random.default_rng([self.seed, 1]), self.tie_rate)
         return logits
 
     # --- the pure function the oracle uses
@@ -338,10 +342,21 @@ class BatchCache:
 
 
 def random_target(
-    vocab: Vocab, *, seed: int, scale: float = 1.0, zero_rate: float = 0.0, eos_bias: float = 0.0
+    vocab: Vocab, *, seed: int, scale: float = 1.0, zero_rate: float = 0.0, eos_bias: float = 0.0, tie_rate: float = 0.0
 ) -> ToyModel:
-    """A random target; larger ``scale`` is more deterministic (scale 8: near-deterministic rows)."""
-    return ToyModel(vocab=vocab, seed=seed, scale=scale, zero_rate=zero_rate, eos_bias=eos_bias)
+    """A random target; larger ``scale`` is more deterministic (scale 8: near-deterministic rows); ``tie_rate`` of
+    its rows have their two largest logits exactly equal (greedy ties: the lowest index wins)."""
+    return ToyModel(vocab=vocab, seed=seed, scale=scale, zero_rate=zero_rate, eos_bias=eos_bias, tie_rate=tie_rate)
+
+
+def _tied(logits: torch.Tensor, rng: np.random.Generator, rate: float) -> torch.Tensor:  # [R, V] -> [R, V]
+    """``logits`` with the runner-up of a ``rate`` share of rows raised to exactly the row's maximum: the tie the
+    canonical argmax breaks by the lowest index. Its own generator: the rows without a tie are unchanged."""
+    rows = torch.from_numpy(np.flatnonzero(rng.random(logits.shape[0]) < rate))
+    top = logits[rows].topk(2, dim=-1)
+    out = logits.clone()
+    out[rows, top.indices[:, 1]] = top.values[:, 0]
+    return out
 
 
 def draft_near(target: ToyModel, *, distance: float, seed: int, zero_rate: float = 0.0, scale: float = 1.0) -> ToyModel:

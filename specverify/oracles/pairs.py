@@ -39,7 +39,10 @@ class ModelPair:
 class ToyPairSpec:
     """A toy target ``random_target(make_vocab(vocab_size), seed=target_seed, ...)`` and a draft mixed towards an
     independent model by ``draft_distance`` (0 = copy of the target, 1 = independent); ``*_zero`` give rows
-    exact zeros (softmax cannot: toy-only)."""
+    exact zeros (softmax cannot: toy-only); ``target_ties`` gives that share of the target's rows an exact tie at the
+    top (greedy ties on purpose: toy-only); ``target_window`` > 0 gives the target a sliding window of that many tokens
+    (``specverify.oracles.window``: toy-only); ``target_positional`` makes its law depend on positions too
+    (``specverify.oracles.positional``: trees verified at a wrong position show; toy-only)."""
 
     family: ClassVar[str] = "toy"
     vocab_size: int = 4
@@ -50,6 +53,9 @@ class ToyPairSpec:
     draft_distance: float = 0.6
     draft_seed: int = 7
     draft_zero: float = 0.0
+    target_ties: float = 0.0
+    target_window: int = 0
+    target_positional: bool = False
 
     def build(self) -> ModelPair:
         return _build_toy(self)
@@ -59,12 +65,27 @@ class ToyPairSpec:
 def _build_toy(spec: ToyPairSpec) -> ModelPair:
     from specverify.oracles.models import draft_near, make_vocab, random_target
 
+    if spec.target_positional:
+        from specverify.oracles.positional import positional_target
+
+        target = positional_target(make_vocab(spec.vocab_size), seed=spec.target_seed, eos_bias=spec.eos_bias)
+        draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
+        return ModelPair(spec=spec, target=target, draft=draft)
+    if spec.target_window:
+        from specverify.oracles.window import window_target
+
+        target = window_target(
+            make_vocab(spec.vocab_size), seed=spec.target_seed, window=spec.target_window, eos_bias=spec.eos_bias
+        )
+        draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
+        return ModelPair(spec=spec, target=target, draft=draft)
     target = random_target(
         make_vocab(spec.vocab_size),
         seed=spec.target_seed,
         scale=spec.target_scale,
         zero_rate=spec.target_zero,
         eos_bias=spec.eos_bias,
+        tie_rate=spec.target_ties,
     )
     draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
     return ModelPair(spec=spec, target=target, draft=draft)

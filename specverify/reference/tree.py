@@ -139,9 +139,10 @@ class TreeDecoder(VectorizedDecoder):
         kv = np.zeros((n, size + 1), dtype=np.uint64)
         logits = st.target_cache.forward(rows, st.last[rows][:, None])[:, 0]
         kv[:, 0] = st.target_cache.kv[rows, st.target_cache.lengths[rows] - 1]
+        root = st.target_cache.lengths[rows] - 1  # the position of the root's entry
         for node in np.argsort(tree.position, kind="stable").tolist():
             parent_slot = 0 if tree.parent[node] < 0 else tree.slot[tree.parent[node]]
-            entry = self.target.step_kv(kv[:, parent_slot], tokens[:, node])
+            entry = self.node_entry(kv[:, parent_slot], tokens[:, node], root + self.node_offset(tree, node))
             kv[:, tree.slot[node]] = np.where(valid[:, node], entry, np.uint64(0))
         stored, order = self.reorder(Tree(tree.parent, tree.position, tokens, tree.slot))
         p_at = torch.zeros((n, size + 1, self.vocab.size), dtype=torch.float64)
@@ -151,6 +152,16 @@ class TreeDecoder(VectorizedDecoder):
             depth = int(tree.position[node])
             p_at[:, node + 1] = self.law(st, node_logits, prov_at[node + 1], st.n_gen[rows] + depth)
         return p_at
+
+    def node_offset(self, tree: Tree, node: int) -> int:
+        """A node's position after the root's: its depth (a rotary position counts tokens along the path)."""
+        return int(tree.position[node])
+
+    def node_entry(self, prev, tokens, positions) -> np.ndarray:  # uint64 [n], int [n], int [n] -> uint64 [n]
+        """A node's target entry from its parent's; a target whose law reads positions is given the node's."""
+        if getattr(self.target, "positional", False):
+            return self.target.step_kv(prev, tokens, positions)
+        return self.target.step_kv(prev, tokens)
 
     # ------------------------------------------------------------------------------------------- the walk
     def walk(self, st, rows, tree, tokens, valid, q_at, p_at) -> None:

@@ -222,7 +222,7 @@ class VectorizedDecoder:
     def verify(self, st, rows, drafts) -> torch.Tensor:  # -> [n, γ+1, V]
         """One target call over [last, x_0 .. x_{γ-1}]; position k's processors see the drafts before it."""
         feed = np.concatenate([st.last[rows][:, None], drafts], axis=1)
-        logits = st.target_cache.forward(rows, feed)
+        logits = self.target_forward(st, rows, feed)
         prov = self.provisional(st, rows)
         out = []
         for k in range(st.gamma + 1):
@@ -231,6 +231,10 @@ class VectorizedDecoder:
             if k < st.gamma:
                 prov = self.advance(st, prov, drafts[:, k])
         return torch.stack(out, dim=1)
+
+    def target_forward(self, st, rows, feed) -> torch.Tensor:  # int [n, γ+1] -> [n, γ+1, V]
+        """Raw target logits of the verify rows: ``feed`` appended to each row's target cache."""
+        return st.target_cache.forward(rows, feed)
 
     def accept(self, target_p, draft_q, u) -> torch.Tensor:  # [n], [n], [n] -> bool [n]
         return u * draft_q < target_p

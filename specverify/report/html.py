@@ -11,6 +11,7 @@ import base64
 import html
 import pathlib
 
+from specverify.report.coverage import coverage_table
 from specverify.report.json_doc import split_outcome
 from specverify.report.plots import MAX_FAILURE_PLOTS, bonferroni_threshold, certificate_plots
 from specverify.report.text import _fmt, _status, collision_reading, omnibus_pvalue
@@ -232,6 +233,26 @@ def _not_covered(cert) -> str:
     return f"<ul>{items}</ul>"
 
 
+def _coverage(cert) -> str:
+    """The coverage table (``report.coverage``): a row per sampling parameter, then the paths the rounds took."""
+    table = coverage_table(cert)
+    rows = "".join(
+        f"<tr><td>{_e(r['parameter'])}</td><td>{_e(r['status'])}</td><td>{_fmt(r['tv_ruled_out'])}</td>"
+        f"<td>{_e(r['why'])}</td></tr>"
+        for r in table["parameters"]
+    )
+    paths = table["paths"]
+    kinds = "".join(f"<li>{_e(k)}: {_e(', '.join(v))}</li>" for k, v in paths["round_kinds"].items())
+    shapes = "; ".join(str(tuple(s)) for s in paths["tree_shapes"])
+    return (
+        "<table><tr><th>parameter</th><th>status</th><th>TV ruled out</th><th>why</th></tr>" + rows + "</table>"
+        f"<p>Draft family {_e(paths['draft_family'])}; γ {_e(', '.join(map(str, paths['gammas'])) or 'none')}"
+        f"{'; tree shapes ' + _e(shapes) if shapes else ''}. Round kinds in the decoder's reported rounds:</p>"
+        f"<ul>{kinds or '<li>none reported (the decoder does not report accepted)</li>'}</ul>"
+        f"<p>Not observable: {_e(paths['not_observable'])}.</p>"
+    )
+
+
 def render_html(cert, *, plots: list | None = None) -> str:
     """The page (a str). ``plots``: the :class:`~specverify.report.plots.Plot` list to embed (default
     :func:`~specverify.report.plots.certificate_plots`, which needs matplotlib: ``ImportError`` naming the
@@ -265,6 +286,8 @@ def render_html(cert, *, plots: list | None = None) -> str:
         *(["<h2>Acceptance evidence</h2>"] + [_img(p) for p in other] if other else []),
         '<h2 id="not-covered">Not covered</h2>',
         _not_covered(cert),
+        '<h2 id="coverage">Coverage by sampling parameter and path</h2>',
+        _coverage(cert),
         f"<footer>specverify {_e(cert.version)} · self-contained page: no scripts, styles or images are fetched."
         "</footer></main>",
     ]

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specverify.errors import InvalidArgument
+from specverify.report.coverage import coverage_table
 from specverify.report.schema import SCHEMA_VERSION, upgrade_document
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def json_document(cert) -> dict:
     doc["requirements"] = cert.requirements() if cert.config is not None else None
     doc = {"schema_version": SCHEMA_VERSION, "kind": "specverify-certificate", **doc}
     doc["scenarios"] = [_scenario(s) for s in doc["scenarios"]]
+    doc["coverage"] = coverage_table(cert)  # derived from the rest: read back, it is recomputed (not stored)
     return _clean(doc)
 
 
@@ -150,7 +152,7 @@ def certificate_from_document(doc: dict) -> Certificate:
             f"$.kind={kind!r} is not a certificate (a shard's counts file?): merge every shard first "
             "(specverify merge PART1.json PART2.json ... --json CERT.json)."
         )
-    skip = ("schema_version", "kind", "scenarios", "run", "requirements")
+    skip = ("schema_version", "kind", "scenarios", "run", "requirements", "coverage")
     fields = {k: v for k, v in doc.items() if k not in skip}
     fields.update(
         config=_config(RunConfig, doc.get("run")),

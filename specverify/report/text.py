@@ -6,6 +6,7 @@ import math
 
 from specverify.enums import NotRun
 from specverify.errors import InvalidArgument
+from specverify.report.coverage import coverage_lines, coverage_table
 
 __all__ = ["render_text", "format_pvalue", "omnibus_pvalue", "speculation_phrase", "contradictions"]
 
@@ -113,6 +114,8 @@ def render_text(cert, *, legend: bool = True) -> str:
     )
     lines += [head, "-" * len(head)] + _rows(cert)
     lines += [""] + _failures(cert) + _extras(cert)
+    if cert.scenarios:
+        lines += [""] + coverage_lines(coverage_table(cert))
     reason, *notes = cert.reason.split("\nnote: ")
     verdict = f"VERDICT: {cert.verdict.upper()} — {reason}"
     spec = speculation_phrase(cert)

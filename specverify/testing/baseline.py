@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Optional
@@ -87,8 +88,9 @@ def _stored(x):
 
 def _unseeded(cert) -> tuple:
     """``({row name: matrix scenario}, matrix)``: the rows whose draws are not a function of the seed: the collision
-    check (unseeded by design), scenarios that send no seed (``seeded=False``), and every sampling-type row of a
-    decoder whose same-seed reproducibility did not hold (it does not declare ``seed``, or its outputs differed)."""
+    check (unseeded by design), scenarios (and mixed members) that send no seed (``seeded=False``), and every sampling-
+    type row of a decoder whose same-seed reproducibility did not hold (it does not declare ``seed``, or its outputs
+    differed)."""
     if cert.config is None:
         return {}, None
     from specverify.certification.run.context import matrix_for
@@ -99,6 +101,8 @@ def _unseeded(cert) -> tuple:
         scenario = family[s.scenario] if s.scenario in family else None
         if str(s.kind) == "greedy" or scenario is None or not s.covered:
             continue
+        if str(s.kind) == "mixed" and s.member in family:  # a mixed member draws as its own scenario would
+            scenario = replace(family[s.member], pair=scenario.pair)
         if str(s.kind) == "collision" or not scenario.seeded or cert.reproducible is not True:
             out[s.name] = scenario
     return out, family
@@ -126,10 +130,10 @@ def _unseeded_row(row: dict, cert, scenario, family) -> dict:
 
 def baseline_document(cert) -> dict:
     """What a baseline stores of ``cert``: its JSON document with only what the seed determines. Left out: wall-clock
-    times (``elapsed_s`` 0, no ``timings``), the environment's ``versions``, the engine's ``state`` counters, the
-    notes after the verdict line of ``reason`` (the slow-decoder note measures throughput) and the counts of every
-    row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned power). Reals keep
-    :data:`STORED_DIGITS` significant digits."""
+    times (``elapsed_s`` 0, no ``timings``), the derived ``coverage`` table, the environment's ``versions``, the
+    engine's ``state`` counters, the notes after the verdict line of ``reason`` (the slow-decoder note measures
+    throughput) and the counts of every row drawn without a seed (:func:`_unseeded`: stored by its verdict and planned
+    power). Reals keep :data:`STORED_DIGITS` significant digits."""
     from specverify.errors import check
     from specverify.report import json_document
 
@@ -138,6 +142,7 @@ def baseline_document(cert) -> dict:
         f"cert={cert!r:.80}: expected a Certificate (from specverify.certify or specverify.report.load_certificate).",
     )
     doc = json_document(cert)
+    doc.pop("coverage", None)  # derived from the rest (and from unseeded rows' looks): recomputed, never stored
     doc.update(elapsed_s=0.0, timings=None, versions={}, reason=doc["reason"].split("\nnote: ")[0])
     if isinstance(doc.get("engine"), dict):
         doc["engine"] = {k: v for k, v in doc["engine"].items() if k != "state"}

@@ -128,6 +128,10 @@ def decision_lines(d, options, *, calls: tuple = ()) -> list:
         lines.append(f"  certificate: {str(cert.verdict).upper()} — {reason} (its test asserts on it)")
     if d.meets is not None:
         lines.append(f"  {'meets' if d.meets else 'FAILS'}: {d.why}")
+    if cert.scenarios:
+        from specverify.report.coverage import coverage_summary, coverage_table
+
+        lines += coverage_summary(coverage_table(cert))
     lines += [_call_line(c) for c in calls]
     lines += [f"  {n}" for n in dict.fromkeys(d.notes + tuple(n for c in calls for n in c.notes))]
     if group.kind == "marker":

@@ -72,6 +72,31 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
  stream_repeats_token            invalid      seed                         plain          0.0000  [0.000, 0.024]       0
  drafts_charged_to_max_tokens    invalid      LiteRT-LM 2816 ik_llama 2358 plain          0.2956  [0.294, 0.324]   61414
  stop_window_shorter_than_block  invalid      SGLang 23802 27637           stop           0.0722  [0.071, 0.090]   14847
+ constant_accept_coin            greedy-only  vllm-ascend PR 13470         plain          0.5349  [0.534, 0.559]       0
+ probs_mutated_in_place          greedy-only  vllm-ascend PR 2881, vLLM    plain          0.2054  [0.203, 0.231]       0
+ probs_passed_as_logits          greedy-only  vllm-ascend PR 6685          plain          0.0686  [0.067, 0.093]       0
+                                                                           temp_topk      0.0516  [0.051, 0.064]    8293
+ later_rows_read_first_candidate approximate  ds4 PR 358                   plain          0.2116  [0.210, 0.236]       0
+ verify_rows_capped_at_four      approximate  SGLang PR 32183              gamma_sweep    0.0732  [0.072, 0.145]       0
+                                                                           plain          0.0000  [0.000, 0.024]       0
+ stale_row_after_partial_accept  approximate  ds4 750                      plain          0.0791  [0.078, 0.103]       0
+ boundary_token_duplicated       approximate  imp 667                      plain          0.1680  [0.166, 0.193]       0
+ decode_before_chunked_prefill   approximate  model-serving-minefield 36   long_prompt    0.4823  [0.481, 0.505]       0
+                                                                           plain          0.0000  [0.000, 0.024]       0
+ confidence_fallback             exact        -                            plain          0.0000  [0.000, 0.023]       0
+ stale_seed_after_fallback       approximate  vmlx PR 150 173              plain          0.6567  [0.655, 0.681]       0
+ repetition_penalty_bonus_row_stale
+                                 approximate  SGLang PR 28242              penalties      0.1512  [0.150, 0.174]       0
+ confirmed_token_twice_in_verify approximate  mlx-lm 1175                  penalties      0.2562  [0.255, 0.279]       0
+ drafter_kv_rewound_one_round    exact        mlxcel 994                   plain          0.0000  [0.000, 0.024]       0
+ placeholder_fed_to_drafter      exact        TensorRT-LLM PR 15233        plain          0.0000  [0.000, 0.022]       0
+ first_seeded_seed_for_call      exact        -                            plain          0.0000  [0.000, 0.024]       0
+ greedy_ties_last_index          approximate  -                            ties           0.0000  [0.000, 0.023]       0
+                                              (sampling untouched; greedy paths crossing a tie emit the other token)
+ any_greedy_request_greedy_call  greedy-only  -                            plain          0.9206  (exact, behind
+                                              a greedy request in the same call; alone its law is exact)
+ window_ring_not_restored        approximate  -                            sliding-window 0.0696  [0.068, 0.086]       0
+                                              (the matrix's scenario: showcases have no window; TV 0 there)
 
 The TVs are large where a showcase turns the mechanism on fully (a processor the bug drops, a far draft);
 on the plain showcase most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
@@ -88,8 +113,32 @@ from specverify.zoo._registry import ZooEntry, registered  # noqa: F401 -- ZooEn
 
 # the modules that register entries, in catalogue order (the order of ``ZOO``), and the order of their names in
 # ``__all__``
-_MODULES = ("batch", "controls", "drafts", "metrics", "processors", "rule", "state")
-_ALL_ORDER = ("controls", "processors", "rule", "state", "batch", "drafts", "metrics")
+_MODULES = (
+    "batch",
+    "controls",
+    "drafts",
+    "metrics",
+    "processors",
+    "rows",
+    "rule",
+    "sampler",
+    "schedule",
+    "state",
+    "window",
+)
+_ALL_ORDER = (
+    "controls",
+    "processors",
+    "rule",
+    "sampler",
+    "rows",
+    "state",
+    "schedule",
+    "window",
+    "batch",
+    "drafts",
+    "metrics",
+)
 
 
 def _load() -> None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import torch
 
 from specverify.enums import Verdict
+from specverify.keyed import draw_seeds
 from specverify.oracles.models import draft_near
 from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._registry import zoo_entry
@@ -20,6 +22,8 @@ __all__ = [
     "rng_keyed_by_batch_position",
     "corrupts_beyond_two_sequences",
     "first_request_params_for_batch",
+    "any_greedy_request_greedy_call",
+    "first_seeded_seed_for_call",
 ]
 
 
@@ -121,3 +125,53 @@ def first_request_params_for_batch(target, draft, *, entropy=None) -> Vectorized
     its members with the wrong parameters, and its law is rejected.
     """
     return _FirstRequestParams(target, draft, entropy=entropy)
+
+
+class _AnyGreedy(VectorizedDecoder):
+    def __call__(self, requests):
+        requests = list(requests)
+        if any(r.params.temperature == 0 for r in requests):  # the batch's all_greedy flag computed with any()
+            requests = [replace(r, params=replace(r.params, temperature=0.0)) for r in requests]
+        return super().__call__(requests)
+
+
+@zoo_entry(verdict=Verdict.GREEDY_ONLY, mechanism="greedy-request-makes-call-greedy", showcases=("plain",))
+def any_greedy_request_greedy_call(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """A call holding any greedy request decodes every request of it greedily (the batch's greedy flag is an any()).
+
+    Calls of sampled requests alone, and of greedy requests alone, are exact; only a call that mixes the two kinds
+    shows it. A matrix whose calls never mix greedy and sampled requests passes it as exact (the blind spot that
+    ``mixed-kinds`` closes).
+
+    Verdict: greedy-only. Greedy requests keep their output; the sampled requests of a mixed call are decoded at
+    temperature 0, so their law (one outcome per prompt) is rejected.
+    """
+    return _AnyGreedy(target, draft, entropy=entropy)
+
+
+class _FirstSeededSeed(VectorizedDecoder):
+    def _request_seeds(self, seeds):
+        out = super()._request_seeds(seeds)
+        given = [s for s in seeds if s is not None]
+        if given:
+            rank = np.cumsum([s is not None for s in seeds]) - 1
+            derived = draw_seeds(given[0], len(given))  # one generator for the call, seeded by its first seed
+            for i, s in enumerate(seeds):
+                if s is not None:
+                    out[i] = derived[rank[i]]
+        return out
+
+
+@zoo_entry(verdict=Verdict.EXACT, mechanism="call-rng-from-first-seed", showcases=("plain",), checks=("reproducible",))
+def first_seeded_seed_for_call(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The seeded requests of a call draw from one generator seeded with the first seeded request's seed.
+
+    Request j of the call's seeded requests takes the j-th stream of that generator, so its output depends on which
+    seeded requests come before it; alone, or behind unseeded requests only, it is reproducible.
+
+    Verdict: exact: every request gets an independent stream (distinct calls start from distinct first seeds), so
+    each law and the joint law are exact; what breaks is reproducibility, which ``--require-reproducible`` makes
+    count. A reproducibility check whose neighbours are unseeded passes it; seeded neighbours before the request
+    fail it.
+    """
+    return _FirstSeededSeed(target, draft, entropy=entropy)

@@ -56,6 +56,12 @@ _ROWS: tuple = (
     ("first_request_params_for_batch", "greedy-only", "batch-params-from-first-request", "batch",
      "Every request of a call is sampled with the first request's temperature, truncation and penalties "
      "(vmlx #234)."),
+    ("any_greedy_request_greedy_call", "greedy-only", "greedy-request-makes-call-greedy", "batch",
+     "A call holding any greedy request decodes every request of it greedily (the batch's greedy flag is "
+     "an any())."),
+    ("first_seeded_seed_for_call", "exact", "call-rng-from-first-seed", "batch",
+     "The seeded requests of a call draw from one generator seeded with the first seeded request's seed.",
+     "ar", "reproducible"),
     ("reference", "exact", "reference-unchanged", "controls",
      "The vectorized reference decoder itself, unchanged."),
     ("never_speculate", "exact", "speculation-off", "controls",
@@ -66,6 +72,12 @@ _ROWS: tuple = (
      "After full acceptance the draft cache never receives the last accepted draft's entry (vLLM #3951)."),
     ("seed_ignored", "exact", "request-seed-ignored", "controls",
      "Per-request seeds are ignored: every request, seeded or not, draws from fresh entropy (vLLM #6038, #6743)."),
+    ("drafter_kv_rewound_one_round", "exact", "drafter-kv-rewound-one-round-too-far", "controls",
+     "After each round the drafter's cache is rewound to where the round began: one round too far (mlxcel #994).",
+     "ar", "metrics"),
+    ("placeholder_fed_to_drafter", "exact", "rejected-placeholder-fed-to-drafter", "controls",
+     "After a rejection the drafter is fed the placeholder id -1 (read as the last id) in place of the recovered",
+     "ar", "metrics"),
     ("medusa_padding_as_token_0", "greedy-only", "tree-padding-accepted-as-token-0", "drafts",
      "Padded tree nodes (fewer real top-k candidates than the shape) are followed as candidates of token 0.",
      "tree"),
@@ -105,6 +117,12 @@ _ROWS: tuple = (
      "TensorRT-LLM MTP relaxed acceptance (top-2, δ = 0.3): a draft within δ of the target's most likely token is"),
     ("synthetic_acceptance", "approximate", "synthetic-acceptance", "drafts",
      "vLLM's synthetic rejection sampler (acceptance rate 0.7): drafts kept at a fixed rate, a benchmarking mode."),
+    ("tree_logits_slice_shifted", "approximate", "tree-logits-slice-shifted", "drafts",
+     "Tree rejection sampling reads each node's target row one slot early (TensorRT-LLM PR #15098).",
+     "tree"),
+    ("tree_nodes_at_span_index", "approximate", "tree-position-from-span-index", "drafts",
+     "Tree nodes are verified at their index in the flattened tree as rotary position, not their depth (mlxcel PR",
+     "tree"),
     ("acceptance_counts_emitted_token", "exact", "acceptance-counts-emitted-token", "metrics",
      "Every round counts the token it emitted after its drafts as one more accepted draft (SGLang's rate above 1).",
      "ar", "metrics"),
@@ -172,6 +190,22 @@ _ROWS: tuple = (
     ("logits_processor_skipped_in_verify", "approximate", "logits-processor-skipped-in-verify",
      "processors",
      "The request's logits processors are skipped on the target rows of verification (SGLang #26330)."),
+    ("repetition_penalty_bonus_row_stale", "approximate", "repetition-penalty-bonus-row-stale",
+     "processors",
+     "The repetition penalty reaches only the bonus row, and from a history snapshot one round old (SGLang PR"),
+    ("confirmed_token_twice_in_verify", "approximate", "verify-processors-see-confirmed-twice",
+     "processors",
+     "The processors of verify position k see the confirmed token twice and miss draft k - 1 (mlx-lm #1175)."),
+    ("later_rows_read_first_candidate", "approximate", "multi-row-verify-reads-first-candidate", "rows",
+     "A multi-row verify kernel (γ ≥ 3) gives every row after the first row 0's candidate x_0 as input "
+     "(ds4 PR #358)."),
+    ("verify_rows_capped_at_four", "approximate", "verify-state-capped-at-four-rows", "rows",
+     "The verifier writes the state of at most four drafts; drafts past the cap keep a stale entry (SGLang"
+     " PR #32183)."),
+    ("stale_row_after_partial_accept", "approximate", "stale-row-after-partial-accept", "rows",
+     "After a partial accept the next round's first row is the previous round's row at the rejection (ds4 #750)."),
+    ("boundary_token_duplicated", "approximate", "committed-token-duplicated-at-boundary", "rows",
+     "After a partial accept the last accepted token is committed to the target's context twice (imp #667)."),
     ("shared_uniform", "greedy-only", "uniform-reused-for-residual", "rule",
      "The uniform of the acceptance test is reused for the residual draw (FlashInfer #424)."),
     ("inclusive_accept", "greedy-only", "inclusive-acceptance-test", "rule",
@@ -203,6 +237,25 @@ _ROWS: tuple = (
     ("argmax_verified_sampled_bonus", "greedy-only", "verify-argmax-bonus-sampled", "rule",
      "Every position that verifies a draft takes the target's argmax; only the bonus token is sampled "
      "(ATOM PR #2318)."),
+    ("constant_accept_coin", "greedy-only", "constant-acceptance-coin", "sampler",
+     "The acceptance coin is the constant u = 0: every draft with p(x) > 0 is kept (vllm-ascend PR #13470)."),
+    ("probs_mutated_in_place", "greedy-only", "probs-mutated-in-place", "sampler",
+     "The ratio p / q is computed in place in the target row, which the recovery step then reads "
+     "(``probs.div_(q)``)."),
+    ("probs_passed_as_logits", "greedy-only", "probs-passed-as-logits", "sampler",
+     "The bonus sampler is handed probabilities where it expects logits and applies softmax again "
+     "(vllm-ascend #6685)."),
+    ("greedy_ties_last_index", "approximate", "greedy-tie-highest-index", "sampler",
+     "Greedy argmax keeps the highest index among exactly tied logits, not the lowest (a reduction from the end)."),
+    ("decode_before_chunked_prefill", "approximate", "decode-before-chunked-prefill", "schedule",
+     "The first decode step is scheduled after the first prefill chunk (8 tokens), before the prompt's prefill"),
+    ("confidence_fallback", "exact", "confidence-threshold-fallback", "schedule",
+     "A round whose draft gives its likeliest first token under 0.5 drafts nothing: one plain draw, then "
+     "it resumes.",
+     "ar", "metrics"),
+    ("stale_seed_after_fallback", "approximate", "stale-seed-after-fallback", "schedule",
+     "After a round that fell back to plain decoding, the resumed round feeds the target a stale seed "
+     "token (vmlx PR"),
     ("target_kv_not_cropped", "approximate", "target-kv-not-cropped", "state",
      "The target cache is cropped one entry short: the first rejected draft's KV stays (the seed's failure mode)."),
     ("penalty_history_keeps_rejected", "approximate", "penalty-history-not-rolled-back", "state",
@@ -232,6 +285,8 @@ _ROWS: tuple = (
     ("padding_drafts_accepted", "greedy-only", "padding-draft-accepted", "state",
      "A one-token prompt's first round verifies γ placeholder drafts; one kept emits nothing but feeds the"
      " next row."),
+    ("window_ring_not_restored", "approximate", "window-ring-not-restored-on-rollback", "window",
+     "A sliding-window target's cache is a ring of ``window`` slots, which a rollback after rejected drafts cannot"),
 )
 # ---- end of generated ----
 # fmt: on

@@ -12,7 +12,15 @@ from specverify.reference.vectorized import VectorizedDecoder
 from specverify.zoo._hooks import RowAware
 from specverify.zoo._registry import zoo_entry
 
-__all__ = ["reference", "never_speculate", "drop_bonus", "draft_bonus_kv_missing", "seed_ignored"]
+__all__ = [
+    "reference",
+    "never_speculate",
+    "drop_bonus",
+    "draft_bonus_kv_missing",
+    "seed_ignored",
+    "drafter_kv_rewound_one_round",
+    "placeholder_fed_to_drafter",
+]
 
 
 @zoo_entry(verdict=Verdict.EXACT, mechanism="reference-unchanged")
@@ -117,3 +125,52 @@ def seed_ignored(target, draft, *, entropy=None) -> VectorizedDecoder:
     out of the law: the certifier reports it as its own check, and only ``--require-reproducible`` makes it count.
     """
     return _SeedIgnored(target, draft, entropy=entropy)
+
+
+class _DrafterRewound(VectorizedDecoder):
+    def rollback(self, st, rows, drafts):
+        super().rollback(st, rows, drafts)
+        alive = rows[st.reason[rows] == 0]
+        start = st.prompt_len[alive] + st.round_start[alive] - 1  # the draft cache's length when the round began
+        st.draft_cache.crop(alive, np.minimum(st.draft_cache.lengths[alive], start))  # one round too far
+
+
+@zoo_entry(verdict=Verdict.EXACT, mechanism="drafter-kv-rewound-one-round-too-far", checks=("metrics",))
+def drafter_kv_rewound_one_round(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """After each round the drafter's cache is rewound to where the round began: one round too far (mlxcel #994).
+
+    The drafter then proposes from a context missing the round's committed tokens (but the last), so few drafts
+    are accepted.
+
+    Verdict: exact. Only q changes, and each draft is still sampled from the q the ratio divides by (docs/design.md,
+    "Draft law"); the target cache is right. The law is exact and the acceptance rate low: the metrics check fails
+    (the acceptance it reports lies below its exact expectation's interval), the verdict does not.
+    """
+    return _DrafterRewound(target, draft, entropy=entropy)
+
+
+class _PlaceholderToDrafter(VectorizedDecoder):
+    def accept_and_commit(self, st, rows, drafts, draft_probs, draft_len, target_probs):
+        super().accept_and_commit(st, rows, drafts, draft_probs, draft_len, target_probs)
+        if not hasattr(st, "rejected"):
+            st.rejected = np.zeros(st.b, dtype=bool)
+        st.rejected[rows] = st.accepted[rows, st.rounds] < st.verified[rows, st.rounds]
+
+    def draft_step(self, st, rows, k, feed):
+        if k == 0 and hasattr(st, "rejected"):  # the rejected slot's placeholder -1, read as the last id
+            feed = np.where(st.rejected[rows], self.vocab.size - 1, feed)
+        return super().draft_step(st, rows, k, feed)
+
+
+@zoo_entry(verdict=Verdict.EXACT, mechanism="rejected-placeholder-fed-to-drafter", checks=("metrics",))
+def placeholder_fed_to_drafter(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """After a rejection the drafter is fed the placeholder id -1 (read as the last id) in place of the recovered
+    token (TensorRT-LLM PR #15233).
+
+    The rejected slot's placeholder reaches the drafter's input, so its cache holds a wrong entry from then on.
+
+    Verdict: exact. As with any stale draft context, each draft is sampled from the q its ratio divides by and the
+    target's cache is right: the law is exact, the acceptance rate lower, below its exact expectation's interval (the
+    metrics check fails). In the engine the id -1 could also read out of bounds; the toy's embedding wraps it.
+    """
+    return _PlaceholderToDrafter(target, draft, entropy=entropy)

@@ -36,6 +36,8 @@ __all__ = [
     "threshold_acceptance",
     "relaxed_top_k_acceptance",
     "synthetic_acceptance",
+    "tree_logits_slice_shifted",
+    "tree_nodes_at_span_index",
 ]
 
 
@@ -300,3 +302,41 @@ def synthetic_acceptance(target, draft, *, entropy=None) -> VectorizedDecoder:
     """vLLM's synthetic rejection sampler (acceptance rate 0.7): drafts kept at a fixed rate, a benchmarking mode.
     Drafts that disagree with the target's argmax are kept too. Verdict: approximate."""
     return _Synthetic(target, draft, entropy=entropy)
+
+
+class _ShiftedSlice(TreeDecoder):
+    def walk(self, st, rows, tree, tokens, valid, q_at, p_at):
+        shifted = p_at.clone()
+        shifted[:, 2:] = p_at[:, 1:-1]  # node c's row read at c (the slice start one short), the root's kept
+        return super().walk(st, rows, tree, tokens, valid, q_at, shifted)
+
+
+@zoo_entry(verdict="approximate", mechanism="tree-logits-slice-shifted", drafts="tree")
+def tree_logits_slice_shifted(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Tree rejection sampling reads each node's target row one slot early (TensorRT-LLM PR #15098).
+
+    The logits slice handed to the tree sampler starts one row short: node c is judged, and its children's tokens
+    drawn, against the row of node c - 1 (the root's row for the first node).
+
+    Verdict: approximate. At temperature 0, after the first node is accepted its children are judged against the
+    root's row, one-hot at the token just emitted: that token is emitted again and greedy output differs.
+    """
+    return _ShiftedSlice(target, draft, entropy=entropy)
+
+
+class _SpanIndexPositions(TreeDecoder):
+    def node_offset(self, tree, node):
+        return node + 1  # the node's index in the flattened tree (its span index), not its depth
+
+
+@zoo_entry(verdict="approximate", mechanism="tree-position-from-span-index", drafts="tree")
+def tree_nodes_at_span_index(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """Tree nodes are verified at their index in the flattened tree as rotary position, not their depth (mlxcel PR
+    #1214).
+
+    Siblings share a depth but not a span index, so every node but the first child of each level is given a position
+    past its own; on a target whose law reads positions its row is the law of another position. A target whose
+    entry hashes the prefix (no explicit positions) cannot show it: ``tree-positional`` and
+    ``greedy-tree-positional`` can. Verdict: approximate (greedy trees follow a node whose row is wrong).
+    """
+    return _SpanIndexPositions(target, draft, entropy=entropy)

@@ -26,6 +26,8 @@ __all__ = [
     "min_tokens_bonus_masked_by_committed",
     "unset_temperature_greedy_with_top_k",
     "logits_processor_skipped_in_verify",
+    "repetition_penalty_bonus_row_stale",
+    "confirmed_token_twice_in_verify",
 ]
 
 
@@ -315,3 +317,74 @@ def logits_processor_skipped_in_verify(target, draft, *, entropy=None) -> Vector
     processor; at temperature 0 the argmax moves wherever the processor moves it (``greedy-logits-processor``).
     """
     return _LogitsProcessorSkippedInVerify(target, draft, entropy=entropy)
+
+
+class _RepetitionBonusStale(VectorizedDecoder):
+    def round(self, st, rows):
+        now = st.seen.clone() if st.penalized else None
+        st.seen_before = getattr(st, "seen_next", now)  # the snapshot taken one round earlier (first round: now)
+        super().round(st, rows)
+        st.seen_next = now
+
+    def target_forward(self, st, rows, feed):
+        self.verify_logits = super().target_forward(st, rows, feed)
+        return self.verify_logits
+
+    def verify_params(self, params, k, num_draft_tokens):
+        return params if k == num_draft_tokens else replace(params, repetition_penalty=1.0)
+
+    def verify(self, st, rows, drafts):
+        target_probs = super().verify(st, rows, drafts)
+        if st.params.repetition_penalty == 1.0:
+            return target_probs
+        prov = self.provisional(st, rows)
+        for k in range(st.gamma):
+            prov = self.advance(st, prov, drafts[:, k])
+        stale = (st.seen_before[torch.from_numpy(rows)].clone(), *prov[1:])  # the bonus row's penalty history
+        target_probs[:, st.gamma] = self.law(st, self.verify_logits[:, st.gamma], stale, st.n_gen[rows] + st.gamma)
+        return target_probs
+
+
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="repetition-penalty-bonus-row-stale", showcases=("penalties",), tv=0.15
+)
+def repetition_penalty_bonus_row_stale(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The repetition penalty reaches only the bonus row, and from a history snapshot one round old (SGLang PR
+    #28242).
+
+    The rows that verify drafts drop the repetition penalty; the bonus row applies it over the tokens seen at the
+    start of the previous round (frequency and presence penalties stay right everywhere).
+
+    Verdict: approximate. At temperature 0 with a repetition penalty the rows that judge drafts have unpenalised
+    argmaxes: greedy output differs (``greedy-processors``, ``greedy-penalties``).
+    """
+    return _RepetitionBonusStale(target, draft, entropy=entropy)
+
+
+class _ConfirmedTwice(VectorizedDecoder):
+    def verify(self, st, rows, drafts):
+        feed = np.concatenate([st.last[rows][:, None], drafts], axis=1)
+        logits = self.target_forward(st, rows, feed)
+        prov = self.provisional(st, rows)
+        out = []
+        for k in range(st.gamma + 1):
+            out.append(self.law(st, logits[:, k], prov, st.n_gen[rows] + k))
+            if k < st.gamma:
+                prov = self.advance(st, prov, feed[:, k])  # the processors' token list starts at the confirmed one
+        return torch.stack(out, dim=1)
+
+
+@zoo_entry(
+    verdict=Verdict.APPROXIMATE, mechanism="verify-processors-see-confirmed-twice", showcases=("penalties",), tv=0.26
+)
+def confirmed_token_twice_in_verify(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """The processors of verify position k see the confirmed token twice and miss draft k - 1 (mlx-lm #1175).
+
+    The verify rows' processor inputs were built from the row inputs ``[last, x_0 .. x_{γ-1}]`` appended to a history
+    that already holds ``last``: position k's penalties, logits processors and grammar see ``last`` twice and
+    ``x_0 .. x_{k-2}``, never ``x_{k-1}``.
+
+    Verdict: approximate. At temperature 0 with penalties, positions k ≥ 1 penalise the wrong tokens and their
+    argmaxes move: greedy output differs.
+    """
+    return _ConfirmedTwice(target, draft, entropy=entropy)

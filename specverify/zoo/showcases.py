@@ -37,10 +37,11 @@ class ShowcaseScenario:
     distance: float = 0.6
     num_draft_tokens: int = 3
     prompt: tuple = (0, 1)
+    tie_rate: float = 0.0
 
     def models(self) -> tuple[ToyModel, ToyModel]:
         """``(target, draft)`` toy models of this showcase."""
-        return models(self.eos_bias, distance=self.distance)
+        return models(self.eos_bias, distance=self.distance, tie_rate=self.tie_rate)
 
     def request(self, *, seed: Optional[int] = None) -> Request:
         """The showcase's request, seeded with ``seed`` (None: unseeded)."""
@@ -49,10 +50,10 @@ class ShowcaseScenario:
 
 @lru_cache(maxsize=8)
 def models(
-    eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7, distance: float = 0.6
+    eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7, distance: float = 0.6, tie_rate: float = 0.0
 ) -> tuple[ToyModel, ToyModel]:
     """The zoo's toy ``(target, draft)`` pair (cached: building a model tables 4096 rows)."""
-    target = random_target(VOCAB, seed=target_seed, eos_bias=eos_bias)
+    target = random_target(VOCAB, seed=target_seed, eos_bias=eos_bias, tie_rate=tie_rate)
     return target, draft_near(target, distance=distance, seed=draft_seed)
 
 
@@ -81,4 +82,10 @@ SHOWCASES = {
     # a one-token prompt: its first round computes one token (what vLLM pads with placeholder drafts); EOS common,
     # since a placeholder is kept with the probability of the last id, EOS
     "one_token_prompt": ShowcaseScenario(SamplingParams(max_tokens=4), eos_bias=0.8, prompt=(0,)),
+    # γ 6 with a close draft and outputs of 7 tokens: rounds that accept five drafts reach verify rows past 4 and 5
+    "gamma_sweep": ShowcaseScenario(SamplingParams(max_tokens=7), eos_bias=0.8, distance=0.15, num_draft_tokens=6),
+    # an 18-token prompt: longer than a prefill chunk of 8
+    "long_prompt": ShowcaseScenario(SamplingParams(max_tokens=4), prompt=(0, 1, 2, 3) * 4 + (0, 2)),
+    # half the target's rows with an exact tie at the top: greedy paths cross them
+    "ties": ShowcaseScenario(SamplingParams(max_tokens=4), tie_rate=0.5),
 }

@@ -27,7 +27,12 @@ BLOCK = 3000  # draws per block: not a multiple of the looks, so blocks end insi
 
 def _random(result) -> bool:
     """Whether the result's counts come from fresh entropy (unseeded requests, the collision check)."""
-    return result.kind == "collision" or not SCENARIOS[result.scenario].seeded
+    member = SCENARIOS.get(result.member) if result.kind == "mixed" else None  # an unseeded member of a mixed call
+    return (
+        result.kind == "collision"
+        or not SCENARIOS[result.scenario].seeded
+        or (member is not None and not member.seeded)
+    )
 
 
 def key(cert) -> list:

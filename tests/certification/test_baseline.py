@@ -25,7 +25,9 @@ def _compare(cert, names, baseline):
     assert checked, "no scenario of the baseline was run"
     for name in checked:
         want, have = SAVED[name], got[name]
-        random = want["kind"] == "collision" or not SCENARIOS[name.split("/")[0]].seeded
+        parts = name.split("/")
+        member = SCENARIOS.get(parts[1]) if want["kind"] == "mixed" and len(parts) > 1 else None
+        random = want["kind"] == "collision" or not SCENARIOS[parts[0]].seeded or not getattr(member, "seeded", True)
         # unseeded requests draw fresh entropy: their counts are random by design, and so is the look where a
         # sequential scenario stops (its N and its pooled cells)
         keys = ("kind", "passed", "num_outcomes") if random and baseline.get("sequential") else (

@@ -126,7 +126,8 @@ def test_scenarios_stay_small_and_away_from_processor_boundaries():
         if s.kind in ("sampling", "greedy"):
             target = s.models().target
             assert len(exact_law(target, s.prompt, s.params)) <= 400, s.name
-            assert boundary_margin(target, s.prompt, s.params) >= 1e-3, s.name
+            margin = boundary_margin(target, s.prompt, s.params)
+            assert margin == 0 if s.pair.target_ties else margin >= 1e-3, s.name  # greedy-ties: ties on purpose
 
 
 def test_a_wrong_law_on_the_unseeded_path_alone_is_refused_exact():

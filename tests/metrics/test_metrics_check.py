@@ -39,7 +39,17 @@ def test_reference_metrics_are_inside_and_carried_everywhere(reference_cert):
     assert validate_document(doc) == "specverify-certificate" and doc["metrics_ok"] is True
     back = certificate_from_document(doc)
     assert back.metrics_ok is True and back.scenarios[0].metrics["rule"] == "chain"
-    drop = ("metrics_ok", "metrics_note", "timings", "run", "requirements", "engine", "counters_ok", "counters_note")
+    drop = (
+        "metrics_ok",
+        "metrics_note",
+        "timings",
+        "run",
+        "requirements",
+        "engine",
+        "counters_ok",
+        "counters_note",
+        "coverage",
+    )
     old = {k: v for k, v in doc.items() if k not in drop} | {"schema_version": 1}  # v1, before the check
     gone = ("metrics", "scenario", "member", "not_run", "counters")
     old["scenarios"] = [{k: v for k, v in s.items() if k not in gone} for s in old["scenarios"]]

@@ -63,7 +63,7 @@ def test_an_acceptance_length_drop_fails_the_item(run_suite, pytester):
     worse.stdout.fnmatch_lines(
         [
             "specverify: engine:make · scenario temperature-1: regressed against the baseline base/engine--make.json: "
-            "temperature-1: mean accepted drafts * < baseline * (N = *); its interval at α = 3e-08 ends at *"
+            "temperature-1: mean accepted drafts * < baseline * (N = *); its interval at α = 2.6e-08 ends at *"
             "(p = *; the first round's accepted drafts)",
         ]
     )

@@ -24,7 +24,8 @@ SHARED = {
 }
 BUGS_MD_ENTRY = re.compile(
     r"^(FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM|vllm-ascend|DeepSpec|z-lab/dflash|rMLX"
-    r"|pegainfer|tpu-inference|Relax|ATOM|xLLM|LiteRT-LM|ik_llama\.cpp|vmlx|speculators) (PR )?#\d+$"
+    r"|pegainfer|tpu-inference|Relax|ATOM|xLLM|LiteRT-LM|ik_llama\.cpp|vmlx|speculators|ds4|mlx-lm|mlxcel|imp"
+    r"|model-serving-minefield) (PR )?#\d+$"
 )
 
 

@@ -14,7 +14,8 @@ from specverify.zoo.showcases import models
 
 PROJECTS = r"FlashInfer|SGLang|vLLM|transformers|TensorRT-LLM|llama\.cpp|1Cat-vLLM|vllm-ascend|DeepSpec|z-lab/dflash"
 MORE = r"rMLX|pegainfer|tpu-inference|Relax|ATOM|xLLM|LiteRT-LM|ik_llama\.cpp|vmlx|speculators"
-BUG_ID = re.compile(rf"^({PROJECTS}|{MORE}) (PR )?#\d+$|^seed$")
+FIELD = r"ds4|mlx-lm|mlxcel|imp|model-serving-minefield"  # issue 45
+BUG_ID = re.compile(rf"^({PROJECTS}|{MORE}|{FIELD}) (PR )?#\d+$|^seed$")
 HOOK_MODULES = ("specverify.zoo._hooks", "specverify.zoo._counting")  # shared bases, not mutations
 
 

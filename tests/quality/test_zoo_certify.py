@@ -62,7 +62,11 @@ def test_reference_is_exact():
     assert cert.failed_checks == () and cert.metrics_ok is True, cert.metrics_note
 
 
-METRIC_ENTRIES = [n for n in ZOO if ZOO[n].checks]
+METRIC_ENTRIES = [n for n in ZOO if ZOO[n].checks and ZOO[n].factory.__module__ == "specverify.zoo.metrics"]
+# entries outside specverify.zoo.metrics that fail a named check beside their verdict: an acceptance below its exact
+# expectation (a worse draft context, fallback rounds) or a reproducibility that depends on the call's neighbours
+OTHER_CHECK_ENTRIES = [n for n in ZOO if ZOO[n].checks and n not in METRIC_ENTRIES]
+FAST_OTHER_CHECK_ENTRIES = ("first_seeded_seed_for_call",)
 # ~3 s each: the fast suite decides one entry caught by the consistency rule, one caught by an interval and one by
 # a counter identity (the counters check)
 FAST_METRIC_ENTRIES = (
@@ -96,6 +100,20 @@ def test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check(name):
     assert cert.meets(entry.verdict) and not cert.meets(entry.verdict, require_metrics=True)
 
 
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[] if n in FAST_OTHER_CHECK_ENTRIES else [pytest.mark.slow]) for n in OTHER_CHECK_ENTRIES],
+)
+def test_check_entry_keeps_its_verdict_and_fails_exactly_its_check(name):
+    """Entries outside the metrics module tagged with a failed check: on the core, exactly their verdict and check."""
+    entry = ZOO[name]
+    cert = certified(name, level_for(entry), list(CORE))
+    assert cert.verdict == entry.verdict, f"{name}: {cert.verdict} ({cert.reason})"
+    assert cert.failed_checks == entry.checks, f"{name}: {cert.failed_checks} ({cert.metrics_note})"
+    required = {"reproducible": dict(require_reproducible=True), "metrics": dict(require_metrics=True)}
+    assert cert.meets(entry.verdict) and not cert.meets(entry.verdict, **required[entry.checks[0]])
+
+
 def test_the_metric_entries_are_the_metrics_modules():
     from specverify.zoo.metrics import __all__ as metric_entries
 
@@ -126,6 +144,7 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "last_index_fallback": ("top-k",),
     "rng_keyed_by_batch_position": ("batch-composition",),
     "corrupts_beyond_two_sequences": ("batch-composition",),
+    "any_greedy_request_greedy_call": ("mixed-kinds",),
 }
 
 
@@ -147,6 +166,8 @@ DECIDED_BY = {
     "threshold_acceptance": ("greedy", "temperature-1"),
     "relaxed_top_k_acceptance": ("greedy", "temperature-1"),
     "synthetic_acceptance": ("greedy",),
+    "tree_logits_slice_shifted": ("greedy",),
+    "tree_nodes_at_span_index": ("greedy", "greedy-tree-positional"),
 }
 
 
@@ -222,6 +243,7 @@ def fast_certified() -> dict:
     }
     tests |= {n: "test_invalid_entry_is_invalid_on_its_scenario" for n in SHOWS_IN}
     tests |= {n: "test_metric_entry_keeps_its_verdict_and_fails_exactly_its_check" for n in FAST_METRIC_ENTRIES}
+    tests |= {n: "test_check_entry_keeps_its_verdict_and_fails_exactly_its_check" for n in FAST_OTHER_CHECK_ENTRIES}
     return tests | {n: "test_entry_gets_exactly_its_tag_on_the_scenarios_that_show_it" for n in FAST_TAG_ENTRIES}
 
 

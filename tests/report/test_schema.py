@@ -164,7 +164,11 @@ def test_a_broken_shard_file_is_rejected(shard_path):
 
 def _as_version_1(doc):
     """A certificate document as schema version 1 wrote it: no run, requirements, engine; scenarios by name."""
-    old = {k: v for k, v in doc.items() if k not in ("run", "requirements", "engine", "counters_ok", "counters_note")}
+    old = {
+        k: v
+        for k, v in doc.items()
+        if k not in ("run", "requirements", "engine", "counters_ok", "counters_note", "coverage")
+    }
     drop = ("scenario", "member", "not_run", "counters")
     old["scenarios"] = [{k: v for k, v in s.items() if k not in drop} for s in doc["scenarios"]]
     for s in old["scenarios"]:  # version 1 wrote positional metrics rows

@@ -4,13 +4,13 @@ matrix has an exact law, else (a user's own checkpoints) with the ``--against`` 
 **Shared calls.** The greedy scenarios of one model pair are not statistical tests, so their requests may share
 calls: the first greedy scenario of a pair to run sends the requests of every greedy scenario of that pair the run
 will run (:func:`_pair_group`), and each scenario then compares its own completions. Requests are sent γ by γ
-(``GREEDY_GAMMAS``): for each γ the batched requests of all those scenarios (one call where the decoder takes them),
-then that γ's prompts sent alone. A decoder that declares ``fixed_gamma`` (vLLM: one engine per γ) thus starts one
-engine per (pair, γ) for all its greedy scenarios, where it restarted at every change of γ (four per call, and one
-per prompt sent alone). For other decoders each scenario's requests keep their interleaved γ in one call and only
-the calls of one request are ordered by γ. A protocol violation in a shared call is reported on the scenario that
-made it, naming the others; a scenario the prediction missed makes its own calls. The answers wait in the run
-(``Run.greedy_answers``), so nothing outlives it."""
+(``GREEDY_GAMMAS``, or the scenario's own ``gammas``: the γ sweep): for each γ the batched requests of all those
+scenarios (one call where the decoder takes them), then that γ's prompts sent alone. A decoder that declares
+``fixed_gamma`` (vLLM: one engine per γ) thus starts one engine per (pair, γ) for all its greedy scenarios, where it
+restarted at every change of γ (four per call, and one per prompt sent alone). For other decoders each scenario's
+requests keep their interleaved γ in one call and only the calls of one request are ordered by γ. A protocol
+violation in a shared call is reported on the scenario that made it, naming the others; a scenario the prediction
+missed makes its own calls. The answers wait in the run (``Run.greedy_answers``), so nothing outlives it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from specverify.enums import ModelFamily, ScenarioKind
 from specverify.errors import ProtocolViolation
 from specverify.protocol import Request
 
-__all__ = ["GreedyCheck", "GREEDY_PROMPTS", "GREEDY_GAMMAS", "MIN_DISAGREEMENT"]
+__all__ = ["GreedyCheck", "GREEDY_PROMPTS", "GREEDY_GAMMAS", "MIN_DISAGREEMENT", "gammas_of"]
 
 GREEDY_PROMPTS = 120
 GREEDY_GAMMAS = (1, 2, 3, 4)  # docs/design.md: the greedy scenarios send γ 1 to 4 whatever the scenario's γ
@@ -53,7 +53,8 @@ class GreedyCheck:
 
     def gamma_span(self, scenario) -> tuple:
         """The (first, last) γ of its calls (the run order: ``scenarios.run_order``)."""
-        return GREEDY_GAMMAS[0], GREEDY_GAMMAS[-1]
+        gammas = gammas_of(scenario)
+        return gammas[0], gammas[-1]
 
     def run(self, run, scenario) -> list:
         if not run.matrix.exact_law:
@@ -84,9 +85,15 @@ class GreedyCheck:
         return [_result(run, scenario, mismatches, len(requests), note, started)]
 
 
+def gammas_of(scenario) -> tuple:
+    """The γ values a greedy scenario's requests take in turn: its own ``gammas`` (the γ sweep), else
+    ``GREEDY_GAMMAS``."""
+    return tuple(scenario.gammas) or GREEDY_GAMMAS
+
+
 def _requests(run, scenario, target) -> list:
-    """The scenario's greedy requests: its prompts at γ 1, 2, 3, 4, 1, ... (``GREEDY_GAMMAS`` in turn)."""
-    gammas = GREEDY_GAMMAS
+    """The scenario's greedy requests: its prompts at γ 1, 2, 3, 4, 1, ... (``gammas_of`` in turn)."""
+    gammas = gammas_of(scenario)
     return [Request(p, scenario.params, gammas[i % len(gammas)]) for i, p in enumerate(_prompts(run, scenario, target))]
 
 
@@ -134,10 +141,11 @@ def _shared_calls(run, handle, group) -> dict:
     own = {s.name: _requests(run, s, target) for s in group}
     alone = {s.name: own[s.name][: s.alone_prompts] if "batch" in handle.capabilities else [] for s in group}
     tagged = [(s.name, i, r) for s in group for i, r in enumerate(own[s.name])]
+    every = tuple(sorted({g for s in group for g in gammas_of(s)}))
     if getattr(handle, "fixed_gamma", False):
-        steps = [([t for t in tagged if t[2].num_draft_tokens == g], (g,)) for g in GREEDY_GAMMAS]
+        steps = [([t for t in tagged if t[2].num_draft_tokens == g], (g,)) for g in every]
     else:
-        steps = [(tagged, GREEDY_GAMMAS)]
+        steps = [(tagged, every)]
     done = {s.name: {} for s in group}
     for part, gammas in steps:
         chunk = handle.requests_per_call(max(len(part), 1))
@@ -160,7 +168,9 @@ def _prompts(run, scenario, target) -> list:
         return list(scenario.prompts)
     rng = np.random.default_rng(scenario_seed(run.seed, scenario.name) % 2**32)
     tokens = [t for t in range(target.vocab.size) if t != target.vocab.eos_token_id]
-    prompts = [tuple(int(t) for t in rng.choice(tokens, size=int(rng.integers(1, 6)))) for _ in range(GREEDY_PROMPTS)]
+    low, high = scenario.prompt_lengths
+    sizes = (int(rng.integers(low, high + 1)) for _ in range(GREEDY_PROMPTS))
+    prompts = [tuple(int(t) for t in rng.choice(tokens, size=size)) for size in sizes]
     if scenario.pair.family != ModelFamily.TOY:  # float32 engines: keep only prompts with a clear greedy argmax
         from specverify.oracles.law import boundary_margin
 

@@ -52,7 +52,8 @@ class MixedCheck:
         order = np.repeat(np.arange(len(members)), sizes)  # member of each request, shuffled
         np.random.default_rng(base % 2**32).shuffle(order)
         templates = [Request(m.prompt, m.params, m.num_draft_tokens) for m in members]
-        requests = _requests(templates, order, base, handle.seeded)
+        seeded = [handle.seeded and m.seeded for m in members]  # an unseeded member stays unseeded beside seeded ones
+        requests = _requests(templates, order, base, seeded)
         tallies = [Tally(m.num_draft_tokens, handle.prefill_tokens, handle.draft_law) for m in members]
         done = 0
         for batch, completions in run.session.calls(handle, requests, CHUNK):
@@ -81,13 +82,13 @@ class MixedCheck:
         return out
 
 
-def _requests(templates: list, order: np.ndarray, base: int, seeded: bool) -> Iterator[Request]:
-    """Request j is a copy of ``templates[order[j]]`` with seed ``base + j`` (None unseeded), made a call's worth at a
-    time: the few hundred thousand a scenario draws never live at once (each one alive at a full collection is
-    walked by it)."""
+def _requests(templates: list, order: np.ndarray, base: int, seeded: list) -> Iterator[Request]:
+    """Request j is a copy of ``templates[order[j]]`` with seed ``base + j`` (None where its member is unseeded:
+    ``seeded[member]``), made a call's worth at a time: the few hundred thousand a scenario draws never live at once
+    (each one alive at a full collection is walked by it)."""
     for start in range(0, order.size, CHUNK):
         part = order[start : start + CHUNK].tolist()
-        seeds = [(base + j) % 2**63 for j in range(start, start + len(part))] if seeded else [None] * len(part)
+        seeds = [(base + j) % 2**63 if seeded[i] else None for j, i in zip(range(start, start + len(part)), part)]
         yield from reseeded(map(templates.__getitem__, part), seeds)
 
 

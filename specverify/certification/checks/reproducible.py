@@ -25,9 +25,13 @@ def check_reproducible(run, scenario) -> tuple:
     # a decoder that fixes γ per engine (decoder.fixed_gamma) gets same-γ neighbours: others would run on another
     # engine, never in the same batch as the seeded request
     gammas = (scenario.num_draft_tokens,) * 2 if handle.fixed_gamma else (1, 2)
+    # neighbours of every kind: a seeded one ahead of the request (a call's generator seeded by its first seed shows),
+    # and a greedy unseeded one after it
     others = [
-        Request(scenario.prompt, replace(scenario.params, temperature=0.7), gammas[0]),
-        Request(scenario.prompt[:1], scenario.params, gammas[1]),
+        Request(
+            scenario.prompt, replace(scenario.params, temperature=0.7), gammas[0], seed=scenario_seed(run.seed, "nb")
+        ),
+        Request(scenario.prompt[:1], replace(scenario.params, temperature=0.0), gammas[1]),
     ]
     for i in range(4):
         req = Request(

@@ -91,6 +91,9 @@ PAIR_SETS = {
 DEFAULT_PAIR_SET = "llama"
 _SPECS = {**CHECKPOINT_PAIRS, **MIMO_PAIRS}
 TOY_ONLY = ("target-zero", "draft-zero", "one-token-prompt", "long-prompt", "multi-turn")  # last 3: configuration
+# issue 45's axes, toy-only for now: ties need the toy's exact table; the γ sweep costs an engine per γ (vLLM)
+TOY_ONLY += ("gamma-8", "sliding-window", "mixed-kinds", "greedy-gamma-sweep", "greedy-long-prompts", "greedy-ties")
+TOY_ONLY += ("greedy-sliding-window",)
 TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
 TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
 LONG_TURN_1_PROMPT = (0, 1, 2, 3, 4) * 12 + (0, 1, 2)  # 63 tokens: one short of two 32-token KV blocks

@@ -146,6 +146,11 @@ FAMILY_SCENARIOS = {
         "tree-padded": ("sampling", "fewer real top-k candidates than the shape (a top-k law): padded nodes", False,
                         dict(params=P(top_k=2, max_tokens=4)), dict(draft_distance=1.0, draft_seed=11),
                         dict(siblings="top-k", shape=(3, 2, 1))),
+        "tree-positional": ("sampling", "a branching tree on a target whose law reads positions (node depth)",
+                            False, {}, dict(target_positional=True), {}),
+        "greedy-tree-positional": ("greedy", "greedy trees on a target whose law reads positions (node depth)",
+                                   False, dict(params=P(temperature=0.0, max_tokens=5)),
+                                   dict(target_positional=True, draft_distance=1.0, draft_seed=21), {}),
     },
 }  # fmt: skip
 

@@ -49,6 +49,8 @@ class CertificationScenario:
     seeded: bool = True  # False: requests carry no seed even when the decoder declares ``seed``
     alone_prompts: int = 0  # greedy: how many prompts are also sent one per call (batch decoders)
     prompts: tuple = ()  # greedy: fixed prompts (default: drawn from the seed over the vocabulary)
+    prompt_lengths: tuple = (1, 5)  # greedy: the drawn prompts' shortest and longest length
+    gammas: tuple = ()  # greedy: the γ its requests take in turn (default: checks.greedy.GREEDY_GAMMAS, 1 to 4)
 
     def models(self) -> ModelPair:
         """The built (target, draft) pair (cached per spec)."""
@@ -180,10 +182,34 @@ _LIST = [
         prompt=(0, 1) + (1, 0, 3),  # turn 1 from (0, 1): its likeliest output of three tokens, (1, 0) then EOS (3)
     ),
     _s(
+        "gamma-8",
+        "sampling",
+        "γ = 8 with outputs of 7 tokens: verify rows past 4 and 5 judge drafts after five accepted (the γ sweep)",
+        num_draft_tokens=8,
+        params=P(max_tokens=7),
+        vocab_size=3,
+        draft_distance=0.15,
+    ),
+    _s(
+        "sliding-window",
+        "sampling",
+        "a target with a 3-token sliding window, outputs of 6 tokens: rollback after the window wraps (toy-only)",
+        params=P(max_tokens=6),
+        target_window=3,
+        draft_distance=0.4,
+        vocab_size=3,
+    ),
+    _s(
         "mixed-batch",
         "mixed",
         "different params and γ in one call; no cross-request leakage",
         members=("temperature-1", "penalties", "stop-spanning"),
+    ),
+    _s(
+        "mixed-kinds",
+        "mixed",
+        "greedy and sampled, seeded and unseeded requests, different params and γ in one call",
+        members=("greedy", "unseeded-law", "gamma-1"),
     ),
     _s(
         "batch-composition",
@@ -212,6 +238,43 @@ _LIST = [
         params=P(temperature=0.0, max_tokens=5),
         draft_distance=1.0,
         draft_seed=21,
+    ),
+    _s(
+        "greedy-gamma-sweep",
+        "greedy",
+        "greedy at γ 5 to 8 with outputs of 12 tokens: verify rows past 4 and 5 (the γ sweep)",
+        params=P(temperature=0.0, max_tokens=12),
+        num_draft_tokens=5,
+        gammas=(5, 6, 7, 8),
+        draft_distance=0.55,
+        draft_seed=28,
+    ),
+    _s(
+        "greedy-long-prompts",
+        "greedy",
+        "greedy prompts of 10 to 30 tokens: a long context (prefilled in chunks, windows, long-range caches)",
+        params=P(temperature=0.0, max_tokens=5),
+        prompt_lengths=(10, 30),
+        draft_distance=1.0,
+        draft_seed=29,
+    ),
+    _s(
+        "greedy-ties",
+        "greedy",
+        "greedy paths crossing exact ties in the target's logits (the lowest index wins; toy-only)",
+        params=P(temperature=0.0, max_tokens=5),
+        target_ties=0.5,
+        draft_distance=1.0,
+        draft_seed=30,
+    ),
+    _s(
+        "greedy-sliding-window",
+        "greedy",
+        "greedy on a target with a 3-token sliding window, outputs of 8 tokens: rollback after the wrap (toy-only)",
+        params=P(temperature=0.0, max_tokens=8),
+        target_window=3,
+        draft_distance=1.0,
+        draft_seed=31,
     ),
     _s(
         "greedy-processors",
