@@ -1,0 +1,346 @@
+"""``ServerDecoder``: a server as a specverify decoder, managed (started from a template per γ) or attached (a running
+deployment at a URL), speaking one dialect (``dialects``).
+
+Set-up (verdict ``error`` when it fails): start or reach the first server, wait for its health path, read its name
+and version, find the model name (OpenAI: ``GET /v1/models``), then run the honour check (``honour``) and declare
+``capabilities`` = the dialect's fields the server honours, plus ``batch``, plus ``seed`` when honoured. A call sends
+each request as one body through the client (``client``: at most ``max_in_flight`` in flight, the retry rule, faults
+as ``invalid``) and turns each answer into a ``Completion`` by the finish rule every adapter shares
+(``boundary.finish``: tokens past an end are reported, never cut; an early stop raises). ``reported_metrics()``: the
+server's Prometheus spec-decode counters (vLLM) over this decoder's calls, or the per-request counts a dialect
+returns (llama.cpp's ``draft_n`` / ``draft_n_accepted``). Nothing here imports an engine.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Optional, Sequence
+
+import numpy as np
+
+from specverify.adapters.boundary.finish import finish
+from specverify.adapters.server.client import Client, Post, ServerFault, ServerUnavailable, host_of
+from specverify.adapters.server.dialects import Dialect
+from specverify.adapters.server.honour import PROBED, honour_check
+from specverify.adapters.server.metrics import spec_counters
+from specverify.adapters.server.process import HOST, MODEL, ManagedServer, free_port, template_fields
+from specverify.errors import InvalidArgument, check
+from specverify.protocol import Completion, Request
+
+__all__ = ["ServerDecoder", "identify"]
+
+_IDENTITY = {  # dialect -> (path, server name, how the version is read from the JSON)
+    "openai": ("/version", "vllm", lambda j: j.get("version")),
+    "sglang": ("/get_server_info", "sglang", lambda j: j.get("version")),
+    "llamacpp": ("/props", "llama-server", lambda j: j.get("build_info")),
+    "tgi": ("/info", "text-generation-inference", lambda j: j.get("version")),
+}
+
+
+def identify(client: Client, dialect: Dialect) -> tuple:
+    """(server name, version) as the server reports them; (the dialect's name, None) when it does not say."""
+    path, name, version_of = _IDENTITY[dialect.name]
+    try:
+        answer = client.get_json(path)
+        version = version_of(answer) if isinstance(answer, dict) else None
+        return name, None if version is None else str(version)
+    except ServerFault:
+        return f"{dialect.name}-compatible", None
+
+
+class _Live:
+    """One server the decoder talks to: its client, the managed process (None when attached), counters at start."""
+
+    def __init__(self, client: Client, process: Optional[ManagedServer]):
+        self.client, self.process = client, process
+        self.base: dict = {}
+
+
+class ServerDecoder:
+    """A server as a decoder (module docstring). Exactly one of ``template`` (managed) and ``url`` (attached)."""
+
+    def __init__(
+        self,
+        target,
+        draft,
+        *,
+        dialect: Dialect,
+        method: str,
+        template: Optional[str] = None,
+        url: Optional[str] = None,
+        speculative: bool = True,
+        max_in_flight: int = 4,
+        timeout_s: float = 60.0,
+        retries: int = 2,
+        api_key_env: Optional[str] = None,
+        startup_timeout_s: float = 300.0,
+        honour: bool = True,
+        token_ids: str = "return_token_ids",
+        model: Optional[str] = None,
+        env: Optional[dict] = None,
+        declared: Optional[dict] = None,
+    ):
+        check(
+            (template is None) != (url is None),
+            f"template={template!r}, url={url!r}: give exactly one (template: specverify starts the server; url: a "
+            "running deployment, attached).",
+        )
+        check(
+            token_ids in ("return_token_ids", "logprobs"),
+            f"token_ids={token_ids!r} must be 'return_token_ids' or 'logprobs' (return_tokens_as_token_ids).",
+        )
+        check(isinstance(honour, bool), f"honour={honour!r} must be a bool (run the honour check).")
+        self.vocab, self.dialect, self.method = target.vocab, dialect, method
+        self.target, self.draft, self.speculative = target, draft, speculative
+        self.template, self.url, self.env = template, url, dict(env or {})
+        self.fields = template_fields(template) if template is not None else frozenset()
+        self.fixed_gamma = "gamma" in self.fields
+        self.client_options = dict(
+            max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries, api_key_env=api_key_env
+        )
+        self.startup_timeout_s, self.model, self.token_ids = float(startup_timeout_s), model, token_ids
+        self.declared = dict(declared or {})
+        self.rng = np.random.default_rng()
+        self.servers: dict = {}
+        self.retired_counters: dict = {}
+        self.request_counts = {"draft_n": 0, "draft_n_accepted": 0, "spec_verify_ct": 0}
+        self.state = {"requests": 0, "retried": 0, "discarded": 0, "servers_started": 0, "restarts": 0}
+        self.not_covered: dict = {}
+        self.name, self.version, self.launch = dialect.name, None, None
+        first = self._server(3)
+        self.name, self.version = identify(first.client, dialect)
+        if dialect.name == "openai" and self.model is None:
+            self.model = self._model_name(first.client)
+        self.capabilities = self._capabilities(first, honour)
+        first.base = self._counters(first)
+
+    # ---- servers ------------------------------------------------------------------------------------------------
+    def _key(self, gamma: int) -> int:
+        return gamma if self.fixed_gamma else 0
+
+    def _server(self, gamma: int) -> _Live:
+        key = self._key(gamma)
+        if key not in self.servers:
+            self.servers[key] = self._start(gamma)
+        return self.servers[key]
+
+    def _start(self, gamma: int) -> _Live:
+        if self.url is not None:
+            client = Client(self.url, **self.client_options)
+            client.wait_ready(self.dialect.health, timeout_s=min(self.startup_timeout_s, 30.0))
+            return _Live(client, None)
+        port = free_port()
+        argv = shlex.split(self.template.format(**self._values(gamma, port)))
+        key_env = self.client_options["api_key_env"]
+        secrets = [os.environ.get(key_env, "")] if key_env else []
+        process = ManagedServer(argv, port, env=self.env, secrets=secrets)
+        self.launch = process.launch
+        client = Client(process.url, alive=process.dead, **self.client_options)
+        try:
+            client.wait_ready(self.dialect.health, timeout_s=self.startup_timeout_s, alive=process.dead)
+        except ServerUnavailable as exc:
+            tail = process.tail()
+            process.close()
+            raise ServerUnavailable(f"{exc}; launch: {process.launch}; log tail: {tail}") from None
+        self.state["servers_started"] += 1
+        return _Live(client, process)
+
+    def _values(self, gamma: int, port: int) -> dict:
+        values = {"gamma": gamma, "port": port, "host": HOST, "model": MODEL}
+        values["target"] = str(getattr(self.target, "path", ""))
+        values["draft"] = str(getattr(self.draft, "path", ""))
+        if "target_gguf" in self.fields or "draft_gguf" in self.fields:
+            from specverify.adapters.llamacpp.gguf_export import gguf_file
+
+            values["target_gguf"] = str(gguf_file(self.target, "toy"))
+            values["draft_gguf"] = str(gguf_file(self.draft, "toy")) if "draft_gguf" in self.fields else ""
+        for name in ("target", "draft"):
+            if name in self.fields and not values[name]:
+                raise InvalidArgument(
+                    f"template uses {{{name}}} but {name}={getattr(self, name)!r} has no .path: a managed server "
+                    "loads checkpoints from disk; run with --models checkpoint."
+                )
+        return {k: shlex.quote(str(v)) for k, v in values.items()}
+
+    def _retire(self, key) -> None:
+        live = self.servers.pop(key)
+        try:
+            self._add_counters(live)
+        finally:
+            if live.process is not None:
+                live.process.close()
+
+    def _restart_dead(self, exc: BaseException) -> None:
+        """After a fault on an honour probe: a managed server that died is started again (recorded)."""
+        for key, live in list(self.servers.items()):
+            if live.process is not None and live.process.dead():
+                live.process.close()
+                self.servers[key] = self._start(key or 3)
+                self.state["restarts"] += 1
+            elif live.process is None:
+                try:  # attached: a deployment that no longer answers cannot be restarted from here
+                    live.client.wait_ready(self.dialect.health, timeout_s=10.0)
+                except ServerUnavailable:
+                    raise ServerUnavailable(f"the attached server stopped answering after an honour probe: {exc}") from None
+
+    def _model_name(self, client: Client) -> str:
+        listing = client.get_json("/v1/models")
+        try:
+            return str(listing["data"][0]["id"])
+        except (KeyError, IndexError, TypeError):
+            raise ServerUnavailable(f"GET /v1/models gave no model: {listing!r}; pass --engine-option model=NAME") from None
+
+    # ---- capabilities -------------------------------------------------------------------------------------------
+    def _capabilities(self, first: _Live, honour: bool) -> frozenset:
+        maps = set(self.dialect.maps)
+        if not honour:
+            self.not_covered["honour check"] = "skipped (honour=False): every mapped field declared unchecked"
+            return frozenset(maps | {"seed", "batch"})
+        probed = [f for f in PROBED if f in maps or f == "seed"]
+        reasons = honour_check(self._probe_send, self.vocab, probed, on_fault=self._restart_dead)
+        if reasons.get("temperature"):
+            raise ServerUnavailable(
+                f"the server does not honour temperature ({reasons['temperature']}): nothing can be certified"
+            )
+        self.not_covered.update({f: r for f, r in reasons.items() if r})
+        honoured = {f for f, r in reasons.items() if not r}
+        return frozenset((maps - set(PROBED)) | honoured | {"temperature", "max_tokens", "batch"})
+
+    def _probe_send(self, requests: Sequence[Request]) -> list:
+        live = next(iter(self.servers.values()))
+        return [answer.tokens for answer in self._send(live, list(requests))]
+
+    # ---- calls --------------------------------------------------------------------------------------------------
+    def _context(self) -> dict:
+        return {
+            "model": self.model,
+            "vocab_size": self.vocab.size,
+            "strings": tuple(self.vocab.strings),
+            "rng": self.rng,
+            "token_ids": self.token_ids,
+        }
+
+    def _send(self, live: _Live, requests: list) -> list:
+        ctx = self._context()
+        posts = [Post(self.dialect.path, self.dialect.body(r, ctx), seeded=r.seed is not None) for r in requests]
+        raw = live.client.post_many(posts)
+        answers = []
+        for post, request, answer in zip(posts, requests, raw):
+            try:
+                parsed = self.dialect.parse(answer)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                raise live.client._fault(f"the answer is malformed ({exc}): {str(answer)[:400]!r}", post.path, post.body)
+            prefill = parsed.spec.get("prefill")
+            if prefill and tuple(prefill)[-len(request.prompt) :] != tuple(request.prompt):
+                raise live.client._fault(
+                    f"the server tokenised the prompt text into {prefill!r}, not {request.prompt!r}",
+                    post.path,
+                    post.body,
+                )
+            answers.append(parsed)
+        return answers
+
+    def _check(self, request: Request) -> None:
+        extra = sorted(n for n in request.params.active() if n not in self.capabilities)
+        if extra:
+            raise InvalidArgument(
+                f"params={request.params!r} set {extra!r}, which this server does not honour or the {self.dialect.name} "
+                f"dialect does not map (not declared: {self.not_covered or 'not in the dialect'})."
+            )
+        refused = self.dialect.refuse(request) if self.dialect.refuse is not None else None
+        if refused:
+            raise InvalidArgument(f"params={request.params!r}: {refused}.")
+
+    def __call__(self, requests: Sequence[Request]) -> list:
+        requests = list(requests)
+        for r in requests:
+            self._check(r)
+        out: list = [None] * len(requests)
+        groups: dict = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(r.num_draft_tokens, []).append(i)
+        for gamma, indices in groups.items():
+            live = self._server(gamma)
+            answers = self._send(live, [requests[i] for i in indices])
+            for i, answer in zip(indices, answers):
+                for key in self.request_counts:
+                    self.request_counts[key] += int(answer.spec.get(key, 0) or 0)
+                done = finish(
+                    answer.tokens,
+                    self.vocab,
+                    requests[i].params,
+                    engine=self.name,
+                    detail=f"the server's finish_reason {answer.finish_reason!r}",
+                )
+                out[i] = Completion(done.tokens, done.finish_reason)
+        self.state["requests"] += len(requests)
+        return out
+
+    # ---- evidence -----------------------------------------------------------------------------------------------
+    def _counters(self, live: _Live) -> dict:
+        try:
+            status, text = live.client.get_text("/metrics", timeout_s=10.0)
+        except OSError:
+            return {}
+        return spec_counters(text) if status == 200 else {}
+
+    def _add_counters(self, live: _Live) -> None:
+        from specverify.adapters.vllm.counters import add_counters, counter_delta
+
+        now = self._counters(live)
+        if now:
+            add_counters(self.retired_counters, counter_delta(live.base, now))
+        for name in ("retried", "discarded"):
+            self.state[name] += getattr(live.client, name)
+            setattr(live.client, name, 0)
+
+    def reported_metrics(self):
+        """The server's own speculative counters over this decoder's calls (module docstring); None when the server
+        does not speculate or reports none."""
+        from specverify.adapters.vllm.counters import add_counters, counter_delta, reported
+        from specverify.metrics.counters import ReportedMetrics
+
+        if not self.speculative:
+            return None
+        total = {k: (list(v) if isinstance(v, list) else v) for k, v in self.retired_counters.items()}
+        for live in self.servers.values():
+            now = self._counters(live)
+            if now:
+                add_counters(total, counter_delta(live.base, now))
+        if total:
+            return reported(total)
+        if self.request_counts["draft_n"]:
+            return ReportedMetrics(
+                num_draft_tokens=self.request_counts["draft_n"],
+                num_accepted_tokens=self.request_counts["draft_n_accepted"],
+            )
+        return None
+
+    @property
+    def engine_info(self) -> dict:
+        """docs/adapters.md: the server as it reports itself, how it was reached (host only; the launch line with
+        secrets removed), what it honours, and the states its answers show."""
+        state = dict(self.state)
+        for live in self.servers.values():
+            state["retried"] += live.client.retried
+            state["discarded"] += live.client.discarded
+        requested = {
+            "method": self.method,
+            "mode": "managed" if self.template is not None else "attached",
+            "dialect": self.dialect.name,
+            "host": host_of(self.url) if self.url is not None else HOST,
+            "launch": self.launch,
+            "max_in_flight": self.client_options["max_in_flight"],
+            "timeout_s": self.client_options["timeout_s"],
+            "not_covered": dict(self.not_covered),
+            **({"declared": self.declared} if self.declared else {}),
+        }
+        out = {"name": self.name, "requested": requested, "state": state}
+        if self.version is not None:
+            out["version"] = self.version
+        return out
+
+    def close(self) -> None:
+        for key in list(self.servers):
+            self._retire(key)

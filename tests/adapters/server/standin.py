@@ -1,0 +1,132 @@
+"""A stand-in HTTP server speaking the OpenAI completions dialect (token ids in, token ids out), backed by the
+reference decoder on a toy pair, with faults on demand: the server adapter's client tested without any engine.
+
+``StandIn(target, draft, fault=...)`` serves on 127.0.0.1 in a thread. ``fault``:
+
+- None: a correct server (the reference decoder's law, seeded requests reproducible);
+- ``"5xx"``: every completion answers HTTP 500; ``"malformed"``: a body that is not JSON;
+- ``"drop"``: the connection is closed before any response; ``"drop-once"``: only the first completion's;
+- ``"slow"``: completions wait ``delay_s`` before answering;
+- ``"ignore-top_k"``: ``top_k`` is accepted and dropped (a server that does not honour it);
+- ``"die-after"``: the server stops after ``die_after`` completions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+from specverify.params import SamplingParams
+from specverify.protocol import Request
+from specverify.reference import make_decoder
+
+_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
+           "min_tokens")  # fmt: skip
+
+
+def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
+    fields = {k: body[k] for k in _FIELDS if k in body}
+    if fault == "ignore-top_k":
+        fields.pop("top_k", None)
+    if "stop" in body:
+        fields["stop"] = tuple(body["stop"])
+    if "allowed_token_ids" in body:
+        fields["bad_token_ids"] = tuple(t for t in range(vocab_size) if t not in set(body["allowed_token_ids"]))
+    return SamplingParams(max_tokens=body["max_tokens"], **fields)
+
+
+class StandIn:
+    def __init__(self, target, draft, *, fault=None, delay_s: float = 0.0, die_after: int = 0, gamma: int = 3):
+        self.decoder, self.vocab, self.gamma = make_decoder(target, draft), target.vocab, gamma
+        self.fault, self.delay_s, self.die_after = fault, delay_s, die_after
+        self.completions = 0
+        self.lock = threading.Lock()
+        self.rng = np.random.default_rng(0)
+        self.bodies: list = []
+        self.headers: list = []
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, payload: bytes, kind="application/json"):
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):
+                if self.path == "/health":
+                    self._send(200, b"{}")
+                elif self.path == "/version":
+                    self._send(200, b'{"version": "stand-in 1.0"}')
+                elif self.path == "/v1/models":
+                    self._send(200, b'{"data": [{"id": "toy"}]}')
+                elif self.path == "/metrics":
+                    self._send(200, standin.metrics().encode(), "text/plain")
+                else:
+                    self._send(404, b"{}")
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with standin.lock:
+                    standin.completions += 1
+                    n = standin.completions
+                    standin.bodies.append(body)
+                    standin.headers.append(dict(self.headers))
+                fault = standin.fault
+                if fault == "die-after" and n > standin.die_after:
+                    threading.Thread(target=standin.server.shutdown, daemon=True).start()
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fault == "drop" or (fault == "drop-once" and n == 1):
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fault == "5xx":
+                    return self._send(500, b'{"error": "out of memory"}')
+                if fault == "malformed":
+                    return self._send(200, b'{"choices": [{"text": "ab", "token_ids": [1, ')
+                if fault == "slow":
+                    time.sleep(standin.delay_s)
+                self._send(200, json.dumps(standin.complete(body)).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def complete(self, body: dict) -> dict:
+        params = params_of(body, self.vocab.size, self.fault)
+        request = Request(tuple(body["prompt"]), params, self.gamma, body.get("seed"))
+        with self.lock:
+            done = self.decoder([request])[0]
+        text = "".join(self.vocab.strings[t] for t in done.tokens)
+        return {"choices": [{"text": text, "token_ids": list(done.tokens), "finish_reason": done.finish_reason}]}
+
+    def metrics(self) -> str:
+        n = self.completions
+        return (
+            "# HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.\n"
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="toy"}} {float(n)}\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="toy"}} {float(3 * n)}\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="toy"}} {float(2 * n)}\n'
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="0"}} {float(n)}\n'
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="1"}} {float(n)}\n'
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="2"}} 0.0\n'
+        )
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
