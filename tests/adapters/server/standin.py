@@ -85,7 +85,7 @@ class StandIn:
                     standin.headers.append(dict(self.headers))
                 fault = standin.fault
                 if fault == "die-after" and n > standin.die_after:
-                    threading.Thread(target=standin.server.shutdown, daemon=True).start()
+                    threading.Thread(target=standin.close, daemon=True).start()
                     self.close_connection = True
                     self.connection.close()
                     return
@@ -111,9 +111,13 @@ class StandIn:
         params = params_of(body, self.vocab.size, self.fault)
         request = Request(tuple(body["prompt"]), params, self.gamma, body.get("seed"))
         with self.lock:
-            done = self.decoder([request])[0]
-        text = "".join(self.vocab.strings[t] for t in done.tokens)
-        return {"choices": [{"text": text, "token_ids": list(done.tokens), "finish_reason": done.finish_reason}]}
+            outs = self.decoder([request] * int(body.get("n", 1)))
+        choices = []
+        for index, done in enumerate(outs):
+            text = "".join(self.vocab.strings[t] for t in done.tokens)
+            choices.append({"index": index, "text": text, "token_ids": list(done.tokens),
+                            "finish_reason": done.finish_reason})  # fmt: skip
+        return {"choices": choices}
 
     def metrics(self) -> str:
         n = self.completions
