@@ -73,8 +73,9 @@ def host_of(url: str) -> str:
 def curl_line(url: str, path: str, body: Optional[dict], api_key_env: Optional[str] = None) -> str:
     """A shell line that sends the request again (the key as ``$NAME``, never its value).
 
-    >>> curl_line("http://127.0.0.1:8000", "/v1/completions", {"prompt": [0]}, "MY_KEY")
-    'curl -sS -X POST http://127.0.0.1:8000/v1/completions -H \\'Content-Type: application/json\\' -H "Authorization: Bearer $MY_KEY" -d \\'{"prompt": [0]}\\''
+    >>> print(curl_line("http://h:80", "/v1/completions", {"prompt": [0]}, "MY_KEY"))  # doctest: +NORMALIZE_WHITESPACE
+    curl -sS -X POST http://h:80/v1/completions -H 'Content-Type: application/json'
+      -H "Authorization: Bearer $MY_KEY" -d '{"prompt": [0]}'
     """
     parts = ["curl -sS", "-X POST" if body is not None else "", shlex.quote(url.rstrip("/") + path)]
     parts.append("-H " + shlex.quote("Content-Type: application/json"))
@@ -297,4 +298,3 @@ class Client:
                 last = repr(exc)
             time.sleep(0.2)
         raise ServerUnavailable(f"the server at {self.url} did not answer GET {path} within {timeout_s:g} s ({last})")
-

@@ -207,14 +207,18 @@ class ServerDecoder:
                 try:  # attached: a deployment that no longer answers cannot be restarted from here
                     live.client.wait_ready(self.dialect.health, timeout_s=10.0)
                 except ServerUnavailable:
-                    raise ServerUnavailable(f"the attached server stopped answering after an honour probe: {exc}") from None
+                    raise ServerUnavailable(
+                        f"the attached server stopped answering after an honour probe: {exc}"
+                    ) from None
 
     def _model_name(self, client: Client) -> str:
         listing = client.get_json("/v1/models")
         try:
             return str(listing["data"][0]["id"])
         except (KeyError, IndexError, TypeError):
-            raise ServerUnavailable(f"GET /v1/models gave no model: {listing!r}; pass --engine-option model=NAME") from None
+            raise ServerUnavailable(
+                f"GET /v1/models gave no model: {listing!r}; pass --engine-option model=NAME"
+            ) from None
 
     # ---- capabilities -------------------------------------------------------------------------------------------
     def _capabilities(self, first: _Live, honour: bool) -> frozenset:
@@ -264,7 +268,9 @@ class ServerDecoder:
             try:
                 parsed = self.dialect.parse(answer, len(group))
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-                raise live.client._fault(f"the answer is malformed ({exc}): {str(answer)[:400]!r}", post.path, post.body)
+                raise live.client._fault(
+                    f"the answer is malformed ({exc}): {str(answer)[:400]!r}", post.path, post.body
+                )
             prompt = requests[group[0]].prompt
             prefill = parsed[0].spec.get("prefill")
             if prefill and tuple(prefill)[-len(prompt) :] != tuple(prompt):
@@ -279,8 +285,8 @@ class ServerDecoder:
         extra = sorted(n for n in request.params.active() if n not in self.capabilities)
         if extra:
             raise InvalidArgument(
-                f"params={request.params!r} set {extra!r}, which this server does not honour or the {self.dialect.name} "
-                f"dialect does not map (not declared: {self.not_covered or 'not in the dialect'})."
+                f"params={request.params!r} set {extra!r}, which this server does not honour or the "
+                f"{self.dialect.name} dialect does not map (not declared: {self.not_covered or 'not in the dialect'})."
             )
         refused = self.dialect.refuse(request) if self.dialect.refuse is not None else None
         if refused:
@@ -329,7 +335,7 @@ class ServerDecoder:
             self.state[name] += getattr(live.client, name)
             setattr(live.client, name, 0)
 
-    def reported_metrics(self):
+    def reported_metrics(self) -> Optional[object]:
         """The server's own speculative counters over this decoder's calls (module docstring); None when the server
         does not speculate or reports none."""
         from specverify.adapters.vllm.counters import add_counters, counter_delta, reported

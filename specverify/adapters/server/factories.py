@@ -43,7 +43,8 @@ def _spec(config: dict) -> str:
 
 VLLM_TEMPLATES = {
     "plain": _VLLM_BASE,
-    "draft_model": _VLLM_BASE + _spec({"method": "draft_model", "model": "<draft>", "num_speculative_tokens": "<gamma>"}),
+    "draft_model": _VLLM_BASE
+    + _spec({"method": "draft_model", "model": "<draft>", "num_speculative_tokens": "<gamma>"}),
     "ngram": _VLLM_BASE
     + _spec({"method": "ngram", "num_speculative_tokens": "<gamma>", "prompt_lookup_min": 1, "prompt_lookup_max": 2}),
 }

@@ -48,7 +48,9 @@ def template_fields(template: object) -> frozenset:
     try:
         names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
     except ValueError as exc:
-        raise InvalidArgument(f"template={template!r} is not a valid format string ({exc}); write {{ as {{{{.") from None
+        raise InvalidArgument(
+            f"template={template!r} is not a valid format string ({exc}); write {{ as {{{{."
+        ) from None
     unknown = sorted(names - set(PLACEHOLDERS))
     check(not unknown, f"template={template!r} uses {unknown!r}; the placeholders are {list(PLACEHOLDERS)!r}.")
     check("port" in names, f"template={template!r} must pass {{port}} to the server (each server gets a free port).")

@@ -200,7 +200,9 @@ def test_dialect_bodies_map_only_set_fields(pair):
     assert sglang["input_ids"] == [0, 1] and sglang["sampling_params"]["max_new_tokens"] == 3
     tgi = DIALECTS["tgi"].body(request, ctx)
     assert tgi["parameters"]["details"] is True and tgi["parameters"]["top_k"] == 2
-    parsed = OPENAI.parse({"choices": [{"logprobs": {"tokens": ["token_id:3", "token_id:5"]}, "finish_reason": "stop"}]})
+    parsed = OPENAI.parse(
+        {"choices": [{"logprobs": {"tokens": ["token_id:3", "token_id:5"]}, "finish_reason": "stop"}]}
+    )
     assert parsed[0].tokens == (3, 5)
     with pytest.raises(ValueError):
         OPENAI.parse({"choices": [{"text": "ab"}]})
