@@ -1,4 +1,4 @@
-"""``specverify`` command line: certify a decoder, list the zoo and scenarios, plan sample sizes."""
+"""``specverify`` command line: certify a decoder, list the zoo and scenarios, plan sample sizes, export the models."""
 
 from __future__ import annotations
 
@@ -322,6 +322,26 @@ def _plan(args, out, err) -> int:
     return ExitCode.MEETS
 
 
+def _models(args, out, err) -> int:
+    """``specverify models export DIR``: the model bundle (specverify.bundle)."""
+    from specverify.bundle import MANIFEST, export_bundle
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS
+    from specverify.errors import InvalidArgument
+
+    try:
+        manifest = export_bundle(args.dir, {**CHECKPOINT_PAIRS, **MIMO_PAIRS}, gguf=not args.no_gguf, gamma=args.gamma)
+    except InvalidArgument as exc:
+        print(f"specverify: error: {str(exc).replace('gamma=', '--gamma ')}", file=err)
+        return ExitCode.USAGE
+    except OSError as exc:
+        print(f"specverify: error: cannot write the bundle into {args.dir!r} ({exc})", file=err)
+        return ExitCode.USAGE
+    for name, entry in manifest["pairs"].items():
+        out.write(f"{name}: {entry['architecture']}, {len(entry['files'])} files, GGUF {entry['gguf']}\n")
+    out.write(f"manifest: {os.path.join(args.dir, MANIFEST)} (serving lines per engine inside)\n")
+    return ExitCode.MEETS
+
+
 def main(argv=None, *, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     parser = _parser()
@@ -345,6 +365,8 @@ def main(argv=None, *, out=None, err=None) -> int:
             return _zoo(out)
         if args.command == "scenarios":
             return _scenarios(args, out)
+        if args.command == "models":
+            return _models(args, out, err)
         return _plan(args, out, err)
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, with how to report it
         import traceback
