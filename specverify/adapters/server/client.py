@@ -240,6 +240,53 @@ class Client:
             text = raw[:BODY_LIMIT].decode("utf-8", "replace")
             raise self._fault(f"the server's answer is not JSON ({exc}): {text!r}", path, body) from None
 
+    def stream(self, post: Post) -> list:
+        """The JSON events of one streamed request (server-sent events: ``data: {...}`` lines up to ``data: [DONE]``
+        or the end of the answer), never retried once the status line came; faults as :meth:`request`."""
+        kind = http.client.HTTPSConnection if self.secure else http.client.HTTPConnection
+        conn = kind(self.host, self.port, timeout=self.timeout_s)
+        payload = json.dumps(post.body).encode()
+        try:
+            try:
+                conn.request("POST", post.path, body=payload, headers=self._headers())
+                response = conn.getresponse()
+            except (TimeoutError, socket.timeout):
+                raise self._fault(f"no answer within timeout_s={self.timeout_s:g} s", post.path, post.body) from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._fault(f"the connection failed ({exc!r})", post.path, post.body) from None
+            if response.status != 200:
+                text = response.read()[:BODY_LIMIT].decode("utf-8", "replace")
+                raise self._fault(f"the server answered HTTP {response.status}: {text!r}", post.path, post.body)
+            return self._events(response, post)
+        finally:
+            conn.close()
+
+    def _events(self, response, post: Post) -> list:
+        events = []
+        while True:
+            try:
+                line = response.readline()
+            except (TimeoutError, socket.timeout):
+                raise self._fault(
+                    f"the stream stalled past timeout_s={self.timeout_s:g} s", post.path, post.body
+                ) from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._fault(f"the stream was cut ({exc!r})", post.path, post.body) from None
+            if not line:
+                return events
+            text = line.decode("utf-8", "replace").strip()
+            if not text.startswith("data:"):
+                continue
+            data = text[len("data:") :].strip()
+            if data == "[DONE]":
+                return events
+            try:
+                events.append(json.loads(data))
+            except ValueError:
+                raise self._fault(
+                    f"a streamed event is not JSON: {data[:BODY_LIMIT]!r}", post.path, post.body
+                ) from None
+
     def _dead(self) -> bool:
         return bool(self.alive() if self.alive is not None else None)
 

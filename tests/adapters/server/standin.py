@@ -8,7 +8,9 @@ reference decoder on a toy pair, with faults on demand: the server adapter's cli
 - ``"drop"``: the connection is closed before any response; ``"drop-once"``: only the first completion's;
 - ``"slow"``: completions wait ``delay_s`` before answering;
 - ``"ignore-top_k"``: ``top_k`` is accepted and dropped (a server that does not honour it);
-- ``"die-after"``: the server stops after ``die_after`` completions.
+- ``"die-after"``: the server stops after ``die_after`` completions;
+- ``"stream-repeat"`` / ``"stream-lose"``: a streamed answer repeats / loses its last chunk (``stream`` bodies are
+  answered as server-sent events, two tokens a chunk).
 """
 
 from __future__ import annotations
@@ -99,7 +101,17 @@ class StandIn:
                     return self._send(200, b'{"choices": [{"text": "ab", "token_ids": [1, ')
                 if fault == "slow":
                     time.sleep(standin.delay_s)
-                self._send(200, json.dumps(standin.complete(body)).encode())
+                answer = standin.complete(body)
+                if not body.get("stream"):
+                    return self._send(200, json.dumps(answer).encode())
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in standin.events(answer["choices"][0]):
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -118,6 +130,23 @@ class StandIn:
             choices.append({"index": index, "text": text, "token_ids": list(done.tokens),
                             "finish_reason": done.finish_reason})  # fmt: skip
         return {"choices": choices}
+
+    def events(self, choice: dict) -> list:
+        """The streamed chunks of one answer: two tokens a chunk (a speculative round's multi-token delta); fault
+        ``"stream-repeat"`` sends the last chunk twice, ``"stream-lose"`` drops it."""
+        ids = choice["token_ids"]
+        pieces = [ids[i : i + 2] for i in range(0, len(ids), 2)] or [[]]
+        if self.fault == "stream-repeat":
+            pieces.append(pieces[-1])
+        elif self.fault == "stream-lose" and len(pieces) > 1:
+            pieces.pop()
+        out = []
+        for k, piece in enumerate(pieces):
+            last = k == len(pieces) - 1
+            text = "".join(self.vocab.strings[t] for t in piece)
+            out.append({"choices": [{"index": 0, "text": text, "token_ids": piece,
+                                     "finish_reason": choice["finish_reason"] if last else None}]})  # fmt: skip
+        return out
 
     def metrics(self) -> str:
         n = self.completions

@@ -233,3 +233,24 @@ def test_correct_server_certifies_exact(pair, standin):
                    scenarios=["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy"])  # fmt: skip
     assert cert.verdict == "exact", cert.verdict
     assert cert.engine["requested"]["dialect"] == "openai" and cert.engine["requested"]["parallel_n"]
+
+
+def test_streamed_answers_equal_whole_ones_and_a_repeated_or_lost_delta_is_caught(pair, standin):
+    pytest.importorskip("hypothesis", reason="fuzz.streaming needs hypothesis")
+    from specverify.fuzz.properties import PropertyFailure
+    from specverify.testing.servers import check_server_streaming
+
+    server = standin()
+    decoder = _decoder(pair, server, stream=True)
+    assert "stream" in decoder.capabilities
+    stops = [Request((p,), SamplingParams(max_tokens=4, temperature=0.0, stop=("ba",)), 3) for p in range(5)]
+    seeded = _requests(4, seed=20)
+    assert check_server_streaming(decoder, stops + seeded) == 9
+    out = decoder(seeded)  # a streamed call: the chunks as the server cut them, concatenating to the tokens
+    assert all(c.stream and sum(c.stream, ()) == c.tokens for c in out)
+    for fault in ("stream-repeat", "stream-lose"):
+        server.fault = fault
+        with pytest.raises(PropertyFailure, match=r"(?s)streaming.*Reproduce: curl"):
+            check_server_streaming(decoder, seeded)
+    with pytest.raises(InvalidArgument, match="one draw"):
+        check_server_streaming(decoder, _requests(1))
