@@ -14,6 +14,7 @@ returns (llama.cpp's ``draft_n`` / ``draft_n_accepted``). Nothing here imports a
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from typing import Optional, Sequence
 
@@ -29,6 +30,8 @@ from specverify.errors import InvalidArgument, check
 from specverify.protocol import Completion, Request
 
 __all__ = ["ServerDecoder", "identify"]
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|AUTH", re.IGNORECASE)  # environment names never recorded
 
 _IDENTITY = {  # dialect -> (path, server name, how the version is read from the JSON)
     "openai": ("/version", "vllm", lambda j: j.get("version")),
@@ -100,6 +103,7 @@ class ServerDecoder:
         declared: Optional[dict] = None,
         parallel_n: bool = False,
         stream: bool = False,
+        evidence_line: Optional[str] = None,
     ):
         check(
             (template is None) != (url is None),
@@ -123,6 +127,7 @@ class ServerDecoder:
             f"{dialect.name!r}.",
         )
         self.streamed = stream
+        self.evidence_line = evidence_line  # a managed server's log must show it once started (a bound workaround)
         self.vocab, self.dialect, self.method = target.vocab, dialect, method
         self.target, self.draft, self.speculative = target, draft, speculative
         self.template, self.url, self.env = template, url, dict(env or {})
@@ -176,6 +181,13 @@ class ServerDecoder:
             process.close()
             raise ServerUnavailable(f"{exc}; launch: {process.launch}; log tail: {tail}") from None
         self.state["servers_started"] += 1
+        if self.evidence_line is not None:
+            seen = process.tail(1 << 20).count(self.evidence_line)
+            if not seen:
+                tail = process.tail()
+                process.close()
+                raise ServerUnavailable(f"the server's log never says {self.evidence_line!r}: {tail}")
+            self.state["evidence_lines"] = self.state.get("evidence_lines", 0) + seen
         return _Live(client, process)
 
     def _values(self, gamma: int, port: int) -> dict:
@@ -409,6 +421,7 @@ class ServerDecoder:
             "max_in_flight": self.client_options["max_in_flight"],
             "parallel_n": self.parallel_n,
             "stream": self.streamed,
+            "env": {k: v for k, v in self.env.items() if k != "PYTHONPATH" and not _SECRET_NAME.search(k)},
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),
             **({"declared": self.declared} if self.declared else {}),

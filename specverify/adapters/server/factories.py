@@ -169,13 +169,43 @@ def _serve(vllm: str) -> str:
     return f"{vllm} serve {{target}}"
 
 
+#: the vLLM adapter's workarounds that are process-global (bound before an engine starts), so a server process can
+#: take them (``vllm_site``); the others act on an in-process ``LLM`` object
+SERVER_WORKAROUNDS = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs", "missed-draft-probs")
+
+
+def workaround_env(workaround) -> dict:
+    """The environment that makes a managed ``vllm serve`` bind ``workaround`` in each of its processes
+    (``vllm_site/sitecustomize.py``); ``{}`` for None. ``InvalidArgument`` for a workaround a server cannot take."""
+    if workaround is None:
+        return {}
+    import os
+    from pathlib import Path
+
+    from specverify.errors import InvalidArgument
+
+    names = [workaround] if isinstance(workaround, str) else workaround
+    if not isinstance(names, list) or not names or not all(n in SERVER_WORKAROUNDS for n in names):
+        raise InvalidArgument(
+            f"workaround={workaround!r} must name one or a list of {SERVER_WORKAROUNDS!r} (process-global: a server "
+            "process can bind them; stop-metrics and grammar-cut-drafts act on an in-process engine), e.g. "
+            "--engine-option workaround=expand-kernel."
+        )
+    here = Path(__file__).resolve().parent
+    root = here.parents[2]  # the directory holding the specverify package
+    path = os.pathsep.join([str(here / "vllm_site"), str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    return {"PYTHONPATH": path, "SPECVERIFY_VLLM_WORKAROUND": json.dumps(names)}
+
+
 def _vllm(name: str, speculative: bool):
     def factory(target, draft, *, max_in_flight: int = 16, timeout_s: float = 120.0, startup_timeout_s: float = 600.0,
-                honour: bool = True, vllm: str = "vllm") -> ServerDecoder:  # fmt: skip
+                honour: bool = True, vllm: str = "vllm", workaround=None) -> ServerDecoder:  # fmt: skip
         template = VLLM_TEMPLATES[name].replace("vllm serve {target}", _serve(vllm), 1)
+        env = {**VLLM_ENV, **workaround_env(workaround)}
         return ServerDecoder(target, draft, method=f"vllm_serve_{name}", template=template, speculative=speculative,
                              dialect=dialect_named("openai"), max_in_flight=max_in_flight, timeout_s=timeout_s,
-                             startup_timeout_s=startup_timeout_s, honour=honour, env=dict(VLLM_ENV))  # fmt: skip
+                             startup_timeout_s=startup_timeout_s, honour=honour, env=env,
+                             evidence_line="specverify: vLLM workaround bound" if workaround else None)  # fmt: skip
 
     factory.__name__ = factory.__qualname__ = f"vllm_serve_{name}"
     factory.__doc__ = f"``vllm serve`` ({name}) from VLLM_TEMPLATES, managed, OpenAI dialect; ``vllm`` the executable."

@@ -3,6 +3,7 @@ the retry rule, timeouts, a parameter the server ignores caught by the honour ch
 record, and a correct server certified. No engine."""
 
 import json
+import os
 import time
 
 import pytest
@@ -254,3 +255,23 @@ def test_streamed_answers_equal_whole_ones_and_a_repeated_or_lost_delta_is_caugh
             check_server_streaming(decoder, seeded)
     with pytest.raises(InvalidArgument, match="one draw"):
         check_server_streaming(decoder, _requests(1))
+
+
+def test_vllm_workaround_environment_binds_or_stops_the_process(tmp_path):
+    import subprocess
+    import sys
+
+    from specverify.adapters.server.factories import workaround_env
+
+    assert workaround_env(None) == {}
+    env = workaround_env("expand-kernel")
+    assert env["SPECVERIFY_VLLM_WORKAROUND"] == '["expand-kernel"]' and "vllm_site" in env["PYTHONPATH"]
+    with pytest.raises(InvalidArgument, match="process-global"):
+        workaround_env("stop-metrics")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:  # without vLLM the binding fails: the process must stop, never run without it
+        done = subprocess.run([sys.executable, "-c", "print('ran')"], env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 3 and "ran" not in done.stdout
+        assert "cannot bind the vLLM workaround" in done.stderr
