@@ -216,13 +216,15 @@ class ServerDecoder:
                 live.process.close()
 
     def _restart_dead(self, exc: BaseException) -> None:
-        """After a fault on an honour probe: a managed server that died is started again (recorded)."""
+        """After a fault on an honour probe: a managed server is started again (recorded), whether or not it has
+        exited yet (vLLM's API server answers 500 when its engine core dies, then shuts down a few seconds later);
+        an attached one must still answer its health path."""
         for key, live in list(self.servers.items()):
-            if live.process is not None and live.process.dead():
+            if live.process is not None:
                 live.process.close()
                 self.servers[key] = self._start(key or 3)
                 self.state["restarts"] += 1
-            elif live.process is None:
+            else:
                 try:  # attached: a deployment that no longer answers cannot be restarted from here
                     live.client.wait_ready(self.dialect.health, timeout_s=10.0)
                 except ServerUnavailable:
