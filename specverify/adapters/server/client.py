@@ -39,6 +39,9 @@ from specverify.errors import ProtocolViolation, SpecverifyError, check
 __all__ = ["Client", "ServerFault", "ServerUnavailable", "Post", "curl_line", "host_of"]
 
 BODY_LIMIT = 600  # characters of a response body quoted in a message
+#: a kept-alive connection idle this long is closed and a fresh one opened: a server that closed it meanwhile would
+#: fail the next request before any response, which the retry rule may not resend (an unseeded draw)
+IDLE_S = 1.0
 
 
 class ServerFault(ProtocolViolation, RuntimeError):
@@ -164,6 +167,11 @@ class Client:
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self.local, "conn", None)
+        now = time.monotonic()
+        if conn is not None and now - getattr(self.local, "used", now) > IDLE_S:
+            self._drop()  # servers close idle kept-alive connections (uvicorn after 5 s): never reuse a stale one
+            conn = None
+        self.local.used = now
         if conn is None:
             kind = http.client.HTTPSConnection if self.secure else http.client.HTTPConnection
             conn = self.local.conn = kind(self.host, self.port, timeout=self.timeout_s)
@@ -189,7 +197,9 @@ class Client:
             conn.request(method, path, body=payload, headers=self._headers())
             response = conn.getresponse()
             started = True
-            return response.status, response.read()
+            raw = response.read()
+            self.local.used = time.monotonic()
+            return response.status, raw
         except (TimeoutError, socket.timeout):
             self._drop()
             raise

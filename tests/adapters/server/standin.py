@@ -9,6 +9,7 @@ reference decoder on a toy pair, with faults on demand: the server adapter's cli
 - ``"slow"``: completions wait ``delay_s`` before answering;
 - ``"ignore-top_k"``: ``top_k`` is accepted and dropped (a server that does not honour it);
 - ``"die-after"``: the server stops after ``die_after`` completions;
+- ``idle_close_s``: kept-alive connections idle that long are closed by the server (as uvicorn does);
 - ``"stream-repeat"`` / ``"stream-lose"``: a streamed answer repeats / loses its last chunk (``stream`` bodies are
   answered as server-sent events, two tokens a chunk).
 """
@@ -42,7 +43,8 @@ def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
 
 
 class StandIn:
-    def __init__(self, target, draft, *, fault=None, delay_s: float = 0.0, die_after: int = 0, gamma: int = 3):
+    def __init__(self, target, draft, *, fault=None, delay_s: float = 0.0, die_after: int = 0, gamma: int = 3,
+                 idle_close_s=None):  # fmt: skip
         self.decoder, self.vocab, self.gamma = make_decoder(target, draft), target.vocab, gamma
         self.fault, self.delay_s, self.die_after = fault, delay_s, die_after
         self.completions = 0
@@ -55,6 +57,7 @@ class StandIn:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
+            timeout = idle_close_s  # a kept-alive connection idle this long is closed (uvicorn: 5 s)
 
             def log_message(self, *args):
                 pass

@@ -275,3 +275,17 @@ def test_vllm_workaround_environment_binds_or_stops_the_process(tmp_path):
                               text=True, timeout=60)  # fmt: skip
         assert done.returncode == 3 and "ran" not in done.stdout
         assert "cannot bind the vLLM workaround" in done.stderr
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused(standin, monkeypatch):
+    """uvicorn closes kept-alive connections idle for 5 s; a request on such a connection fails before any response,
+    which the retry rule may not resend when unseeded: the client opens a fresh connection after IDLE_S instead."""
+    from specverify.adapters.server import client as client_module
+
+    monkeypatch.setattr(client_module, "IDLE_S", 0.2)
+    server = standin(idle_close_s=0.3)
+    client = Client(server.url, retries=0)
+    post = Post("/v1/completions", {"prompt": [0], "max_tokens": 2}, seeded=False)
+    client.post(post)
+    time.sleep(0.5)  # the server has closed the idle connection by now
+    assert client.post(post)["choices"][0]["token_ids"] and client.discarded == 0
