@@ -13,7 +13,9 @@ the server's batch), ``timeout_s`` (per request), ``retries`` (resends of a seed
 before any response), ``api_key_env`` (the name of the environment variable holding the key), ``startup_timeout_s``,
 ``honour`` (run the honour check; False declares every mapped field unchecked and says so), ``token_ids``
 (``return_token_ids`` or ``logprobs``: how OpenAI answers carry ids), ``model`` (the OpenAI model name; default: the
-server's first), ``env`` (extra environment of a managed server, e.g. ``{"VLLM_CPU_KVCACHE_SPACE": "1"}``).
+server's first), ``env`` (extra environment of a managed server, e.g. ``{"VLLM_CPU_KVCACHE_SPACE": "1"}``),
+``stream`` (send every request with ``stream=true``: the completion's ``stream`` is the server's deltas),
+``parallel_n`` (OpenAI: identical unseeded requests as one body with ``n``).
 """
 
 from __future__ import annotations
@@ -76,11 +78,13 @@ def managed(
     token_ids: str = "return_token_ids",
     model=None,
     env=None,
+    stream: bool = False,
+    parallel_n: bool = False,
 ) -> ServerDecoder:
     """A speculative server specverify starts from ``template`` on 127.0.0.1 (module docstring)."""
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
-                       token_ids=token_ids, model=model, env=env)  # fmt: skip
+                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n)  # fmt: skip
     return ServerDecoder(target, draft, method="managed", template=template, speculative=True, **options)
 
 
@@ -100,11 +104,13 @@ def managed_plain(
     token_ids: str = "return_token_ids",
     model=None,
     env=None,
+    stream: bool = False,
+    parallel_n: bool = False,
 ) -> ServerDecoder:
     """``managed`` for a server without speculation (the control)."""
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
-                       token_ids=token_ids, model=model, env=env)  # fmt: skip
+                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n)  # fmt: skip
     return ServerDecoder(target, draft, method="managed_plain", template=template, speculative=False, **options)
 
 
@@ -131,10 +137,13 @@ def attached(
     honour: bool = True,
     token_ids: str = "return_token_ids",
     model=None,
+    stream: bool = False,
+    parallel_n: bool = False,
 ) -> ServerDecoder:
     """A running speculative deployment at ``url`` serving the pair and γ of ``declaration`` (module docstring)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
-                   api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model)  # fmt: skip
+                   api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
+                   parallel_n=parallel_n)  # fmt: skip
     return _attached(target, draft, "attached", True, url, declaration, options)
 
 
@@ -153,10 +162,13 @@ def attached_plain(
     honour: bool = True,
     token_ids: str = "return_token_ids",
     model=None,
+    stream: bool = False,
+    parallel_n: bool = False,
 ) -> ServerDecoder:
     """``attached`` for a deployment without speculation (the control)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
-                   api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model)  # fmt: skip
+                   api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
+                   parallel_n=parallel_n)  # fmt: skip
     return _attached(target, draft, "attached_plain", False, url, declaration, options)
 
 
