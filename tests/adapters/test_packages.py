@@ -16,6 +16,7 @@ PACKAGES = (
     "specverify.adapters.vllm",
     "specverify.adapters.llamacpp",
     "specverify.adapters.transformers",
+    "specverify.adapters.server",
     "specverify.adapters.boundary",
 )
 HEAVY = ("vllm", "llama_cpp", "gguf", "transformers", "torch", "triton", "hypothesis")
@@ -30,7 +31,7 @@ def test_importing_an_adapter_package_loads_no_engine(package):
     assert out.stdout.strip() == "[]", f"importing {package} loaded {out.stdout.strip()}"
 
 
-@pytest.mark.parametrize("package", PACKAGES[:3])
+@pytest.mark.parametrize("package", PACKAGES[:4])
 def test_each_engine_package_exports_what_its_all_lists(package):
     module = importlib.import_module(package)
     assert module.__all__ and [n for n in module.__all__ if not hasattr(module, n)] == []
