@@ -181,6 +181,7 @@ def _serve(vllm: str) -> str:
     return f"{vllm} serve {{target}}"
 
 
+VLLM_DTYPES = ("float32", "bfloat16", "float16")
 #: the vLLM adapter's workarounds that are process-global (bound before an engine starts), so a server process can
 #: take them (``vllm_site``); the others act on an in-process ``LLM`` object
 SERVER_WORKAROUNDS = ("expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs", "missed-draft-probs")
@@ -211,8 +212,18 @@ def workaround_env(workaround) -> dict:
 
 def _vllm(name: str, speculative: bool):
     def factory(target, draft, *, max_in_flight: int = 16, timeout_s: float = 120.0, startup_timeout_s: float = 600.0,
-                honour: bool = True, vllm: str = "vllm", workaround=None) -> ServerDecoder:  # fmt: skip
+                honour: bool = True, vllm: str = "vllm", workaround=None,
+                dtype: str = "float32") -> ServerDecoder:  # fmt: skip
+        from specverify.errors import check
+
+        check(
+            dtype in VLLM_DTYPES,
+            f"dtype={dtype!r} must be one of {VLLM_DTYPES!r}: float32 for the exact law; another precision only "
+            "two-sample against the same server's plain path (--against specverify.adapters.server:vllm_serve_plain, "
+            "docs/servers.md).",
+        )
         template = VLLM_TEMPLATES[name].replace("vllm serve {target}", _serve(vllm), 1)
+        template = template.replace("--dtype float32", f"--dtype {dtype}")
         env = {**VLLM_ENV, **workaround_env(workaround)}
         return ServerDecoder(target, draft, method=f"vllm_serve_{name}", template=template, speculative=speculative,
                              dialect=dialect_named("openai"), max_in_flight=max_in_flight, timeout_s=timeout_s,

@@ -289,3 +289,10 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(standin, monkey
     client.post(post)
     time.sleep(0.5)  # the server has closed the idle connection by now
     assert client.post(post)["choices"][0]["token_ids"] and client.discarded == 0
+
+
+def test_vllm_serve_dtype_is_checked_before_any_server_starts(pair):
+    from specverify.adapters.server import vllm_serve_plain
+
+    with pytest.raises(InvalidArgument, match="two-sample"):
+        vllm_serve_plain(pair.target, pair.draft, dtype="int8")
