@@ -114,12 +114,18 @@ def managed_plain(
     return ServerDecoder(target, draft, method="managed_plain", template=template, speculative=False, **options)
 
 
-def _attached(target, draft, method: str, speculative: bool, url, declaration, options) -> ServerDecoder:
+def _attached(target, draft, method: str, speculative: bool, url, declaration, not_served, options) -> ServerDecoder:
+    from specverify.errors import check
+
     declared = read_declaration(declaration)
     declared.check_serves(target, draft)
+    check(
+        not_served is None or (isinstance(not_served, dict) and all(isinstance(v, str) for v in not_served.values())),
+        f"not_served={not_served!r} must be None or {{scenario: reason}} (set by --server-url).",
+    )
+    record = {**declared.record(), **({"not_served": dict(not_served)} if not_served else {})}
     options = _options(dialect=options.pop("dialect") or declared.dialect, **options)
-    return ServerDecoder(target, draft, method=method, url=url, speculative=speculative, declared=declared.record(),
-                         **options)  # fmt: skip
+    return ServerDecoder(target, draft, method=method, url=url, speculative=speculative, declared=record, **options)
 
 
 @_named
@@ -139,12 +145,13 @@ def attached(
     model=None,
     stream: bool = False,
     parallel_n: bool = False,
+    not_served=None,
 ) -> ServerDecoder:
     """A running speculative deployment at ``url`` serving the pair and γ of ``declaration`` (module docstring)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
                    parallel_n=parallel_n)  # fmt: skip
-    return _attached(target, draft, "attached", True, url, declaration, options)
+    return _attached(target, draft, "attached", True, url, declaration, not_served, options)
 
 
 @_named
@@ -164,12 +171,13 @@ def attached_plain(
     model=None,
     stream: bool = False,
     parallel_n: bool = False,
+    not_served=None,
 ) -> ServerDecoder:
     """``attached`` for a deployment without speculation (the control)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
                    parallel_n=parallel_n)  # fmt: skip
-    return _attached(target, draft, "attached_plain", False, url, declaration, options)
+    return _attached(target, draft, "attached_plain", False, url, declaration, not_served, options)
 
 
 def _serve(vllm: str) -> str:
