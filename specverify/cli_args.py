@@ -49,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         "live in the current directory)",
     )
     add_run_arguments(c)
+    c.add_argument(
+        "--server-url",
+        metavar="URL",
+        help="certify a running server (FACTORY specverify.adapters.server:attached or :attached_plain) at URL, "
+        "with --server-declaration: the run keeps the scenarios of the pair it serves (docs/servers.md)",
+    )
+    c.add_argument("--server-declaration", metavar="FILE", help="the JSON declaration of the pair and γ it serves")
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
     _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
