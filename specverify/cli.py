@@ -118,7 +118,7 @@ def _attach_server(args, err) -> None:
             f"(got FACTORY {args.factory!r}, --server-url {url!r}, --server-declaration {path!r})"
         )
     from specverify.adapters.server.declaration import read_declaration
-    from specverify.certification.matrix.checkpoint import scenarios_served
+    from specverify.certification.matrix.scenarios import scenarios_served
 
     if str(args.models or "") != "checkpoint":
         raise InvalidArgument("--server-url serves the checkpoint bundle: add --models checkpoint")

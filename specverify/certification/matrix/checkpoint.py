@@ -75,7 +75,6 @@ __all__ = [
     "checkpoint_matrix",
     "configuration_scenarios",
     "pair_set_of",
-    "scenarios_served",
 ]
 
 CHECKPOINT_PAIRS = {
@@ -252,28 +251,6 @@ def configuration_scenarios(toy: dict, pairs: str = DEFAULT_PAIR_SET) -> dict:
         name: replace(toy[base], pair=_SPECS[chosen[pair]], **changes)
         for name, (base, pair, changes) in {**_CONFIGURATION_OVERRIDES, **_structured_overrides()}.items()
     }
-
-
-def scenarios_served(pair: str, pairs: str = DEFAULT_PAIR_SET) -> tuple:
-    """(names of the checkpoint scenarios whose model pair is ``pair``, ``{other name: why not}``): what a deployment
-    serving that one pair can run (an attached server, docs/servers.md); a mixed scenario counts only when every
-    member runs on ``pair``. ``InvalidArgument`` for a pair name outside the set."""
-    from specverify.certification.matrix.scenarios import matrix
-
-    chosen = _pair_set(pairs, "pairs")
-    if pair not in chosen:
-        raise InvalidArgument(f"pair={pair!r} is not a checkpoint pair of the {pairs!r} set: {sorted(chosen)}.")
-    served = _SPECS[chosen[pair]]
-    names = {spec: name for name, spec in _SPECS.items()}
-    keep, other = [], {}
-    for name, scenario in matrix("checkpoint", pairs=None if pairs == DEFAULT_PAIR_SET else pairs).items():
-        specs = {scenario.pair} | {getattr(m, "pair", scenario.pair) for m in (scenario.members or ())}
-        if specs == {served}:
-            keep.append(name)
-        else:
-            runs_on = sorted(names.get(s, "?") for s in specs)
-            other[name] = f"runs on the pair {' and '.join(runs_on)}; the deployment serves {pair!r} only"
-    return tuple(keep), other
 
 
 def pair_set_of(factory: object) -> str:

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from specverify.adapters.server.declaration import read_declaration, weights_sha256
-from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, scenarios_served
+from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
+from specverify.certification.matrix.scenarios import scenarios_served
 from specverify.cli import main
 from specverify.errors import InvalidArgument
 from tests.adapters.server.standin import StandIn
