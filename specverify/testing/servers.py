@@ -37,7 +37,7 @@ def check_server_streaming(decoder, requests: Sequence) -> int:
                 "seeded ones to a server whose honour check declared seed."
             )
     for request in requests:
-        chunks, reason = decoder.stream_one(request)
+        chunks, reason, _ = decoder.stream_one(request)
         whole = decoder.whole_one(request)
         text = whole.text if whole.text is not None else "".join(decoder.vocab.strings[t] for t in whole.tokens)
         reference = recorded_run([(list(whole.tokens), text)], result=(tuple(whole.tokens), whole.finish_reason))

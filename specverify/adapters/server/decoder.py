@@ -303,7 +303,8 @@ class ServerDecoder:
         return answers
 
     def stream_one(self, request: Request) -> tuple:
-        """(chunks as (token ids, text) pairs, the server's finish reason) of ``request`` sent with ``stream``."""
+        """(chunks as (token ids, text) pairs, the server's finish reason, its per-request counts) of ``request`` sent
+        with ``stream``."""
         live = self._server(request.num_draft_tokens)
         body = self.dialect.body(request, self._context())
         body["stream"] = True
@@ -348,8 +349,10 @@ class ServerDecoder:
             chunks: list = [None] * len(indices)
             if self.streamed:
                 streamed = self._streamed([requests[i] for i in indices])
-                answers = [Answer(tuple(t for ids, _ in c for t in ids), reason) for c, reason in streamed]
-                chunks = [tuple(tuple(ids) for ids, _ in c if ids) for c, _ in streamed]
+                answers = [
+                    Answer(tuple(t for ids, _ in c for t in ids), reason, None, spec) for c, reason, spec in streamed
+                ]
+                chunks = [tuple(tuple(ids) for ids, _ in c if ids) for c, _, _ in streamed]
             else:
                 answers = self._send(live, [requests[i] for i in indices])
             for i, answer, stream in zip(indices, answers, chunks):

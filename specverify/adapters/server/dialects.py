@@ -119,7 +119,7 @@ def _openai_stream(events: list) -> tuple:
                 raise ValueError(f"a streamed chunk holds no token_ids (return_token_ids): {choice!r}")
             chunks.append((_ids(ids, "token_ids"), choice.get("text") or ""))
             reason = choice.get("finish_reason") or reason
-    return chunks, reason
+    return chunks, reason, {}
 
 
 def _openai_check(request: Request) -> Optional[str]:
@@ -205,15 +205,17 @@ def _llamacpp_parse(answer: dict, n: int = 1) -> list:
 
 
 def _llamacpp_stream(events: list) -> tuple:
-    """(chunks, ``stop_type``) of a streamed ``/completion`` (each event's ``tokens`` and ``content``)."""
-    chunks, reason = [], None
+    """(chunks, ``stop_type``, the final event's draft counts) of a streamed ``/completion`` (each event's
+    ``tokens`` and ``content``)."""
+    chunks, reason, spec = [], None, {}
     for event in events:
         ids = _ids(event.get("tokens") or [], "tokens")
         if ids or event.get("content"):
             chunks.append((ids, event.get("content") or ""))
         if event.get("stop"):
             reason = event.get("stop_type")
-    return chunks, reason
+            spec = _llamacpp_parse({**event, "tokens": []})[0].spec
+    return chunks, reason, spec
 
 
 # ---- TGI /generate ---------------------------------------------------------------------------------------------
@@ -273,7 +275,7 @@ class Dialect:
     sends_all_fields: bool = False
     cannot_cover: str = ""
     takes_n: bool = False  # ``n`` samples of one body in one answer (``parallel_n``)
-    stream: Optional[Callable] = None  # streamed events -> (chunks of (ids, text), finish reason); None: no streaming
+    stream: Optional[Callable] = None  # streamed events -> (chunks of (ids, text), finish reason, counts); None: none
 
 
 _CORE = frozenset({"temperature", "max_tokens"})
