@@ -7,7 +7,8 @@ shipped and with the expand-kernel workaround bound in the server process, ``ngr
 Per server: the honour check's verdicts; greedy output equals the target's on 20 prompts (the OpenAI dialect, token
 ids in and out); the law of one scenario (prompt (0, 1), temperature 1, ``max_tokens`` 3, γ 3, N 2000 unseeded,
 battery at α 1e-6): exact for ``plain``, rejected as shipped for ``draft_model`` (finding 1 through the server) and
-exact with the workaround; vLLM's ``/metrics`` spec-decode counters show speculation. One server alive at a time.
+exact with the workaround; vLLM's ``/metrics`` spec-decode counters show speculation; greedy requests with stop
+strings streamed equal their whole answers (``check_server_streaming``). One server alive at a time.
 """
 
 import collections
@@ -62,11 +63,28 @@ def _run(pair, method: str, workaround=None) -> dict:
         out["law"] = decoder([Request(LAW_PROMPT, LAW_PARAMS, GAMMA)] * LAW_N)
         out["law_s"] = time.perf_counter() - started
         out["metrics"] = decoder.reported_metrics()
+        out["streaming"] = _streaming(decoder)
         out["engine_info"] = decoder.engine_info
     finally:
         decoder.close()
     _RUNS[key] = out
     return out
+
+
+def _streaming(decoder) -> str:
+    """``check_server_streaming`` on greedy requests with stop strings: '' when every streamed answer equals the
+    whole one, else the failure."""
+    from specverify.fuzz.properties import PropertyFailure
+    from specverify.testing.servers import check_server_streaming
+
+    stops = ("ba", "b a", " ", "ab")
+    requests = [Request(p, SamplingParams(temperature=0.0, max_tokens=6, stop=(s,)), GAMMA)
+                for p in _greedy_prompts()[:5] for s in stops]  # fmt: skip
+    try:
+        check_server_streaming(decoder, requests)
+    except PropertyFailure as exc:
+        return str(exc)
+    return ""
 
 
 def _greedy_wrong(pair, run) -> list:
@@ -116,6 +134,14 @@ def test_draft_model_server_with_the_workaround_is_exact(pair):
     assert not _greedy_wrong(pair, run), _greedy_wrong(pair, run)
     result = _battery(pair, run["law"])
     assert result.passed, f"min p {result.pvalue_min:.3g}, TV {result.tv.estimate:.3f}"
+
+
+@pytest.mark.parametrize("method", ["plain", "draft_model"])
+def test_streamed_answers_equal_whole_ones(pair, method):
+    """vLLM streams the ids, text and finish reason of its whole answers, stop strings included (speculative deltas
+    carry several tokens)."""
+    run = _run(pair, method)
+    assert run["streaming"] == "", run["streaming"]
 
 
 def test_ngram_server_greedy_equal_and_speculates(pair):
