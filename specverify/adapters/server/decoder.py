@@ -145,12 +145,17 @@ class ServerDecoder:
         self.state = {"requests": 0, "retried": 0, "discarded": 0, "servers_started": 0, "restarts": 0}
         self.not_covered: dict = {}
         self.name, self.version, self.launch = dialect.name, None, None
-        first = self._server(3)
-        self.name, self.version = identify(first.client, dialect)
-        if dialect.name == "openai" and self.model is None:
-            self.model = self._model_name(first.client)
-        self.capabilities = self._capabilities(first, honour) | ({"stream"} if stream else set())
-        first.base = self._counters(first)
+        try:
+            first = self._server(3)
+            self.name, self.version = identify(first.client, dialect)
+            if dialect.name == "openai" and self.model is None:
+                self.model = self._model_name(first.client)
+            self.capabilities = self._capabilities(first, honour) | ({"stream"} if stream else set())
+            first = next(iter(self.servers.values()))  # a probe may have restarted it
+            first.base = self._counters(first)
+        except BaseException:
+            self.close()  # a managed server never outlives a failed set-up
+            raise
 
     # ---- servers ------------------------------------------------------------------------------------------------
     def _key(self, gamma: int) -> int:

@@ -44,7 +44,7 @@ def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
 
 class StandIn:
     def __init__(self, target, draft, *, fault=None, delay_s: float = 0.0, die_after: int = 0, gamma: int = 3,
-                 idle_close_s=None):  # fmt: skip
+                 idle_close_s=None, port: int = 0):  # fmt: skip
         self.decoder, self.vocab, self.gamma = make_decoder(target, draft), target.vocab, gamma
         self.fault, self.delay_s, self.die_after = fault, delay_s, die_after
         self.completions = 0
@@ -116,7 +116,7 @@ class StandIn:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -166,3 +166,24 @@ class StandIn:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def main(argv=None) -> None:
+    """``python -m tests.adapters.server.standin --port P [--fault F]``: the stand-in on the toy pair of the tests
+    (``ToyPairSpec(vocab_size=6)``) as a process, for managed-mode tests."""
+    import argparse
+
+    from specverify.oracles.pairs import ToyPairSpec
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fault", default=None)
+    parser.add_argument("--api-key", default=None)  # accepted and ignored: a secret on the launch line
+    args = parser.parse_args(argv)
+    pair = ToyPairSpec(vocab_size=6).build()
+    server = StandIn(pair.target, pair.draft, fault=args.fault, port=args.port)
+    server.thread.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -296,3 +296,42 @@ def test_vllm_serve_dtype_is_checked_before_any_server_starts(pair):
 
     with pytest.raises(InvalidArgument, match="two-sample"):
         vllm_serve_plain(pair.target, pair.draft, dtype="int8")
+
+
+def test_managed_server_started_from_a_template_recorded_without_secrets_and_stopped(pair):
+    import sys
+
+    from specverify.adapters.server import managed
+
+    template = f"{sys.executable} -m tests.adapters.server.standin --port {{port}} --api-key s3cr3t-value"
+    decoder = managed(pair.target, pair.draft, template=template, startup_timeout_s=60)
+    process = next(iter(decoder.servers.values())).process
+    try:
+        assert decoder([Request((0, 1), SamplingParams(max_tokens=3), 3, 5)])[0].tokens
+        info = decoder.engine_info
+        assert info["requested"]["mode"] == "managed" and "--api-key ***" in info["requested"]["launch"]
+        assert "s3cr3t-value" not in json.dumps(info) and info["state"]["servers_started"] == 1
+    finally:
+        decoder.close()
+    assert process.proc.poll() is not None  # stopped with close()
+
+
+def test_managed_server_that_never_gets_ready_is_a_set_up_failure_and_is_stopped(pair, monkeypatch):
+    import sys
+
+    from specverify.adapters.server import managed, process
+
+    started = []
+    monkeypatch.setattr(process.ManagedServer, "__init__", _recording(process.ManagedServer.__init__, started))
+    template = f"{sys.executable} -m http.server {{port}} --bind 127.0.0.1"  # no /health: 404 forever
+    with pytest.raises(ServerUnavailable, match=r"did not answer GET /health within 1 s.*launch: .*http.server"):
+        managed(pair.target, pair.draft, template=template, startup_timeout_s=1)
+    assert started and started[0].proc.poll() is not None
+
+
+def _recording(init, made):
+    def wrapped(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    return wrapped
