@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections import OrderedDict
 from typing import Optional, Sequence
 
 import numpy as np
@@ -68,6 +69,32 @@ def _packed(requests: list) -> list:
             groups.append([])
         groups[shared[key]].append(i)
     return groups
+
+
+_LRU: "OrderedDict[tuple, ServerDecoder]" = OrderedDict()  # (id(decoder), key) of every live managed server, LRU first
+MAX_LIVE_ENV = "SPECVERIFY_SERVER_MAX_LIVE"
+
+
+def max_live_servers() -> int:
+    """How many managed servers may run at once in this process (``$SPECVERIFY_SERVER_MAX_LIVE``, default 2)."""
+    value = os.environ.get(MAX_LIVE_ENV, "2")
+    if not value.isdigit() or int(value) < 1:
+        raise InvalidArgument(f"{MAX_LIVE_ENV}={value!r} must be an int >= 1.")
+    return int(value)
+
+
+def _touch(decoder, key) -> None:
+    if decoder.template is not None:
+        _LRU.pop((id(decoder), key), None)
+        _LRU[(id(decoder), key)] = decoder
+
+
+def _make_room() -> None:
+    """Stop the least recently used managed servers until one more fits under ``max_live_servers()``."""
+    while len(_LRU) >= max_live_servers():
+        (_, key), decoder = next(iter(_LRU.items()))
+        decoder._retire(key)
+        decoder.state["stopped_for_room"] = decoder.state.get("stopped_for_room", 0) + 1
 
 
 class _Live:
@@ -162,9 +189,18 @@ class ServerDecoder:
         return gamma if self.fixed_gamma else 0
 
     def _server(self, gamma: int) -> _Live:
+        """The live server for γ (least recently used last), started on demand; a managed start first stops the
+        least recently used servers beyond ``max_live_servers()`` of the whole process (each holds an engine's
+        memory; one is started again when it is needed again, its counters kept)."""
         key = self._key(gamma)
-        if key not in self.servers:
-            self.servers[key] = self._start(gamma)
+        if key in self.servers:
+            self.servers[key] = self.servers.pop(key)  # most recently used last
+            _touch(self, key)
+            return self.servers[key]
+        if self.template is not None:
+            _make_room()
+        self.servers[key] = self._start(gamma)
+        _touch(self, key)
         return self.servers[key]
 
     def _start(self, gamma: int) -> _Live:
@@ -213,6 +249,7 @@ class ServerDecoder:
         return {k: shlex.quote(str(v)) for k, v in values.items()}
 
     def _retire(self, key) -> None:
+        _LRU.pop((id(self), key), None)
         live = self.servers.pop(key)
         try:
             self._add_counters(live)
@@ -228,6 +265,7 @@ class ServerDecoder:
             if live.process is not None:
                 live.process.close()
                 self.servers[key] = self._start(key or 3)
+                _touch(self, key)
                 self.state["restarts"] += 1
             else:
                 try:  # attached: a deployment that no longer answers cannot be restarted from here

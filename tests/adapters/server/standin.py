@@ -179,9 +179,10 @@ def main(argv=None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--fault", default=None)
     parser.add_argument("--api-key", default=None)  # accepted and ignored: a secret on the launch line
+    parser.add_argument("--gamma", type=int, default=3)
     args = parser.parse_args(argv)
     pair = ToyPairSpec(vocab_size=6).build()
-    server = StandIn(pair.target, pair.draft, fault=args.fault, port=args.port)
+    server = StandIn(pair.target, pair.draft, fault=args.fault, port=args.port, gamma=args.gamma)
     server.thread.join()
 
 

@@ -335,3 +335,24 @@ def _recording(init, made):
         made.append(self)
 
     return wrapped
+
+
+@pytest.mark.slow  # starts five stand-in processes (~10 s)
+def test_managed_servers_beyond_the_process_cap_are_stopped_least_recently_used_first(pair, monkeypatch):
+    import sys
+
+    from specverify.adapters.server import decoder as decoder_module
+    from specverify.adapters.server import managed
+
+    monkeypatch.setenv(decoder_module.MAX_LIVE_ENV, "2")
+    template = f"{sys.executable} -m tests.adapters.server.standin --port {{port}} --gamma {{gamma}}"
+    made = managed(pair.target, pair.draft, template=template, startup_timeout_s=60, honour=False)
+    try:
+        for gamma in (1, 2, 3, 1):
+            assert made([Request((0, 1), SamplingParams(max_tokens=3), gamma, 5)])[0].tokens
+            assert len(decoder_module._LRU) <= 2 and len(made.servers) <= 2
+        assert list(made.servers) == [3, 1]  # each new γ stopped the least recently used: 3, then 1, then 2
+        assert made.engine_info["state"]["stopped_for_room"] == 3 and made.engine_info["state"]["servers_started"] == 5
+    finally:
+        made.close()
+    assert not decoder_module._LRU
