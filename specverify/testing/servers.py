@@ -5,7 +5,7 @@
 tokens often in one delta) and whole. Each pair goes through ``specverify.fuzz.streaming.check_runs``: the streamed
 token ids and text must equal the whole answer's, and the finish reasons must be equal, so a delta repeated or lost
 at a stop string is caught. The two answers must be one draw: greedy requests, or seeded ones where the server
-honours ``seed`` (the honour check says so); any other request is refused. Imports hypothesis (through
+reproduces seeds (the honour check's ``seed_probe``); any other request is refused. Imports hypothesis (through
 ``fuzz.streaming``).
 """
 
@@ -19,7 +19,8 @@ __all__ = ["check_server_streaming"]
 
 
 def _deterministic(decoder, request) -> bool:
-    return request.params.temperature == 0 or (request.seed is not None and "seed" in decoder.capabilities)
+    reproducible = getattr(decoder, "seed_probe", "") == "reproducible"
+    return request.params.temperature == 0 or (request.seed is not None and reproducible)
 
 
 def check_server_streaming(decoder, requests: Sequence) -> int:
@@ -34,7 +35,7 @@ def check_server_streaming(decoder, requests: Sequence) -> int:
         if not _deterministic(decoder, request):
             raise InvalidArgument(
                 f"request={request!r}: the streamed and whole answers must be one draw; send greedy requests, or "
-                "seeded ones to a server whose honour check declared seed."
+                "seeded ones to a server whose honour check found seeds reproducible (engine_info seed_probe)."
             )
     for request in requests:
         chunks, reason, _ = decoder.stream_one(request)

@@ -171,6 +171,7 @@ class ServerDecoder:
         self.request_counts = {"draft_n": 0, "draft_n_accepted": 0, "spec_verify_ct": 0}
         self.state = {"requests": 0, "retried": 0, "discarded": 0, "servers_started": 0, "restarts": 0}
         self.not_covered: dict = {}
+        self.seed_probe = "not probed"
         self.name, self.version, self.launch = dialect.name, None, None
         try:
             first = self._server(3)
@@ -296,9 +297,13 @@ class ServerDecoder:
             raise ServerUnavailable(
                 f"the server does not honour temperature ({reasons['temperature']}): nothing can be certified"
             )
+        # a seed changes no law: one the server does not reproduce stays declared (seeded requests may take another
+        # code path, whose law is tested), and the certifier's reproducibility check reports it; the probe's answer
+        # is recorded as evidence
+        self.seed_probe = reasons.pop("seed", "") or "reproducible"
         self.not_covered.update({f: r for f, r in reasons.items() if r})
         honoured = {f for f, r in reasons.items() if not r}
-        return frozenset((maps - set(PROBED)) | honoured | {"temperature", "max_tokens", "batch"})
+        return frozenset((maps - set(PROBED)) | honoured | {"temperature", "max_tokens", "batch", "seed"})
 
     def _probe_send(self, requests: Sequence[Request]) -> list:
         live = next(iter(self.servers.values()))
@@ -472,6 +477,7 @@ class ServerDecoder:
             "env": {k: v for k, v in self.env.items() if k != "PYTHONPATH" and not _SECRET_NAME.search(k)},
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),
+            "seed_probe": self.seed_probe,
             **({"declared": self.declared} if self.declared else {}),
         }
         out = {"name": self.name, "requested": requested, "state": state}

@@ -8,7 +8,9 @@ Probes run on a handful of short prompts at ``max_tokens`` 4, first greedy (temp
 
 - ``temperature``: 8 greedy requests with different seeds all equal the baseline, and 16 seeded requests at
   temperature 1 are not all equal (a server sampling at temperature 0 or at 1 whatever it is sent fails one of them);
-- ``seed``: each of 8 seeds sent twice at temperature 1 gives the same tokens twice;
+- ``seed``: each of 16 seeds sent twice at temperature 1 gives the same tokens twice. Evidence only: a seed changes
+  no law, so the decoder declares ``seed`` whatever the answer (seeded requests may take another code path, whose
+  law is tested) and records it; the certifier's reproducibility check is the verdict on it;
 - ``top_k`` (1), ``top_p`` (0.01), ``min_p`` (1.0): 16 seeded requests at temperature 1 with the cut all equal the
   greedy baseline (the cut keeps only the argmax). A server that ignores the cut samples the whole law: all 16 equal
   the baseline with probability p^16, p the baseline's probability (the temperature probe shows p < 1);

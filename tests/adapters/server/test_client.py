@@ -59,6 +59,7 @@ def test_correct_server_declares_what_it_honours_and_answers_in_order(pair, stan
     assert [c.tokens for c in out] == [c.tokens for c in again]  # seeded: the same draws, in request order
     assert all(c.finish_reason in ("eos", "length") for c in out)
     info = decoder.engine_info
+    assert info["requested"]["seed_probe"] == "reproducible"
     assert info["version"] == "stand-in 1.0" and info["requested"]["mode"] == "attached"
     assert info["requested"]["host"] == server.url.removeprefix("http://")
     assert info["state"]["requests"] == 24
