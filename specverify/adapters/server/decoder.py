@@ -478,6 +478,7 @@ class ServerDecoder:
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),
             "seed_probe": self.seed_probe,
+            "dialect_cannot_cover": self.dialect.cannot_cover,
             **({"declared": self.declared} if self.declared else {}),
         }
         out = {"name": self.name, "requested": requested, "state": state}
