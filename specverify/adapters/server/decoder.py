@@ -131,6 +131,7 @@ class ServerDecoder:
         parallel_n: bool = False,
         stream: bool = False,
         evidence_line: Optional[str] = None,
+        declare_seed: bool = True,
     ):
         check(
             (template is None) != (url is None),
@@ -155,6 +156,8 @@ class ServerDecoder:
         )
         self.streamed = stream
         self.evidence_line = evidence_line  # a managed server's log must show it once started (a bound workaround)
+        check(isinstance(declare_seed, bool), f"declare_seed={declare_seed!r} must be a bool.")
+        self.declare_seed = declare_seed
         self.vocab, self.dialect, self.method = target.vocab, dialect, method
         self.target, self.draft, self.speculative = target, draft, speculative
         self.template, self.url, self.env = template, url, dict(env or {})
@@ -179,6 +182,8 @@ class ServerDecoder:
             if dialect.name == "openai" and self.model is None:
                 self.model = self._model_name(first.client)
             self.capabilities = self._capabilities(first, honour) | ({"stream"} if stream else set())
+            if not declare_seed:  # every request then reaches the server unseeded (and parallel_n can pack them)
+                self.capabilities = self.capabilities - {"seed"}
             first = next(iter(self.servers.values()))  # a probe may have restarted it
             first.base = self._counters(first)
         except BaseException:
@@ -473,6 +478,7 @@ class ServerDecoder:
             "launch": self.launch,
             "max_in_flight": self.client_options["max_in_flight"],
             "parallel_n": self.parallel_n,
+            "declare_seed": self.declare_seed,
             "stream": self.streamed,
             "env": {k: v for k, v in self.env.items() if k != "PYTHONPATH" and not _SECRET_NAME.search(k)},
             "timeout_s": self.client_options["timeout_s"],

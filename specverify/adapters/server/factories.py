@@ -15,7 +15,8 @@ before any response), ``api_key_env`` (the name of the environment variable hold
 (``return_token_ids`` or ``logprobs``: how OpenAI answers carry ids), ``model`` (the OpenAI model name; default: the
 server's first), ``env`` (extra environment of a managed server, e.g. ``{"VLLM_CPU_KVCACHE_SPACE": "1"}``),
 ``stream`` (send every request with ``stream=true``: the completion's ``stream`` is the server's deltas),
-``parallel_n`` (OpenAI: identical unseeded requests as one body with ``n``).
+``parallel_n`` (OpenAI: identical unseeded requests as one body with ``n``), ``declare_seed`` (False: every request
+is sent unseeded, so ``parallel_n`` packs them; the seeded path is then not covered).
 """
 
 from __future__ import annotations
@@ -80,11 +81,13 @@ def managed(
     env=None,
     stream: bool = False,
     parallel_n: bool = False,
+    declare_seed: bool = True,
 ) -> ServerDecoder:
     """A speculative server specverify starts from ``template`` on 127.0.0.1 (module docstring)."""
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
-                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n)  # fmt: skip
+                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n,
+                       declare_seed=declare_seed)  # fmt: skip
     return ServerDecoder(target, draft, method="managed", template=template, speculative=True, **options)
 
 
@@ -106,11 +109,13 @@ def managed_plain(
     env=None,
     stream: bool = False,
     parallel_n: bool = False,
+    declare_seed: bool = True,
 ) -> ServerDecoder:
     """``managed`` for a server without speculation (the control)."""
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
-                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n)  # fmt: skip
+                       token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n,
+                       declare_seed=declare_seed)  # fmt: skip
     return ServerDecoder(target, draft, method="managed_plain", template=template, speculative=False, **options)
 
 
@@ -145,12 +150,13 @@ def attached(
     model=None,
     stream: bool = False,
     parallel_n: bool = False,
+    declare_seed: bool = True,
     not_served=None,
 ) -> ServerDecoder:
     """A running speculative deployment at ``url`` serving the pair and γ of ``declaration`` (module docstring)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
-                   parallel_n=parallel_n)  # fmt: skip
+                   parallel_n=parallel_n, declare_seed=declare_seed)  # fmt: skip
     return _attached(target, draft, "attached", True, url, declaration, not_served, options)
 
 
@@ -171,12 +177,13 @@ def attached_plain(
     model=None,
     stream: bool = False,
     parallel_n: bool = False,
+    declare_seed: bool = True,
     not_served=None,
 ) -> ServerDecoder:
     """``attached`` for a deployment without speculation (the control)."""
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
-                   parallel_n=parallel_n)  # fmt: skip
+                   parallel_n=parallel_n, declare_seed=declare_seed)  # fmt: skip
     return _attached(target, draft, "attached_plain", False, url, declaration, not_served, options)
 
 

@@ -210,9 +210,9 @@ def test_dialect_bodies_map_only_set_fields(pair):
         OPENAI.parse({"choices": [{"text": "ab"}]})
 
 
-@pytest.mark.slow  # ~80 s on 2 cores: each seeded draw is one HTTP request (~4 ms through the stand-in)
 def test_correct_server_certifies_exact(pair, standin):
-    """The reference decoder behind HTTP: the core scenarios at quick level, in process."""
+    """The reference decoder behind HTTP: the core scenarios at quick level, in process. Unseeded (declare_seed
+    False) and packed with ``n`` (parallel_n): one HTTP request per seeded draw would take ~80 s here."""
     from specverify import certify
 
     made = []
@@ -221,7 +221,7 @@ def test_correct_server_certifies_exact(pair, standin):
         server = StandIn(target, draft)
         made.append(server)
         decoder = ServerDecoder(target, draft, dialect=OPENAI, method="standin", url=server.url, max_in_flight=4,
-                                parallel_n=True)  # fmt: skip
+                                parallel_n=True, declare_seed=False)  # fmt: skip
         close = decoder.close
 
         def closing():
@@ -235,6 +235,7 @@ def test_correct_server_certifies_exact(pair, standin):
                    scenarios=["temperature-1", "eos-in-block", "max-tokens-not-multiple", "greedy"])  # fmt: skip
     assert cert.verdict == "exact", cert.verdict
     assert cert.engine["requested"]["dialect"] == "openai" and cert.engine["requested"]["parallel_n"]
+    assert sum(len(s.bodies) for s in made) < 5000  # packed: far fewer requests than draws
 
 
 def test_streamed_answers_equal_whole_ones_and_a_repeated_or_lost_delta_is_caught(pair, standin):
