@@ -16,7 +16,10 @@ Probes run on a handful of short prompts at ``max_tokens`` 4, first greedy (temp
   the baseline with probability p^16, p the baseline's probability (the temperature probe shows p < 1);
 - ``bad_token_ids``: banning the baseline's first token changes the first token, and no banned id appears;
 - ``stop``: the text of the baseline's first token as a stop string ends the output after that token;
-- ``min_tokens`` (= ``max_tokens``): a prompt whose baseline ends with EOS early gives ``max_tokens`` tokens, no EOS;
+- ``min_tokens`` (= ``max_tokens``): a prompt whose greedy baseline ends with EOS early gives ``max_tokens`` tokens,
+  no EOS before; where none does, 64 samples at temperature 1 of a prompt whose samples end early at least 4 times
+  without it must never end early with it (an ignoring server passes with probability (1 - q)^64, q its early-EOS
+  rate: a false pass only lets the min-tokens scenarios run, whose law test then rejects the server);
 - ``repetition_penalty`` (50), ``frequency_penalty`` (2), ``presence_penalty`` (2): the greedy output changes on at
   least one probe prompt (an ignored penalty leaves every greedy output as it was).
 
@@ -123,14 +126,27 @@ class _Probe:
 
     def min_tokens(self) -> str:
         eos = self.vocab.eos_token_id
+
+        def early(tokens) -> bool:
+            return eos in tuple(tokens)[: MAX_TOKENS - 1]
+
         for prompt, greedy in self.greedy.items():
-            if not greedy or greedy[-1] != eos or len(greedy) >= MAX_TOKENS:
+            if not early(greedy):
                 continue
             got = self.send([_req(prompt, temperature=0.0, min_tokens=MAX_TOKENS)])[0]
-            if len(got) != MAX_TOKENS or eos in got[:-1]:
+            if len(got) != MAX_TOKENS or early(got):
                 return f"min_tokens={MAX_TOKENS} gave {got!r} (EOS before {MAX_TOKENS} tokens)"
             return ""
-        return "could not be checked: no probe prompt's greedy output ends with EOS early"
+        # no greedy output ends early: sampled at temperature 1, where some do
+        for prompt in self.prompts[:3]:
+            seeds = range(2000, 2000 + 4 * SAMPLES)
+            base = self.send([_req(prompt, seed=s, temperature=1.0) for s in seeds])
+            if sum(early(t) for t in base) < 4:
+                continue
+            got = self.send([_req(prompt, seed=s, temperature=1.0, min_tokens=MAX_TOKENS) for s in seeds])
+            bad = [t for t in got if early(t) or len(t) != MAX_TOKENS]
+            return f"min_tokens={MAX_TOKENS} still gave {bad[0]!r} (EOS before {MAX_TOKENS} tokens)" if bad else ""
+        return "could not be checked: no probe prompt ends with EOS early, greedy or sampled"
 
     def penalty(self, name: str) -> str:
         changed = self.send([_req(p, temperature=0.0, **{name: _PENALTIES[name]}) for p in self.prompts])

@@ -7,7 +7,8 @@ reference decoder on a toy pair, with faults on demand: the server adapter's cli
 - ``"5xx"``: every completion answers HTTP 500; ``"malformed"``: a body that is not JSON;
 - ``"drop"``: the connection is closed before any response; ``"drop-once"``: only the first completion's;
 - ``"slow"``: completions wait ``delay_s`` before answering;
-- ``"ignore-top_k"``: ``top_k`` is accepted and dropped (a server that does not honour it);
+- ``"ignore-FIELD"`` (``top_k``, ``min_tokens``, ...): the field is accepted and dropped (a server that does not
+  honour it);
 - ``"die-after"``: the server stops after ``die_after`` completions;
 - ``idle_close_s``: kept-alive connections idle that long are closed by the server (as uvicorn does);
 - ``"stream-repeat"`` / ``"stream-lose"``: a streamed answer repeats / loses its last chunk (``stream`` bodies are
@@ -33,11 +34,11 @@ _FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "freq
 
 def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
     fields = {k: body[k] for k in _FIELDS if k in body}
-    if fault == "ignore-top_k":
-        fields.pop("top_k", None)
-    if "stop" in body:
+    if fault is not None and fault.startswith("ignore-"):
+        fields.pop(fault[len("ignore-") :], None)
+    if "stop" in body and fault != "ignore-stop":
         fields["stop"] = tuple(body["stop"])
-    if "allowed_token_ids" in body:
+    if "allowed_token_ids" in body and fault != "ignore-bad_token_ids":
         fields["bad_token_ids"] = tuple(t for t in range(vocab_size) if t not in set(body["allowed_token_ids"]))
     return SamplingParams(max_tokens=body["max_tokens"], **fields)
 

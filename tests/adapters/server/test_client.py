@@ -75,6 +75,13 @@ def test_ignored_top_k_is_caught_and_not_declared(pair, standin):
         decoder(_requests(1, top_k=2))
 
 
+@pytest.mark.parametrize("field", ["min_tokens", "bad_token_ids", "stop"])
+def test_every_ignored_field_is_caught(pair, standin, field):
+    decoder = _decoder(pair, standin(fault=f"ignore-{field}"))
+    assert field not in decoder.capabilities and "temperature" in decoder.capabilities
+    assert decoder.engine_info["requested"]["not_covered"][field]
+
+
 def test_5xx_is_invalid_naming_the_request_and_a_curl_line(standin):
     server = standin(fault="5xx")
     client = Client(server.url)
