@@ -158,6 +158,9 @@ class ServerDecoder:
         self.evidence_line = evidence_line  # a managed server's log must show it once started (a bound workaround)
         check(isinstance(declare_seed, bool), f"declare_seed={declare_seed!r} must be a bool.")
         self.declare_seed = declare_seed
+        # what the server's drafts are is its own business (a draft model, n-grams, heads): never compared with an
+        # exact acceptance law; no dialect reports per-round acceptance anyway
+        self.draft_law = "unmodelled"
         self.vocab, self.dialect, self.method = target.vocab, dialect, method
         self.target, self.draft, self.speculative = target, draft, speculative
         self.template, self.url, self.env = template, url, dict(env or {})
