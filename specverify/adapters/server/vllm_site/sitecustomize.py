@@ -19,7 +19,10 @@ if _NAMES:
         from specverify.adapters.vllm import patches
 
         patches.bind(json.loads(_NAMES))
-        print(f"specverify: vLLM workaround bound {_NAMES} in pid {os.getpid()}", file=sys.stderr, flush=True)
+        # the server's log line the adapter reads back (this runs in the server's process, not in specverify's)
+        sys.stderr.write(f"specverify: vLLM workaround bound {_NAMES} in pid {os.getpid()}\n")
+        sys.stderr.flush()
     except Exception as exc:  # noqa: BLE001 - any failure: the server must not start without its workaround
-        print(f"specverify: cannot bind the vLLM workaround {_NAMES}: {exc!r}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"specverify: cannot bind the vLLM workaround {_NAMES}: {exc!r}\n")
+        sys.stderr.flush()
         os._exit(3)
