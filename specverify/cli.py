@@ -1,4 +1,4 @@
-"""``specverify`` command line: certify a decoder, list the zoo and scenarios, plan sample sizes."""
+"""``specverify`` command line: certify a decoder, list the zoo and scenarios, plan sample sizes, export the models."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def _certify(args, out, err) -> int:
     from specverify.errors import InvalidArgument
 
     try:
+        _attach_server(args, err)
         config, execution = from_args(args)
         problem = check_outputs(args)
         if problem:
@@ -95,6 +96,49 @@ def _certify(args, out, err) -> int:
     if config.engine_config is not None or execution.engine_configs:
         return _emit_configurations(outcome.configurations(execution.engine_configs), args, out, err)
     return _emit(outcome.certificate, args, out, err)
+
+
+_ATTACHED = ("specverify.adapters.server:attached", "specverify.adapters.server:attached_plain")
+
+
+def _attach_server(args, err) -> None:
+    """``--server-url URL --server-declaration FILE``: the attached server factory's options, and the run restricted
+    to the scenarios of the pair the deployment serves; the others are listed as not covered, with the reason, here
+    and in the certificate's engine record (docs/servers.md)."""
+    import json
+
+    from specverify.errors import InvalidArgument
+
+    url, path = getattr(args, "server_url", None), getattr(args, "server_declaration", None)
+    if url is None and path is None:
+        return
+    if url is None or path is None or args.factory not in _ATTACHED:
+        raise InvalidArgument(
+            f"--server-url and --server-declaration go together, with FACTORY {' or '.join(_ATTACHED)} "
+            f"(got FACTORY {args.factory!r}, --server-url {url!r}, --server-declaration {path!r})"
+        )
+    from specverify.adapters.server.declaration import read_declaration
+    from specverify.certification.matrix.scenarios import scenarios_served
+
+    if str(args.models or "") != "checkpoint":
+        raise InvalidArgument("--server-url serves the checkpoint bundle: add --models checkpoint")
+    declared = read_declaration(path)
+    served, other = scenarios_served(declared.pair)
+    chose = bool(args.scenarios)
+    asked = list(args.scenarios or served)
+    refused = {n: other[n] for n in asked if n in other}
+    for name, why in sorted(refused.items()):
+        print(f"specverify: not covered by the attached deployment: {name} ({why})", file=err)
+    kept = [n for n in asked if n not in refused]
+    if not kept:
+        raise InvalidArgument(f"no scenario asked for runs on the served pair {declared.pair!r}: {sorted(refused)}")
+    args.scenarios = kept
+    not_served = json.dumps(refused if chose else other)
+    args.engine_options = list(args.engine_options or []) + [
+        f"url={json.dumps(url)}",
+        f"declaration={json.dumps(str(path))}",
+        f"not_served={not_served}",
+    ]
 
 
 def before_work(config, execution) -> None:
@@ -322,6 +366,26 @@ def _plan(args, out, err) -> int:
     return ExitCode.MEETS
 
 
+def _models(args, out, err) -> int:
+    """``specverify models export DIR``: the model bundle (specverify.bundle)."""
+    from specverify.bundle import MANIFEST, export_bundle
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS, MIMO_PAIRS
+    from specverify.errors import InvalidArgument
+
+    try:
+        manifest = export_bundle(args.dir, {**CHECKPOINT_PAIRS, **MIMO_PAIRS}, gguf=not args.no_gguf, gamma=args.gamma)
+    except InvalidArgument as exc:
+        print(f"specverify: error: {str(exc).replace('gamma=', '--gamma ')}", file=err)
+        return ExitCode.USAGE
+    except OSError as exc:
+        print(f"specverify: error: cannot write the bundle into {args.dir!r} ({exc})", file=err)
+        return ExitCode.USAGE
+    for name, entry in manifest["pairs"].items():
+        out.write(f"{name}: {entry['architecture']}, {len(entry['files'])} files, GGUF {entry['gguf']}\n")
+    out.write(f"manifest: {os.path.join(args.dir, MANIFEST)} (serving lines per engine inside)\n")
+    return ExitCode.MEETS
+
+
 def main(argv=None, *, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     parser = _parser()
@@ -345,6 +409,8 @@ def main(argv=None, *, out=None, err=None) -> int:
             return _zoo(out)
         if args.command == "scenarios":
             return _scenarios(args, out)
+        if args.command == "models":
+            return _models(args, out, err)
         return _plan(args, out, err)
     except Exception as exc:  # noqa: BLE001 - a bug of ours: say so, with how to report it
         import traceback

@@ -49,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         "live in the current directory)",
     )
     add_run_arguments(c)
+    c.add_argument(
+        "--server-url",
+        metavar="URL",
+        help="certify a running server (FACTORY specverify.adapters.server:attached or :attached_plain) at URL, "
+        "with --server-declaration: the run keeps the scenarios of the pair it serves (docs/servers.md)",
+    )
+    c.add_argument("--server-declaration", metavar="FILE", help="the JSON declaration of the pair and γ it serves")
     c.add_argument("--json", metavar="PATH", help="write the certificate as JSON to PATH ('-' for stdout)")
     _visual_flags(c)
     m = sub.add_parser("merge", help="merge the --counts-out files of every shard into one certificate", epilog=EPILOG)
@@ -95,6 +102,12 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--draft-params", type=float, default=None, help="draft parameters, for the memory warning")
     sp.add_argument("--target-params", type=float, default=None, help="target parameters, for the memory warning")
     sp.add_argument("--json", action="store_true", help="print JSON")
+    mo = sub.add_parser("models", help="the checkpoint models as servers load them (docs/servers.md)")
+    mo_sub = mo.add_subparsers(dest="models_command", required=True)
+    ex = mo_sub.add_parser("export", help="write every checkpoint pair of the matrix (and MiMo) with a manifest")
+    ex.add_argument("dir", metavar="DIR", help="directory to write the bundle into (created if missing)")
+    ex.add_argument("--no-gguf", action="store_true", help="write no GGUF files (llama.cpp's format)")
+    ex.add_argument("--gamma", type=int, default=3, help="γ of the manifest's serving lines (default 3)")
     pl = sub.add_parser("plan", help="sample size to detect a TV of EPSILON on a law of K outcomes")
     pl.add_argument("--outcomes", type=int, required=True, help="number of outcomes K (uniform law: worst case)")
     pl.add_argument("--epsilon", type=float, default=0.02, help="total variation to detect (default 0.02)")

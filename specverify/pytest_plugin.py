@@ -30,7 +30,8 @@ _RESULT = pytest.StashKey[object]()
 _MARKER_HELP = (
     "specverify(factory, *, require='exact', level=, seed=, alpha=, models=, scenarios=, budget=, isolation=, "
     "timeout=, allow_inconclusive=False, and every other run option of `specverify certify`): certify FACTORY, one "
-    "item per scenario (docs/pytest_plugin.md)"
+    "item per scenario (docs/pytest_plugin.md); server='TEMPLATE' or url='URL', declaration='FILE' (and dialect=) "
+    "instead of FACTORY certify an HTTP server (docs/servers.md)"
 )
 
 

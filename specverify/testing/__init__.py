@@ -3,7 +3,8 @@
 - ``assert_exact(factory_or_certificate, ...)``, ``assert_greedy_equal(...)``: certificates;
 - ``assert_kernel_conforms(kernel, style=...)``: a verification kernel against the exact per-round law;
 - ``assert_transactional(white_box, ...)``: the white-box state-transaction properties (imports hypothesis);
-- ``model_pair(family, distance)``: toy and checkpoint model pairs; ``explain(certificate)``: the failure text.
+- ``model_pair(family, distance)``: toy and checkpoint model pairs; ``explain(certificate)``: the failure text;
+- ``check_server_streaming(decoder, requests)``: a server's streamed answers against its whole ones (``servers``).
 
 The pytest plugin (``specverify.pytest_plugin``) uses ``options``, ``items``, ``ledger``, ``baseline`` and
 ``summary`` from here. Everything is imported lazily: ``import specverify.testing`` imports neither torch, triton
@@ -22,6 +23,7 @@ _LAZY = {
     "assert_kernel_conforms": "specverify.testing.kernels",
     "assert_transactional": "specverify.testing.transactional",
     "explain": "specverify.testing.messages",
+    "check_server_streaming": "specverify.testing.servers",
 }
 
 __all__ = sorted(_LAZY)

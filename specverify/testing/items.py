@@ -60,9 +60,41 @@ class MarkerSpec:
     engine_config = property(lambda self: self.config.engine_config)
 
 
+_SERVER_KEYS = ("server", "url", "declaration", "dialect")
+
+
+def _server_factory(kwargs: dict) -> dict:
+    """``server=TEMPLATE`` (managed) or ``url=URL`` with ``declaration=FILE`` (attached), optionally ``dialect=``:
+    the server adapter's factory with those as engine options (docs/servers.md); ``kwargs`` as they are otherwise."""
+    given = {k: kwargs[k] for k in _SERVER_KEYS if k in kwargs}
+    if not given:
+        return kwargs
+    check(
+        "factory" not in kwargs and (("server" in given) != ("url" in given)),
+        f"@pytest.mark.specverify({', '.join(f'{k}=...' for k in given)}): give server='TEMPLATE' (specverify starts "
+        "it) or url='http://HOST:PORT' with declaration='FILE' (a running deployment), not both, and no factory=.",
+    )
+    check("url" not in given or "declaration" in given, "@pytest.mark.specverify(url=...) needs declaration='FILE'.")
+    check("declaration" not in given or "url" in given, "declaration= goes with url= (attached mode).")
+    rest = {k: v for k, v in kwargs.items() if k not in _SERVER_KEYS}
+    from specverify.certification.config.options import parse_option
+
+    options = dict(parse_option("engine_options", rest.pop("engine_options", None)))
+    if "server" in given:
+        rest["factory"], options["template"] = "specverify.adapters.server:managed", given["server"]
+    else:
+        rest["factory"] = "specverify.adapters.server:attached"
+        options.update(url=given["url"], declaration=given["declaration"])
+    if "dialect" in given:
+        options["dialect"] = given["dialect"]
+    return {**rest, "engine_options": options}
+
+
 def _marker_values(args: tuple, kwargs: dict) -> dict:
+    if not args:
+        kwargs = _server_factory(kwargs)
     unknown = sorted(k for k in kwargs if k not in ("factory", "allow_inconclusive") and marker_field(k) is None)
-    accepted = ["factory", *MARKER_ARGS, "allow_inconclusive"]
+    accepted = ["factory", *MARKER_ARGS, "allow_inconclusive", *_SERVER_KEYS]
     check(
         not unknown,
         f"@pytest.mark.specverify({', '.join(f'{k}=...' for k in unknown)}): unknown argument(s); use "

@@ -18,6 +18,7 @@ PACKAGES = (
     "specverify.adapters.transformers",
     "specverify.adapters.onnxruntime_genai",
     "specverify.adapters.openvino",
+    "specverify.adapters.server",
     "specverify.adapters.boundary",
 )
 HEAVY = ("vllm", "llama_cpp", "gguf", "transformers", "torch", "triton", "hypothesis", "onnxruntime_genai", "openvino")

@@ -22,6 +22,7 @@ __all__ = [
     "matrix",
     "matrix_of",
     "scenario_names",
+    "scenarios_served",
     "name_problem",
     "select_scenarios",
     "run_order",
@@ -408,6 +409,28 @@ TOY_MATRIX = Matrix(SCENARIOS)
 def matrix_of(pair: PairSpec) -> Matrix:
     """The matrix a scenario's model pair belongs to (its model family, draft family and pair set)."""
     return matrix(pair.family, getattr(pair, "drafts", DraftFamily.AR), getattr(pair, "pair_set", None))
+
+
+def scenarios_served(pair: str, pairs: str = "llama") -> tuple:
+    """(names of the checkpoint scenarios whose model pair is ``pair``, ``{other name: why not}``): what a deployment
+    serving that one pair can run (an attached server, docs/servers.md); a mixed scenario counts only when every
+    member runs on ``pair``. ``InvalidArgument`` for a pair name outside the set."""
+    from specverify.certification.matrix.checkpoint import _SPECS, DEFAULT_PAIR_SET, _pair_set
+
+    chosen = _pair_set(pairs, "pairs")
+    if pair not in chosen:
+        raise InvalidArgument(f"pair={pair!r} is not a checkpoint pair of the {pairs!r} set: {sorted(chosen)}.")
+    served = _SPECS[chosen[pair]]
+    names = {spec: name for name, spec in _SPECS.items()}
+    keep, other = [], {}
+    for name, scenario in matrix("checkpoint", pairs=None if pairs == DEFAULT_PAIR_SET else pairs).items():
+        specs = {scenario.pair} | {getattr(m, "pair", scenario.pair) for m in (scenario.members or ())}
+        if specs == {served}:
+            keep.append(name)
+        else:
+            runs_on = sorted(names.get(s, "?") for s in specs)
+            other[name] = f"runs on the pair {' and '.join(runs_on)}; the deployment serves {pair!r} only"
+    return tuple(keep), other
 
 
 def scenario_names(models: str = ModelFamily.TOY, drafts: str = DraftFamily.AR) -> tuple:
