@@ -92,7 +92,8 @@ from specverify.protocol import Completion, Request, SampleCounts
 
 __all__ = ["TransformersDecoder", "MODES", "CACHES"]
 
-MODES = ("assisted", "prompt_lookup", "plain")
+MODES = ("assisted", "prompt_lookup", "plain", "early_exit", "universal", "mtp", "dflash")
+ASSISTANT_MODES = ("assisted", "universal", "dflash")  # the modes whose draft is a second model (``assistant_model``)
 CACHES = ("dynamic", "static")  # the target's cache: cache_implementation unset, or "static" (module docstring)
 _STATE_KEYS = {"DynamicCache": "dynamic_cache_calls", "StaticCache": "static_cache_calls"}
 _BASE_CAPABILITIES = frozenset(
@@ -140,11 +141,20 @@ def _load(model, role: str) -> object:
 class TransformersDecoder:
     """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
 
-    def __init__(self, target, draft, mode: str, *, workers: int | None = None, cache: str = "dynamic"):
+    def __init__(
+        self,
+        target,
+        draft,
+        mode: str,
+        *,
+        workers: int | None = None,
+        cache: str = "dynamic",
+        exit_layer: int = 0,
+    ):
         from collections import Counter
 
         from specverify.adapters.boundary import draw_pool
-        from specverify.adapters.transformers import hooks
+        from specverify.adapters.transformers import generators, hooks
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
@@ -158,16 +168,26 @@ class TransformersDecoder:
             isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0,
             f"workers={workers!r} must be an int >= 0 (worker processes for sample(); 0 draws in this process).",
         )
-        self.mode, self.workers, self.cache = mode, workers, cache
+        check(
+            isinstance(exit_layer, int) and not isinstance(exit_layer, bool) and exit_layer >= 0,
+            f"exit_layer={exit_layer!r} must be an int >= 0 (early_exit: the target layers its drafts run); "
+            "e.g. --engine-option exit_layer=0.",
+        )
+        self.mode, self.workers, self.cache, self.exit_layer = mode, workers, cache, exit_layer
         self.state = Counter()  # engine states reached: generate calls by the class of the cache they returned
         self._untaken = Counter()  # ... since the last take_state() (a sample() worker hands these to its parent)
         self.classes: set = set()  # the cache classes this process's calls returned
         self.version = hooks.check_transformers_version()
-        self.model = _load(target, "target")
-        self.assistant = _load(draft, "draft") if mode == "assisted" else None
         self.vocab = target.vocab
         self.eos = int(self.vocab.eos_token_id)
-        if self.assistant is not None and draft.vocab.size != self.vocab.size:
+        self.generator = None  # the mode's own set-up (generators.py), for the modes beyond assisted / prompt lookup
+        if mode in generators.OWN_SETUP:
+            self.generator = generators.OWN_SETUP[mode](target, draft, self)
+            self.model, self.assistant = self.generator.model, self.generator.assistant
+        else:
+            self.model = _load(target, "target")
+            self.assistant = _load(draft, "draft") if mode == "assisted" else None
+        if mode == "assisted" and draft.vocab.size != self.vocab.size:
             raise InvalidArgument(
                 f"draft vocab size {draft.vocab.size!r} differs from the target's {self.vocab.size!r}; "
                 "assisted generation here assumes one shared vocabulary."
@@ -185,7 +205,7 @@ class TransformersDecoder:
         self.draft_law = "unmodelled"
         if mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
-        self._worker_args = (target, draft, mode, cache)  # what a sample() worker builds its copy from
+        self._worker_args = (target, draft, mode, cache, exit_layer)  # what a sample() worker builds its copy from
         self._key = object()  # this decoder's key in the shared pool of workers
 
     def __repr__(self) -> str:
@@ -201,10 +221,16 @@ class TransformersDecoder:
         return {
             "name": "transformers",
             "version": self.version,
-            "requested": {"mode": self.mode, "cache": self.cache},
-            "effective": {"target_cache_classes": sorted(self.classes)},
+            "requested": {"mode": self.mode, "cache": self.cache, **self._requested_extra()},
+            "effective": {"target_cache_classes": sorted(self.classes), **self._effective_extra()},
             "state": {key: int(self.state.get(key, 0)) for key in (*_STATE_KEYS.values(), "other_cache_calls")},
         }
+
+    def _requested_extra(self) -> dict:
+        return {"exit_layer": self.exit_layer} if self.mode == "early_exit" else {}
+
+    def _effective_extra(self) -> dict:
+        return self.generator.effective() if self.generator is not None else {}
 
     def take_state(self) -> dict:
         """The state counts since the last take (``draw_pool``: a worker's decoder hands them to its parent)."""
@@ -281,6 +307,8 @@ class TransformersDecoder:
             kwargs["assistant_model"] = self.assistant
         elif self.mode == "prompt_lookup":
             config.prompt_lookup_num_tokens = int(request.num_draft_tokens)
+        elif self.generator is not None:
+            self.generator.configure(config, kwargs, request)
         return kwargs
 
     def generate(self, request: Request) -> Completion:
@@ -292,7 +320,9 @@ class TransformersDecoder:
 
         seed = request.seed if request.seed is not None else int(self.rng.integers(0, 2**63 - 1))
         kwargs = self.generation_kwargs(request)
-        if self.assistant is not None:
+        if self.generator is not None:
+            self.generator.before_call(request)
+        elif self.assistant is not None:
             hooks.set_draft_length(self.assistant, request.num_draft_tokens)
         input_ids = torch.tensor([request.prompt], dtype=torch.long)
         with torch.no_grad(), quiet_transformers(), hooks.record_rounds(self.model) as log:
@@ -340,6 +370,6 @@ def _processor_list(processors: tuple) -> object:
     return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
-def _worker_decoder(target, draft, mode: str, cache: str = "dynamic") -> TransformersDecoder:
+def _worker_decoder(target, draft, mode: str, cache: str = "dynamic", exit_layer: int = 0) -> TransformersDecoder:
     """The decoder a ``sample()`` worker process holds (``draw_pool``): the same models, drawing in-process."""
-    return TransformersDecoder(target, draft, mode, workers=0, cache=cache)
+    return TransformersDecoder(target, draft, mode, workers=0, cache=cache, exit_layer=exit_layer)

@@ -35,3 +35,22 @@ def plain(target, draft, *, workers: int | None = None, cache: str = "dynamic") 
     """Plain ``generate()`` sampling, speculation off: the control for the two others. ``workers`` and ``cache``
     as for ``assisted``."""
     return TransformersDecoder(target, draft, "plain", workers=workers, cache=cache)
+
+
+@_configured
+def early_exit(
+    target, draft, *, workers: int | None = None, cache: str = "dynamic", exit_layer: int = 0
+) -> TransformersDecoder:
+    """``EarlyExitCandidateGenerator``: the target drafts for itself with its first ``exit_layer`` layers
+    (``assistant_early_exit``); ``draft`` is ignored, the target must be a checkpoint. ``workers`` and ``cache`` as
+    for ``assisted``."""
+    return TransformersDecoder(target, draft, "early_exit", workers=workers, cache=cache, exit_layer=exit_layer)
+
+
+@_configured
+def universal(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+    """Assisted generation with different tokenizers: ``draft`` rewritten to a second tokenizer over the same strings
+    with other ids and one extra string (``generators.universal_draft_dir``); transformers runs
+    ``UniversalSpeculativeDecodingGenerator`` at temperature > 0 and ``AssistedCandidateGeneratorDifferentTokenizers``
+    at 0. Checkpoint pairs only. ``workers`` and ``cache`` as for ``assisted``."""
+    return TransformersDecoder(target, draft, "universal", workers=workers, cache=cache)

@@ -1,0 +1,248 @@
+"""The set-up of the candidate generators transformers 5.25 selects beyond assisted generation and prompt lookup, one
+class per mode of ``TransformersDecoder`` (``OWN_SETUP``), with the models each needs built from seeded specs beside
+the checkpoint family's target (never from a hub).
+
+Line numbers refer to transformers 5.25.0 as installed (``generation/utils.py`` = U, ``generation/
+candidate_generator.py`` = C). ``GenerationMixin._get_candidate_generator`` (U:1297-1418) picks, in this order:
+``EarlyExitCandidateGenerator`` when ``assistant_early_exit`` is set (U:1313), prompt lookup (U:1322),
+``MTPCandidateGenerator`` when ``use_mtp`` (U:1336), ``SinglePositionMultiTokenCandidateGenerator`` for a Gemma 4
+assistant (U:1346-1360), ``DFlashTokenCandidateGenerator`` when ``speculation_type == "dflash"`` (U:1361), the two
+different-tokenizer generators when ``tokenizer`` and ``assistant_tokenizer`` are both passed (U:1311, 1369-1407:
+``UniversalSpeculativeDecodingGenerator`` when sampling, ``AssistedCandidateGeneratorDifferentTokenizers`` when
+greedy), else ``AssistedCandidateGenerator``.
+
+- ``EarlyExit`` (mode ``early_exit``): the target drafts for itself with its first ``exit_layer`` layers, its final
+  norm and LM head (C:1178-1234: ``get_candidates`` sets ``base_model.config.num_hidden_layers`` to the exit layer
+  around an assisted ``generate`` of the model itself; Llama's forward runs ``self.layers[:num_hidden_layers]``,
+  models/llama/modeling_llama.py:393). The drafting model is the target object, so γ, the constant schedule and the
+  confidence threshold 0 are set on the *target's* ``generation_config`` (C:115-119 read them from the assistant,
+  which is the target). The draft keeps its own ``DynamicCache`` (C:126-130 leave the target's cache out). The
+  family's target has one layer, so the only early exit is ``exit_layer=0``: embeddings → final norm → LM head (a
+  law of the last token only); a toy model has no layers and is refused.
+- ``Universal`` (mode ``universal``): the draft is the family's draft with a **second tokenizer over the same strings
+  with other ids** plus one string the target lacks (``"aa"``; a tokenizer with a merge the target does not have),
+  the draft checkpoint rewritten to those ids (``universal_draft_dir``: embedding and LM-head rows permuted, one
+  seeded row added). Its vocabulary size therefore differs from the target's, which transformers requires before it
+  takes the different-tokenizer path (U:1906-1917: equal sizes with an ``assistant_tokenizer`` are refused as "not
+  required"; the refusal is pinned in the tests). At temperature > 0 transformers runs USD (U:1371-1393): the
+  assistant's LM head is pruned to the strings both vocabularies hold (C:739-757), its drafts are mapped id by id
+  (C:816-835) and its logits spread onto the target's vocabulary with -inf elsewhere (C:837-854), so speculative
+  sampling sees a true draft law. At temperature 0 it runs ``AssistedCandidateGeneratorDifferentTokenizers``
+  (U:1394-1404): text round trips through both tokenizers (C:492-509, 559-637) and greedy matching. Both tokenizers
+  handed to ``generate`` are Unigram models (equal scores, so the fewest pieces win), the target's with the
+  family's own id table: the family's word-level tokenizer cannot encode a concatenation ("ab" + "a" is the text
+  "aba", no word of its table; its ``unk_token`` is not in the table), which the text round trips need (pinned in
+  the tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from specverify.errors import InvalidArgument, check
+
+__all__ = ["OWN_SETUP", "EXTRA_STRING", "UNIVERSAL_FORMAT", "universal_permutation", "universal_draft_dir"]
+
+EXTRA_STRING = "aa"  # the one string the universal draft's tokenizer holds and the target's does not
+UNIVERSAL_FORMAT = 1  # bump when the universal draft's recipe changes: part of its directory's hash
+_SEED = 20261206
+
+
+def _need_checkpoint(model, mode: str, role: str = "target") -> Path:
+    path = getattr(model, "path", None)
+    if path is None:
+        raise InvalidArgument(
+            f"{role}={model!r}: mode {mode!r} needs a checkpoint model (CheckpointPairSpec(...).build()); a toy model "
+            "has no layers, embeddings or tokenizer for this generator to use. Certify it with --models checkpoint."
+        )
+    return Path(path)
+
+
+class _Setup:
+    """What a mode adds to ``TransformersDecoder``: its models, its ``generate()`` arguments and what it ran."""
+
+    model: object
+    assistant: object = None
+
+    def configure(self, config, kwargs: dict, request) -> None:  # the GenerationConfig and generate() kwargs
+        raise NotImplementedError
+
+    def before_call(self, request) -> None:
+        pass
+
+    def effective(self) -> dict:
+        return {}
+
+
+class EarlyExit(_Setup):
+    def __init__(self, target, draft, decoder):
+        from specverify.adapters.transformers.decoder import _load
+
+        _need_checkpoint(target, "early_exit")
+        self.model = _load(target, "target")
+        layers = int(self.model.config.num_hidden_layers)
+        check(
+            decoder.exit_layer < layers,
+            f"exit_layer={decoder.exit_layer!r} must be below the target's {layers} layers (an exit at the last "
+            "layer drafts with the target itself); e.g. --engine-option exit_layer=0.",
+        )
+        self.exit_layer = decoder.exit_layer
+        self.layers = layers
+
+    def configure(self, config, kwargs, request) -> None:
+        config.assistant_early_exit = self.exit_layer
+
+    def before_call(self, request) -> None:
+        from specverify.adapters.transformers import hooks
+
+        hooks.set_draft_length(self.model, request.num_draft_tokens)  # the drafting model is the target (C:115-119)
+
+    def effective(self) -> dict:
+        return {"exit_layer": self.exit_layer, "target_layers": self.layers}
+
+
+# ------------------------------------------------------------------------------------------------- universal
+
+
+def universal_permutation(size: int) -> list:
+    """``perm[target_id]`` = the universal draft's id of the target's string ``target_id`` (seeded, EOS included);
+    the draft's extra string takes the id ``size`` (the last)."""
+    check(isinstance(size, int) and size >= 2, f"size={size!r} must be an int >= 2 (a vocabulary size).")
+    perm = np.random.default_rng(_SEED).permutation(size)
+    if (perm == np.arange(size)).all():  # never the identity: the ids must differ
+        perm = np.roll(perm, 1)
+    return [int(i) for i in perm]
+
+
+def _unigram_tokenizer(table: dict, eos_text: str):
+    """A fast tokenizer: a Unigram model over ``table`` ({string: id}, ids 0..n-1), equal scores, EOS special."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    pieces = sorted(table.items(), key=lambda kv: kv[1])
+    check([i for _, i in pieces] == list(range(len(pieces))), f"table={table!r} must hold the ids 0..n-1.")
+    backend = Tokenizer(models.Unigram([(text, -1.0) for text, _ in pieces], unk_id=None))
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens([AddedToken(eos_text, special=True, normalized=False)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=eos_text,
+        bos_token=eos_text,
+        pad_token=eos_text,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def target_table(vocab) -> dict:
+    """The target's {string: id} table (the family's, EOS as ``</s>``)."""
+    from specverify.oracles.checkpoint_tokenizer import EOS_TOKEN
+
+    return {(EOS_TOKEN if i == vocab.eos_token_id else text): i for i, text in enumerate(vocab.strings)}
+
+
+def draft_table(vocab) -> dict:
+    """The universal draft's {string: id} table: the target's strings at ``universal_permutation`` ids, plus
+    ``EXTRA_STRING`` at the last id."""
+    perm = universal_permutation(vocab.size)
+    table = {text: perm[i] for text, i in target_table(vocab).items()}
+    check(EXTRA_STRING not in table, f"EXTRA_STRING={EXTRA_STRING!r} must not be a target string.")
+    table[EXTRA_STRING] = vocab.size
+    return table
+
+
+def universal_draft_dir(draft_path: Path, vocab) -> Path:
+    """The family draft at ``draft_path`` rewritten to ``draft_table(vocab)`` (rows permuted, one seeded row for the
+    extra string), with that tokenizer, cached beside the checkpoints as ``universal-<hash>`` (written once)."""
+    from safetensors.numpy import load_file
+
+    from specverify.oracles.checkpoint import cache_root, publish_directory
+
+    draft_path = Path(draft_path)
+    digest = hashlib.sha256(f"{draft_path.name}|{vocab.size}|{UNIVERSAL_FORMAT}|{_SEED}".encode()).hexdigest()[:20]
+    final = cache_root() / f"universal-{digest}"
+    if final.is_dir():
+        return final
+
+    def write(tmp: Path) -> None:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        from specverify.oracles.checkpoint_tokenizer import quiet_transformers
+
+        stored = load_file(str(draft_path / "model.safetensors"))
+        perm = universal_permutation(vocab.size)
+        rng = np.random.default_rng(_SEED)
+        state = dict(stored)
+        for name in ("model.embed_tokens.weight", "lm_head.weight"):
+            rows = stored[name]
+            out = np.empty((vocab.size + 1, rows.shape[1]), dtype=np.float32)
+            out[perm] = rows
+            out[vocab.size] = rng.normal(0.0, float(rows.std()), rows.shape[1])
+            state[name] = out
+        config = LlamaConfig.from_pretrained(str(draft_path))
+        config.vocab_size = vocab.size + 1
+        eos = perm[vocab.eos_token_id]
+        config.bos_token_id = config.eos_token_id = config.pad_token_id = eos
+        with torch.device("meta"):
+            model = LlamaForCausalLM(config)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True, assign=True)
+        with quiet_transformers():
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            _unigram_tokenizer(draft_table(vocab), _eos_text()).save_pretrained(str(tmp))
+        meta = {"source": draft_path.name, "permutation": perm, "extra_string": EXTRA_STRING, "format": UNIVERSAL_FORMAT}
+        (tmp / "specverify.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+    publish_directory(final, write)
+    return final
+
+
+def _eos_text() -> str:
+    from specverify.oracles.checkpoint_tokenizer import EOS_TOKEN
+
+    return EOS_TOKEN
+
+
+class Universal(_Setup):
+    def __init__(self, target, draft, decoder):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from specverify.adapters.transformers.decoder import _load
+        from specverify.oracles.checkpoint_tokenizer import quiet_transformers
+
+        _need_checkpoint(target, "universal")
+        draft_path = _need_checkpoint(draft, "universal", "draft")
+        check(
+            draft.vocab.size == target.vocab.size,
+            f"draft vocab size {draft.vocab.size!r} must equal the target's {target.vocab.size!r} (the universal "
+            "draft is the family draft rewritten to other ids).",
+        )
+        self.model = _load(target, "target")
+        self.path = universal_draft_dir(draft_path, target.vocab)
+        with quiet_transformers():
+            self.assistant = AutoModelForCausalLM.from_pretrained(
+                str(self.path), dtype=torch.float32, attn_implementation="eager"
+            ).eval()
+        self.target_tokenizer = _unigram_tokenizer(target_table(target.vocab), _eos_text())
+        self.assistant_tokenizer = _unigram_tokenizer(draft_table(target.vocab), _eos_text())
+        self.generators: set = set()
+
+    def configure(self, config, kwargs, request) -> None:
+        kwargs["assistant_model"] = self.assistant
+        kwargs["tokenizer"] = self.target_tokenizer
+        kwargs["assistant_tokenizer"] = self.assistant_tokenizer
+
+    def before_call(self, request) -> None:
+        from specverify.adapters.transformers import hooks
+
+        hooks.set_draft_length(self.assistant, request.num_draft_tokens)
+
+    def effective(self) -> dict:
+        return {"draft_checkpoint": self.path.name, "extra_draft_string": EXTRA_STRING}
+
+
+OWN_SETUP = {"early_exit": EarlyExit, "universal": Universal}
