@@ -14,6 +14,26 @@ transformers). Importing this package imports neither transformers nor torch.
 
 from specverify.adapters.transformers.configs import ENGINE_CONFIGS
 from specverify.adapters.transformers.decoder import CACHES, MODES, TransformersDecoder
-from specverify.adapters.transformers.factories import assisted, early_exit, plain, prompt_lookup, universal
+from specverify.adapters.transformers.factories import (
+    assisted,
+    dflash,
+    early_exit,
+    mtp,
+    plain,
+    prompt_lookup,
+    universal,
+)
 
-__all__ = ["assisted", "prompt_lookup", "plain", "early_exit", "universal", "TransformersDecoder", "MODES", "CACHES", "ENGINE_CONFIGS"]
+__all__ = [
+    "assisted",
+    "prompt_lookup",
+    "plain",
+    "early_exit",
+    "universal",
+    "mtp",
+    "dflash",
+    "TransformersDecoder",
+    "MODES",
+    "CACHES",
+    "ENGINE_CONFIGS",
+]

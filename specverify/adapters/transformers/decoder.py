@@ -203,7 +203,9 @@ class TransformersDecoder:
         # stopping_criteria.py:609-613; 0.4 by default, configuration_utils.py:640) and drafts fewer near the
         # length cap (candidate_generator.py:288); prompt lookup drafts what it finds
         self.draft_law = "unmodelled"
-        if mode != "plain":
+        if mode in generators.PREFILL_ROUND:
+            self.prefill_tokens = 1  # the prompt's own forward commits one token with no candidate (generators)
+        elif mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
         self._worker_args = (target, draft, mode, cache, exit_layer)  # what a sample() worker builds its copy from
         self._key = object()  # this decoder's key in the shared pool of workers
@@ -223,7 +225,14 @@ class TransformersDecoder:
             "version": self.version,
             "requested": {"mode": self.mode, "cache": self.cache, **self._requested_extra()},
             "effective": {"target_cache_classes": sorted(self.classes), **self._effective_extra()},
-            "state": {key: int(self.state.get(key, 0)) for key in (*_STATE_KEYS.values(), "other_cache_calls")},
+            "state": {
+                key: int(self.state.get(key, 0))
+                for key in (
+                    *_STATE_KEYS.values(),
+                    "other_cache_calls",
+                    *sorted(k for k in self.state if k.startswith("calls_")),
+                )
+            },
         }
 
     def _requested_extra(self) -> dict:
@@ -329,9 +338,14 @@ class TransformersDecoder:
             torch.manual_seed(seed)
             out = self.model.generate(input_ids, **kwargs)
         self._count_cache(getattr(out, "cache", None))
+        if log.generator is not None:  # the candidate generator generate() selected (engine_info state)
+            self.state[f"calls_{log.generator}"] += 1
+            self._untaken[f"calls_{log.generator}"] += 1
         generated = tuple(int(t) for t in out.sequences[0, len(request.prompt) :].tolist())
         tokens, reason = self._finish(generated, request.params)
         accepted = log.accepted(len(request.prompt), tokens) if self.mode != "plain" else None
+        if accepted and self.prefill_tokens == 1:  # the prefill's empty round is no verification round
+            accepted = accepted[1:]
         return Completion(tokens, reason, accepted=accepted)
 
     def _finish(self, generated: tuple, params) -> tuple:

@@ -193,7 +193,12 @@ def universal_draft_dir(draft_path: Path, vocab) -> Path:
         with quiet_transformers():
             model.save_pretrained(str(tmp), safe_serialization=True)
             _unigram_tokenizer(draft_table(vocab), _eos_text()).save_pretrained(str(tmp))
-        meta = {"source": draft_path.name, "permutation": perm, "extra_string": EXTRA_STRING, "format": UNIVERSAL_FORMAT}
+        meta = {
+            "source": draft_path.name,
+            "permutation": perm,
+            "extra_string": EXTRA_STRING,
+            "format": UNIVERSAL_FORMAT,
+        }
         (tmp / "specverify.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
 
     publish_directory(final, write)
@@ -245,4 +250,176 @@ class Universal(_Setup):
         return {"draft_checkpoint": self.path.name, "extra_draft_string": EXTRA_STRING}
 
 
-OWN_SETUP = {"early_exit": EarlyExit, "universal": Universal}
+# ------------------------------------------------------------------------------------------------- MTP
+
+
+MTP_FORMAT = 1  # bump when the MTP target's recipe changes: part of its directory's hash
+
+
+def mtp_target_dir(target_path: Path) -> Path:
+    """The family target at ``target_path`` with one multi-token-prediction layer added (config ``num_mtp_layers``
+    = 1; weights ``model.layers.<L>.*`` for the target's L layers, the layout ``MtpModel.get_weight_conversions``
+    renames to ``layers.0.mtp_block.*``, transformers/modeling_layers.py:637-656), cached beside the checkpoints as
+    ``mtp-<hash>``. The Llama weights are the target's, unchanged (the law is the target's); the MTP layer is
+    derived, not drawn: its block is the target's last layer, ``eh_proj`` = [I | 0] (the new token's normalised
+    embedding; the hidden state is read but weighted 0) and unit norms, so it drafts like the target run over the
+    sequence shifted by one token, without a fit."""
+    from safetensors.numpy import load_file, save_file
+
+    from specverify.oracles.checkpoint import cache_root, publish_directory
+
+    target_path = Path(target_path)
+    digest = hashlib.sha256(f"{target_path.name}|{MTP_FORMAT}".encode()).hexdigest()[:20]
+    final = cache_root() / f"mtp-{digest}"
+    if final.is_dir():
+        return final
+
+    def write(tmp: Path) -> None:
+        import shutil
+
+        config = json.loads((target_path / "config.json").read_text())
+        layers = int(config["num_hidden_layers"])
+        for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+            if (target_path / name).is_file():
+                shutil.copy(target_path / name, tmp / name)
+        state = load_file(str(target_path / "model.safetensors"))
+        hidden = state["model.norm.weight"].shape[0]
+        last = f"model.layers.{layers - 1}."
+        mtp = f"model.layers.{layers}."
+        for name in [k for k in state if k.startswith(last)]:
+            state[mtp + name[len(last) :]] = state[name].copy()
+        state[mtp + "enorm.weight"] = np.ones(hidden, dtype=np.float32)
+        state[mtp + "hnorm.weight"] = np.ones(hidden, dtype=np.float32)
+        state[mtp + "post_norm.weight"] = np.ones(hidden, dtype=np.float32)
+        state[mtp + "eh_proj.weight"] = np.concatenate([np.eye(hidden), np.zeros((hidden, hidden))], 1).astype(
+            np.float32
+        )
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        config["num_mtp_layers"] = 1
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        meta = {"source": target_path.name, "mtp_layers": 1, "format": MTP_FORMAT}
+        (tmp / "specverify.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+    publish_directory(final, write)
+    return final
+
+
+class Mtp(_Setup):
+    """``MTPCandidateGenerator`` (C:1391-1525). Its ``MtpModel.from_pretrained`` finds the MTP weights by the
+    patterns the target class lists in ``_keys_to_ignore_on_load_unexpected`` (modeling_layers.py:619-636); Llama
+    lists none (an empty set, modeling_utils.py:1308), so as shipped a Llama target is refused ("does not seem to
+    register any known MTP layer patterns", modeling_layers.py:634), and the classes that list patterns name fixed
+    layer numbers of their released checkpoints (e.g. DeepSeek-V3 ``model\\.layers\\.61.*``,
+    models/deepseek_v3/modeling_deepseek_v3.py:536), which a one-layer target cannot carry. The opt-in workaround,
+    recorded in ``engine_info["effective"]["workaround"]``: the loaded target *instance* lists the pattern of its
+    MTP layer. No transformers code changes."""
+
+    def __init__(self, target, draft, decoder):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from specverify.oracles.checkpoint_tokenizer import quiet_transformers
+
+        target_path = _need_checkpoint(target, "mtp")
+        self.path = mtp_target_dir(target_path)
+        with quiet_transformers():
+            self.model = AutoModelForCausalLM.from_pretrained(
+                str(self.path), dtype=torch.float32, attn_implementation="eager"
+            ).eval()
+        layers = int(self.model.config.num_hidden_layers)
+        self.pattern = rf"model\.layers\.{layers}\..*"
+        self.model._keys_to_ignore_on_load_unexpected = {self.pattern}  # the workaround (class docstring)
+
+    def configure(self, config, kwargs, request) -> None:
+        config.use_mtp = True
+
+    def effective(self) -> dict:
+        return {
+            "target_checkpoint": self.path.name,
+            "mtp_layers": 1,
+            "workaround": {"mtp_weights_pattern": self.pattern},
+        }
+
+
+# ------------------------------------------------------------------------------------------------- DFlash
+
+
+def dflash_draft(model):
+    """A one-layer DFlash drafter for the Llama ``model`` (``MuseGlimmerAssistantModel``, the one DFlash draft class
+    transformers 5.25 ships: models/muse_glimmer_assistant/modeling_muse_glimmer_assistant.py:360-447), built in
+    memory from the target's weights (deterministic, no fit): its layer's projections and MLP are the target's
+    layer 0, QK norms and the other norms are 1, the context projection ``encoder.fc`` is the identity;
+    ``target_layer_ids`` = [0] (the target's layer-0 output, DFlash's ``hidden_states[i + 1]``, C:1630-1636),
+    ``mask_token_id`` = EOS (the noise slots' input; a real EOS never reaches the drafter, it ends the request), full
+    (not sliding) attention. The block size is set per call to γ + 1 (``Dflash.before_call``): the drafter proposes
+    ``block_size - 1`` tokens (C:1672-1675)."""
+    import torch
+    from transformers.models.muse_glimmer_assistant import MuseGlimmerAssistantConfig, MuseGlimmerAssistantModel
+
+    tc = model.config
+    eos = int(tc.eos_token_id)
+    config = MuseGlimmerAssistantConfig(
+        hidden_size=tc.hidden_size,
+        intermediate_size=tc.intermediate_size,
+        num_hidden_layers=1,
+        num_attention_heads=tc.num_attention_heads,
+        num_key_value_heads=tc.num_key_value_heads,
+        head_dim=tc.head_dim,
+        rms_norm_eps=tc.rms_norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": float(tc.rope_parameters["rope_theta"])},
+        max_position_embeddings=tc.max_position_embeddings,
+        sliding_window=tc.max_position_embeddings,
+        layer_types=["full_attention"],
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=eos,
+        block_size=2,
+        mask_token_id=eos,
+        target_layer_ids=[0],
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(_SEED)  # the weights below overwrite every random initialisation; seeded all the same
+    draft = MuseGlimmerAssistantModel(config).eval()
+    source = model.model.layers[0]
+    with torch.no_grad():
+        layer = draft.layers[0]
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            getattr(layer.self_attn, name).weight.copy_(getattr(source.self_attn, name).weight)
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            getattr(layer.mlp, name).weight.copy_(getattr(source.mlp, name).weight)
+        for norm in (
+            layer.input_layernorm,
+            layer.post_attention_layernorm,
+            layer.self_attn.q_norm,
+            layer.self_attn.k_norm,
+            draft.norm,
+            draft.encoder.output_norm_enc,
+        ):
+            norm.weight.fill_(1.0)
+        draft.encoder.fc.weight.copy_(torch.eye(tc.hidden_size))
+    return draft
+
+
+class Dflash(_Setup):
+    """``DFlashTokenCandidateGenerator`` (C:1528-1716) with the drafter of ``dflash_draft``."""
+
+    def __init__(self, target, draft, decoder):
+        from specverify.adapters.transformers.decoder import _load
+
+        _need_checkpoint(target, "dflash")
+        self.model = _load(target, "target")
+        self.assistant = dflash_draft(self.model)
+
+    def configure(self, config, kwargs, request) -> None:
+        config.speculation_type = "dflash"
+        kwargs["assistant_model"] = self.assistant
+
+    def before_call(self, request) -> None:
+        self.assistant.config.block_size = int(request.num_draft_tokens) + 1  # γ drafts a round (C:1572, 1672)
+
+    def effective(self) -> dict:
+        return {"drafter": type(self.assistant).__name__, "target_layer_ids": [0], "mask_token_id": "eos"}
+
+
+OWN_SETUP = {"early_exit": EarlyExit, "universal": Universal, "mtp": Mtp, "dflash": Dflash}
+PREFILL_ROUND = ("mtp", "dflash")  # the first round verifies no candidate (C:1450-1451, 1618-1619): the prefill
