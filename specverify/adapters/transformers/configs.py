@@ -24,7 +24,7 @@ GENERATOR_CLASSES = {
 def configs_for(mode: "str | None" = None) -> dict:
     """The two configurations; for a mode of ``GENERATOR_CLASSES`` each also requires its generator's calls."""
     extra = {f"calls_{GENERATOR_CLASSES[mode]}": 1} if mode in GENERATOR_CLASSES else {}
-    return {
+    out = {
         "dynamic-cache": EngineConfig(
             {"cache": "dynamic"},
             doc="the target's DynamicCache (cache_implementation unset): the default",
@@ -36,6 +36,15 @@ def configs_for(mode: "str | None" = None) -> dict:
             reaches={"static_cache_calls": 1, **extra},
         ),
     }
+    if mode == "universal":  # the opt-in workarounds of generators._fresh_assistant_cache, _id_ordered_translator
+        out["dynamic-cache-patched"] = EngineConfig(
+            {"cache": "dynamic", "assistant_cache": "fresh", "translator": "id-order"},
+            doc="the DynamicCache, with the two opt-in workarounds of docs/findings/transformers.md: the greedy "
+            "different-tokenizer assistant's cache dropped every round, USD's logits scattered in the pruned head's "
+            "order",
+            reaches={"dynamic_cache_calls": 1, **extra},
+        )
+    return out
 
 
 ENGINE_CONFIGS = configs_for()

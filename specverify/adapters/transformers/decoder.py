@@ -150,6 +150,8 @@ class TransformersDecoder:
         workers: int | None = None,
         cache: str = "dynamic",
         exit_layer: int = 0,
+        assistant_cache: str = "reuse",
+        translator: str = "shipped",
     ):
         from collections import Counter
 
@@ -173,7 +175,19 @@ class TransformersDecoder:
             f"exit_layer={exit_layer!r} must be an int >= 0 (early_exit: the target layers its drafts run); "
             "e.g. --engine-option exit_layer=0.",
         )
+        check(
+            assistant_cache in ("reuse", "fresh"),
+            f"assistant_cache={assistant_cache!r} must be 'reuse' (as shipped) or 'fresh' (universal: the opt-in "
+            "workaround that drops the greedy different-tokenizer assistant's cache every round; generators.py); "
+            "e.g. --engine-option assistant_cache=fresh.",
+        )
         self.mode, self.workers, self.cache, self.exit_layer = mode, workers, cache, exit_layer
+        check(
+            translator in ("shipped", "id-order"),
+            f"translator={translator!r} must be 'shipped' or 'id-order' (universal: the opt-in local patch of USD's "
+            "logit scatter; generators.py); e.g. --engine-option translator=id-order.",
+        )
+        self.assistant_cache, self.translator = assistant_cache, translator
         self.state = Counter()  # engine states reached: generate calls by the class of the cache they returned
         self._untaken = Counter()  # ... since the last take_state() (a sample() worker hands these to its parent)
         self.classes: set = set()  # the cache classes this process's calls returned
@@ -207,7 +221,14 @@ class TransformersDecoder:
             self.prefill_tokens = 1  # the prompt's own forward commits one token with no candidate (generators)
         elif mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
-        self._worker_args = (target, draft, mode, cache, exit_layer)  # what a sample() worker builds its copy from
+        self._worker_args = (
+            target,
+            draft,
+            mode,
+            cache,
+            exit_layer,
+            assistant_cache,
+        )  # what a sample() worker builds its copy from
         self._key = object()  # this decoder's key in the shared pool of workers
 
     def __repr__(self) -> str:
@@ -236,7 +257,11 @@ class TransformersDecoder:
         }
 
     def _requested_extra(self) -> dict:
-        return {"exit_layer": self.exit_layer} if self.mode == "early_exit" else {}
+        if self.mode == "early_exit":
+            return {"exit_layer": self.exit_layer}
+        if self.mode == "universal":
+            return {"assistant_cache": self.assistant_cache, "translator": self.translator}
+        return {}
 
     def _effective_extra(self) -> dict:
         return self.generator.effective() if self.generator is not None else {}
@@ -384,6 +409,23 @@ def _processor_list(processors: tuple) -> object:
     return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
-def _worker_decoder(target, draft, mode: str, cache: str = "dynamic", exit_layer: int = 0) -> TransformersDecoder:
+def _worker_decoder(
+    target,
+    draft,
+    mode: str,
+    cache: str = "dynamic",
+    exit_layer: int = 0,
+    assistant_cache: str = "reuse",
+    translator: str = "shipped",
+) -> TransformersDecoder:
     """The decoder a ``sample()`` worker process holds (``draw_pool``): the same models, drawing in-process."""
-    return TransformersDecoder(target, draft, mode, workers=0, cache=cache, exit_layer=exit_layer)
+    return TransformersDecoder(
+        target,
+        draft,
+        mode,
+        workers=0,
+        cache=cache,
+        exit_layer=exit_layer,
+        assistant_cache=assistant_cache,
+        translator=translator,
+    )

@@ -55,12 +55,31 @@ def early_exit(
 
 
 @_generator
-def universal(target, draft, *, workers: int | None = None, cache: str = "dynamic") -> TransformersDecoder:
+def universal(
+    target,
+    draft,
+    *,
+    workers: int | None = None,
+    cache: str = "dynamic",
+    assistant_cache: str = "reuse",
+    translator: str = "shipped",
+) -> TransformersDecoder:
     """Assisted generation with different tokenizers: ``draft`` rewritten to a second tokenizer over the same strings
     with other ids and one extra string (``generators.universal_draft_dir``); transformers runs
     ``UniversalSpeculativeDecodingGenerator`` at temperature > 0 and ``AssistedCandidateGeneratorDifferentTokenizers``
-    at 0. Checkpoint pairs only. ``workers`` and ``cache`` as for ``assisted``."""
-    return TransformersDecoder(target, draft, "universal", workers=workers, cache=cache)
+    at 0. Checkpoint pairs only. ``assistant_cache="fresh"``: the opt-in workaround for the greedy generator's
+    assistant cache (``generators._fresh_assistant_cache``); ``translator="id-order"``: the opt-in local patch of
+    USD's logit scatter (``generators._id_ordered_translator``); configuration ``dynamic-cache-patched`` sets both.
+    ``workers`` and ``cache`` as for ``assisted``."""
+    return TransformersDecoder(
+        target,
+        draft,
+        "universal",
+        workers=workers,
+        cache=cache,
+        assistant_cache=assistant_cache,
+        translator=translator,
+    )
 
 
 @_generator

@@ -234,10 +234,19 @@ class Universal(_Setup):
             ).eval()
         self.target_tokenizer = _unigram_tokenizer(target_table(target.vocab), _eos_text())
         self.assistant_tokenizer = _unigram_tokenizer(draft_table(target.vocab), _eos_text())
-        self.generators: set = set()
+        self.fresh = decoder.assistant_cache == "fresh"
+        self.greedy_assistant = self.assistant
+        if self.fresh:  # before any pruning: USD prunes the assistant it is given in place (_fresh_assistant_cache)
+            import copy
+
+            self.greedy_assistant = copy.deepcopy(self.assistant)
+            _fresh_assistant_cache(self.model)
+        self.translator = decoder.translator
+        if self.translator == "id-order":
+            _id_ordered_translator(self.target_tokenizer, self.assistant_tokenizer, self.model, self.assistant)
 
     def configure(self, config, kwargs, request) -> None:
-        kwargs["assistant_model"] = self.assistant
+        kwargs["assistant_model"] = self.assistant if config.do_sample else self.greedy_assistant
         kwargs["tokenizer"] = self.target_tokenizer
         kwargs["assistant_tokenizer"] = self.assistant_tokenizer
 
@@ -245,9 +254,102 @@ class Universal(_Setup):
         from specverify.adapters.transformers import hooks
 
         hooks.set_draft_length(self.assistant, request.num_draft_tokens)
+        hooks.set_draft_length(self.greedy_assistant, request.num_draft_tokens)
 
     def effective(self) -> dict:
-        return {"draft_checkpoint": self.path.name, "extra_draft_string": EXTRA_STRING}
+        out = {"draft_checkpoint": self.path.name, "extra_draft_string": EXTRA_STRING}
+        workaround = {}
+        if self.fresh:
+            workaround["greedy_assistant"] = "an unpruned copy, its cache dropped every round"
+        if self.translator == "id-order":
+            workaround["usd_target_logits"] = "scattered in the pruned head's order"
+        if workaround:
+            out["workaround"] = workaround
+        return out
+
+
+def _id_ordered_translator(target_tokenizer, assistant_tokenizer, model, assistant) -> None:
+    """The opt-in local patch for USD's logits (docs/findings/transformers.md). ``AssistantToTargetTranslator`` prunes
+    the assistant's LM head to ``assistant_overlap_token_ids``, the values of ``target_to_assistant_input_ids`` in
+    the order ``assistant_tokenizer.get_vocab()`` iterates (C:739-745, 787-795), so pruned logit i belongs to
+    assistant id ``overlap[i]``, which is also how a drafted index is mapped (C:830-834); but
+    ``get_target_logits`` scatters pruned logit i to the target id of the i-th *smallest* mapped assistant id
+    (``_assistant_to_target_input_ids[mask]``, C:843-852). Unless ``get_vocab()`` happens to iterate by ascending
+    id, the draft law speculative sampling is told (q) is a permutation of the one the drafts come from, and the
+    output law is not the target's. The patch: build the translator transformers will reuse
+    (``AssistantVocabTranslatorCache.get_translator`` with the arguments of generation/utils.py:1372-1378, cached
+    per tokenizer pair) and replace its ``get_target_logits`` on that instance with one that scatters pruned logit
+    i to ``_assistant_to_target_input_ids[overlap[i]]``. No transformers file changes."""
+    import torch
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    translator = AssistantVocabTranslatorCache.get_translator(
+        target_tokenizer,
+        assistant_tokenizer,
+        model.config.get_text_config().vocab_size,
+        assistant_model=assistant,
+        assistant_prune_lm_head=True,
+    )
+    check(translator.assistant_prune_lm_head, "the universal draft's extra string must make transformers prune.")
+
+    def get_target_logits(assistant_logits):
+        shape = (*assistant_logits.shape[:-1], translator.target_vocab_size)
+        out = torch.full(shape, translator.FILTER_VALUE, device=assistant_logits.device)
+        out[..., translator._assistant_to_target_input_ids[translator.assistant_overlap_token_ids]] = assistant_logits
+        return out
+
+    translator.get_target_logits = get_target_logits
+
+
+def translator_orders(target_tokenizer, assistant_tokenizer, vocab_size: int, assistant) -> tuple:
+    """``(drafted, placed)``: for each pruned index i, the target id a draft of i becomes (C:830-834) and the target
+    id whose draft probability ``get_target_logits`` gives logit i (C:843-852), from a fresh translator over a copy
+    of ``assistant`` (the finding's reproducer; equal lists mean USD's q is right)."""
+    import copy
+
+    from transformers.generation.candidate_generator import AssistantToTargetTranslator
+
+    translator = AssistantToTargetTranslator(
+        target_tokenizer, assistant_tokenizer, vocab_size, copy.deepcopy(assistant), assistant_prune_lm_head=True
+    )
+    a2t = translator._assistant_to_target_input_ids
+    drafted = [int(a2t[i]) for i in translator.assistant_overlap_token_ids.tolist()]
+    placed = [int(t) for t in a2t[a2t != translator.SUPPRESS_TOKEN_ID].tolist()]
+    return drafted, placed
+
+
+def _fresh_assistant_cache(model) -> None:
+    """The opt-in workaround for the greedy different-tokenizer generator (docs/findings/transformers.md), in two
+    parts. (1) Its own assistant: a sampled call prunes the assistant model it is given *in place*
+    (``AssistantVocabTranslatorCache.get_translator(..., assistant_prune_lm_head=True)``, generation/utils.py:
+    1372-1378, sets a pruned LM head and a ``_MapInputEmbedding`` that embeds only the last token once mapping is on,
+    C:746-757, 678-693), after which a greedy call with that model raises (a shape error in attention); so
+    ``Universal`` hands greedy calls an unpruned copy made before any sampled call. (2) Its cache:
+    ``AssistedCandidateGeneratorDifferentTokenizers.get_candidates`` records ``_last_ids_length`` in *target* tokens
+    (C:552-555) while ``_update_past_and_masks`` subtracts the *assistant's* input length from it (C:299-305) and
+    crops only when the result is >= 0: where the two tokenizers segment the text differently the assistant's
+    cache keeps stale drafts and outgrows its input, until the assistant's forward gets no new token and raises
+    ("cannot reshape tensor of 0 elements"). Here each of that generator's rounds starts without an assistant
+    cache (the assistant re-reads its whole input; drafts are then those of a correct cache). Installed on the
+    target *instance* over the round hook (``hooks.install_round_hook``); no transformers code changes."""
+    from specverify.adapters.transformers import hooks
+
+    hooks.install_round_hook(model)
+    inner = model._get_candidate_generator
+
+    def _get_candidate_generator(*args, **kwargs):
+        generator = inner(*args, **kwargs)
+        if type(generator).__name__ == "AssistedCandidateGeneratorDifferentTokenizers":
+            original = generator.get_candidates
+
+            def get_candidates(input_ids, *a, **k):
+                generator.assistant_kwargs["cache"] = None
+                return original(input_ids, *a, **k)
+
+            generator.get_candidates = get_candidates
+        return generator
+
+    object.__setattr__(model, "_get_candidate_generator", _get_candidate_generator)
 
 
 # ------------------------------------------------------------------------------------------------- MTP
