@@ -5,7 +5,8 @@ Factories (docs/adapters.md): ``assisted(target, draft)`` (the draft is the ``as
 draft)`` (speculation off: the control); the newer candidate generators of transformers 5.25, on checkpoint pairs
 only, each with the models it needs built beside the target (``generators``): ``early_exit`` (the target's first
 layers draft), ``universal`` (a draft with another tokenizer: USD when sampling, the greedy different-tokenizer
-generator at temperature 0), ``mtp`` (a target with an MTP layer) and ``dflash`` (a DFlash drafter). ``target`` and ``draft`` are ``CheckpointModel`` s, loaded with
+generator at temperature 0), ``mtp`` (a target with an MTP layer) and ``dflash`` (a DFlash drafter).
+``target`` and ``draft`` are ``CheckpointModel`` s, loaded with
 ``LlamaForCausalLM.from_pretrained(path, dtype=float32, attn_implementation="eager")``, or toy models, wrapped by
 ``toy_model``. One request per ``generate`` call: assisted generation is batch size 1.
 

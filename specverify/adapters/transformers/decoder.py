@@ -141,6 +141,8 @@ def _load(model, role: str) -> object:
 class TransformersDecoder:
     """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
 
+    load_model = staticmethod(_load)  # for the modes' set-up (generators), which does not import this module
+
     def __init__(
         self,
         target,

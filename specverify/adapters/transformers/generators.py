@@ -80,10 +80,8 @@ class _Setup:
 
 class EarlyExit(_Setup):
     def __init__(self, target, draft, decoder):
-        from specverify.adapters.transformers.decoder import _load
-
         _need_checkpoint(target, "early_exit")
-        self.model = _load(target, "target")
+        self.model = decoder.load_model(target, "target")
         layers = int(self.model.config.num_hidden_layers)
         check(
             decoder.exit_layer < layers,
@@ -216,7 +214,6 @@ class Universal(_Setup):
         import torch
         from transformers import AutoModelForCausalLM
 
-        from specverify.adapters.transformers.decoder import _load
         from specverify.oracles.checkpoint_tokenizer import quiet_transformers
 
         _need_checkpoint(target, "universal")
@@ -226,7 +223,7 @@ class Universal(_Setup):
             f"draft vocab size {draft.vocab.size!r} must equal the target's {target.vocab.size!r} (the universal "
             "draft is the family draft rewritten to other ids).",
         )
-        self.model = _load(target, "target")
+        self.model = decoder.load_model(target, "target")
         self.path = universal_draft_dir(draft_path, target.vocab)
         with quiet_transformers():
             self.assistant = AutoModelForCausalLM.from_pretrained(
@@ -506,10 +503,8 @@ class Dflash(_Setup):
     """``DFlashTokenCandidateGenerator`` (C:1528-1716) with the drafter of ``dflash_draft``."""
 
     def __init__(self, target, draft, decoder):
-        from specverify.adapters.transformers.decoder import _load
-
         _need_checkpoint(target, "dflash")
-        self.model = _load(target, "target")
+        self.model = decoder.load_model(target, "target")
         self.assistant = dflash_draft(self.model)
 
     def configure(self, config, kwargs, request) -> None:
