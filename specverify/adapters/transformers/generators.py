@@ -520,3 +520,91 @@ class Dflash(_Setup):
 
 OWN_SETUP = {"early_exit": EarlyExit, "universal": Universal, "mtp": Mtp, "dflash": Dflash}
 PREFILL_ROUND = ("mtp", "dflash")  # the first round verifies no candidate (C:1450-1451, 1618-1619): the prefill
+
+
+# ------------------------------------------------------------------------------------------------- single position
+
+
+class GemmaPair:
+    """A tiny seeded Gemma 4 pair for ``SinglePositionMultiTokenCandidateGenerator`` (which needs a Gemma 4 target
+    and a Gemma 4 assistant, C:1284-1292, U:1346-1354; no Llama of the checkpoint family can stand in):
+    ``target`` (``Gemma4ForCausalLM``, two layers, per-layer inputs on), ``assistant``
+    (``Gemma4AssistantForCausalLM``, γ on its generation config), both drawn from ``torch.manual_seed(seed)``
+    (transformers' own initialisation), float32; ``vocab`` the toy vocabulary of ``vocab_size`` (EOS the last id);
+    ``logits(prefixes)`` the target's float64 next-token logits without a cache, the oracle interface of
+    ``specverify.oracles.law.exact_law``. Not a checkpoint family: no factory certifies it; the findings page and
+    ``benchmarks/transformers_generator_findings.py`` use it for the single-position generator's law."""
+
+    def __init__(self, vocab_size: int = 8, seed: int = 0, gamma: int = 3):
+        import copy
+
+        import torch
+        from transformers import (
+            Gemma4AssistantConfig,
+            Gemma4AssistantForCausalLM,
+            Gemma4ForCausalLM,
+            Gemma4TextConfig,
+        )
+
+        from specverify.oracles.models import make_vocab
+
+        check(isinstance(gamma, int) and gamma >= 1, f"gamma={gamma!r} must be an int >= 1.")
+        self.vocab = make_vocab(vocab_size)
+        eos = self.vocab.eos_token_id
+
+        def text(per_layer: bool):
+            return Gemma4TextConfig(
+                vocab_size=vocab_size,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=16,
+                max_position_embeddings=64,
+                sliding_window=16,
+                layer_types=["sliding_attention", "full_attention"],
+                vocab_size_per_layer_input=vocab_size if per_layer else 0,
+                hidden_size_per_layer_input=0,
+                pad_token_id=eos,
+                eos_token_id=eos,
+                bos_token_id=eos,
+            )
+
+        torch.manual_seed(seed)
+        self.target = Gemma4ForCausalLM(text(True)).eval()
+        config = Gemma4AssistantConfig(
+            text_config=text(False), backbone_hidden_size=32, num_centroids=4, centroid_intermediate_top_k=2
+        )
+        self.assistant = Gemma4AssistantForCausalLM(config).eval()
+        self.assistant.generation_config.num_assistant_tokens = gamma
+        self._reference = copy.deepcopy(self.target).double()
+
+    def logits(self, prefixes):
+        import torch
+
+        with torch.no_grad():
+            return torch.stack([self._reference(torch.tensor([list(p)])).logits[0, -1] for p in prefixes])
+
+
+def without_draft_logits(model) -> None:
+    """The opt-in workaround for the single-position generator's law (docs/findings/transformers.md): its drafts
+    are the assistant's argmax (C:1372) while it returns the assistant's raw logits as the draft law (C:1375-1383),
+    which ``_speculative_sampling`` then treats as the law the drafts were sampled from (U:4122-4129). Returning no
+    logits sends ``_assisted_decoding`` to its other branch, which samples the target at each position and keeps
+    the drafts up to the first mismatch (U:4131-4150): exact for any draft. Installed on ``model``'s instance over
+    its ``_get_candidate_generator``; no transformers code changes."""
+    inner = model._get_candidate_generator
+
+    def _get_candidate_generator(*args, **kwargs):
+        generator = inner(*args, **kwargs)
+        original = generator.get_candidates
+
+        def get_candidates(*a, **k):
+            ids, _ = original(*a, **k)
+            return ids, None
+
+        generator.get_candidates = get_candidates
+        return generator
+
+    object.__setattr__(model, "_get_candidate_generator", _get_candidate_generator)
