@@ -36,6 +36,13 @@ def configs_for(mode: "str | None" = None) -> dict:
             reaches={"static_cache_calls": 1, **extra},
         ),
     }
+    if mode in ("universal", "mtp", "dflash"):  # finding 7's workaround: a StaticCache with room for the overshoot
+        out["static-cache-headroom"] = EngineConfig(
+            {"cache": "static-headroom"},
+            doc="the target's StaticCache sized γ + 1 past generate()'s max_length - 1 (max_cache_len): the "
+            "workaround for drafts past the length cap (docs/findings/transformers.md, finding 7)",
+            reaches={"static_cache_calls": 1, **extra},
+        )
     if mode == "universal":  # the opt-in workarounds of generators._fresh_assistant_cache, _id_ordered_translator
         out["dynamic-cache-patched"] = EngineConfig(
             {"cache": "dynamic", "assistant_cache": "fresh", "translator": "id-order"},

@@ -94,7 +94,10 @@ __all__ = ["TransformersDecoder", "MODES", "CACHES"]
 
 MODES = ("assisted", "prompt_lookup", "plain", "early_exit", "universal", "mtp", "dflash")
 ASSISTANT_MODES = ("assisted", "universal", "dflash")  # the modes whose draft is a second model (``assistant_model``)
-CACHES = ("dynamic", "static")  # the target's cache: cache_implementation unset, or "static" (module docstring)
+# the target's cache: cache_implementation unset, or "static" (module docstring); "static-headroom": a StaticCache
+# γ + 1 positions longer than generate() sizes it (max_cache_len), the workaround of finding 7 in
+# docs/findings/transformers.md (generators that draft past the length cap)
+CACHES = ("dynamic", "static", "static-headroom")
 _STATE_KEYS = {"DynamicCache": "dynamic_cache_calls", "StaticCache": "static_cache_calls"}
 _BASE_CAPABILITIES = frozenset(
     {
@@ -333,9 +336,11 @@ class TransformersDecoder:
             eos_token_id=self.eos,
             pad_token_id=self.eos,
             use_cache=True,
-            cache_implementation="static" if self.cache == "static" else None,  # None: a DynamicCache
+            cache_implementation="static" if self.cache.startswith("static") else None,  # None: a DynamicCache
             return_dict_in_generate=True,  # outputs.cache: the cache the call used (engine_info evidence)
         )
+        if self.cache == "static-headroom":  # generate() sizes it max_length - 1 (generation/utils.py:2966)
+            config.max_cache_len = len(request.prompt) + int(p.max_tokens) + int(request.num_draft_tokens)
         kwargs = {"generation_config": config}
         if p.logits_processors:
             kwargs["logits_processor"] = _processor_list(p.logits_processors)

@@ -182,6 +182,16 @@ def test_finding_static_cache_overflows_at_the_length_cap(checkpoint_pair, mode)
     if mode == "universal":
         sampled = Request((0, 1, 3, 2), SamplingParams(temperature=1.0, max_tokens=10), num_draft_tokens=3, seed=1)
         assert len(decoder([sampled])[0].tokens) >= 1
+    # the workaround (configuration static-cache-headroom): the StaticCache sized γ + 1 longer (max_cache_len)
+    options = {"assistant_cache": "fresh"} if mode == "universal" else {}
+    roomy = getattr(tfa, mode)(
+        checkpoint_pair.target, checkpoint_pair.draft, workers=0, cache="static-headroom", **options
+    )
+    got = roomy([greedy])[0]
+    want = greedy_outcome(checkpoint_pair.target, greedy.prompt, greedy.params)
+    assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1])
+    assert roomy.engine_info["state"]["static_cache_calls"] == 1
+    assert "static-cache-headroom" in getattr(tfa, mode).engine_configs
 
 
 def test_finding_the_greedy_different_tokenizer_assistant_cache_is_mis_cropped(checkpoint_pair):
