@@ -197,8 +197,6 @@ class TransformersDecoder:
         self._untaken = Counter()  # ... since the last take_state() (a sample() worker hands these to its parent)
         self.classes: set = set()  # the cache classes this process's calls returned
         self.version = hooks.check_transformers_version()
-        self.vocab = target.vocab
-        self.eos = int(self.vocab.eos_token_id)
         self.generator = None  # the mode's own set-up (generators.py), for the modes beyond assisted / prompt lookup
         if mode in generators.OWN_SETUP:
             self.generator = generators.OWN_SETUP[mode](target, draft, self)
@@ -206,6 +204,8 @@ class TransformersDecoder:
         else:
             self.model = _load(target, "target")
             self.assistant = _load(draft, "draft") if mode == "assisted" else None
+        self.vocab = target.vocab
+        self.eos = int(self.vocab.eos_token_id)
         if mode == "assisted" and draft.vocab.size != self.vocab.size:
             raise InvalidArgument(
                 f"draft vocab size {draft.vocab.size!r} differs from the target's {self.vocab.size!r}; "
@@ -370,7 +370,7 @@ class TransformersDecoder:
             torch.manual_seed(seed)
             out = self.model.generate(input_ids, **kwargs)
         self._count_cache(getattr(out, "cache", None))
-        if log.generator is not None:  # the candidate generator generate() selected (engine_info state)
+        if self.generator is not None and log.generator is not None:  # the generator generate() built (state)
             self.state[f"calls_{log.generator}"] += 1
             self._untaken[f"calls_{log.generator}"] += 1
         generated = tuple(int(t) for t in out.sequences[0, len(request.prompt) :].tolist())
