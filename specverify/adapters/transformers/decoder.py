@@ -300,11 +300,13 @@ class TransformersDecoder:
             seeds = draw_seeds(request.seed, n, start).tolist()
         if self.workers:
             pool = draw_pool.shared_pool(self.workers)
-            outcomes, first, rounds, _ = pool.counts(
+            outcomes, first, rounds, unrounded = pool.counts(
                 self._key, _worker_decoder, self._worker_args, request, seeds, state=self.state
             )
         else:
-            outcomes, first, rounds, _ = draw_pool.count_draws(self.generate, request, seeds)
+            outcomes, first, rounds, unrounded = draw_pool.count_draws(self.generate, request, seeds)
+        if unrounded:  # draws with no round (mtp, dflash: one token from the prefill, then done): first-round
+            first = rounds = None  # counts would not cover all n draws, so acceptance is not reported for the call
         return SampleCounts(outcomes=outcomes, accepted=first, rounds=rounds)
 
     def close(self) -> None:

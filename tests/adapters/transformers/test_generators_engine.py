@@ -299,3 +299,17 @@ def test_refusal_different_tokenizers_of_equal_size(checkpoint_pair):
         )
     with pytest.raises(Exception, match="(?i)unk|missing"):
         tok("aba", add_special_tokens=False)
+
+
+def test_sample_reports_no_acceptance_when_some_draws_have_no_round(decoders):
+    """mtp and dflash commit their first token from the prefill (``prefill_tokens`` = 1): a draw that ends there has
+    no round, so ``sample()`` reports no first-round counts for that call (they must cover all n draws) and the
+    outcomes still count every draw; with room for rounds (and, for these seeded draws, no EOS first) every draw
+    reports one."""
+    one = Request((0, 1), SamplingParams(temperature=1.0, max_tokens=1), num_draft_tokens=2, seed=4)
+    more = Request((0, 1), SamplingParams(temperature=1.0, max_tokens=4), num_draft_tokens=2, seed=4)
+    for mode in ("mtp", "dflash"):
+        short = decoders[mode].sample(one, 8)
+        assert sum(short.outcomes.values()) == 8 and short.accepted is None
+        full = decoders[mode].sample(more, 8)
+        assert sum(full.accepted.values()) == 8
