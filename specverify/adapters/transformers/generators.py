@@ -257,7 +257,7 @@ class Universal(_Setup):
         out = {"draft_checkpoint": self.path.name, "extra_draft_string": EXTRA_STRING}
         workaround = {}
         if self.fresh:
-            workaround["greedy_assistant"] = "an unpruned copy, its cache dropped every round"
+            workaround["greedy_assistant"] = "an unpruned copy, its cache dropped every round, its own processors"
         if self.translator == "id-order":
             workaround["usd_target_logits"] = "scattered in the pruned head's order"
         if workaround:
@@ -321,7 +321,12 @@ def _fresh_assistant_cache(model) -> None:
     (``AssistantVocabTranslatorCache.get_translator(..., assistant_prune_lm_head=True)``, generation/utils.py:
     1372-1378, sets a pruned LM head and a ``_MapInputEmbedding`` that embeds only the last token once mapping is on,
     C:746-757, 678-693), after which a greedy call with that model raises (a shape error in attention); so
-    ``Universal`` hands greedy calls an unpruned copy made before any sampled call. (2) Its cache:
+    ``Universal`` hands greedy calls an unpruned copy made before any sampled call. (3) Its logits processors: the
+    generator hands the *target's* processor instances to the assistant (C:172, 316-324); ``NoBadWordsLogitsProcessor``
+    sizes its bias once, on the first scores it sees (logits_process.py:1322-1323, 1344), which are the assistant's
+    (vocabulary V + 1), so the target's verification (U:4116) raises "The size of tensor a (6) must match the size
+    of tensor b (7)" whenever a bad token is set; each generator gets shallow copies (their bias prepared on their
+    own scores; the ids, the target's, then mask other strings of the draft: drafts only). (2) Its cache:
     ``AssistedCandidateGeneratorDifferentTokenizers.get_candidates`` records ``_last_ids_length`` in *target* tokens
     (C:552-555) while ``_update_past_and_masks`` subtracts the *assistant's* input length from it (C:299-305) and
     crops only when the result is >= 0: where the two tokenizers segment the text differently the assistant's
@@ -337,6 +342,11 @@ def _fresh_assistant_cache(model) -> None:
     def _get_candidate_generator(*args, **kwargs):
         generator = inner(*args, **kwargs)
         if type(generator).__name__ == "AssistedCandidateGeneratorDifferentTokenizers":
+            import copy
+
+            # (3) its own processor instances: a vocabulary-sized one (NoBadWordsLogitsProcessor) sizes its bias
+            # on the first scores it sees, and the target's instances are handed to the assistant (C:172, 316-324)
+            generator.logits_processor = [copy.copy(processor) for processor in generator.logits_processor]
             original = generator.get_candidates
 
             def get_candidates(input_ids, *a, **k):

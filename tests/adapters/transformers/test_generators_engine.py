@@ -211,7 +211,7 @@ def test_finding_the_greedy_different_tokenizer_assistant_cache_is_mis_cropped(c
     want = greedy_outcome(checkpoint_pair.target, (0, 1), params)
     assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1])
     assert fixed.engine_info["effective"]["workaround"] == {
-        "greedy_assistant": "an unpruned copy, its cache dropped every round"
+        "greedy_assistant": "an unpruned copy, its cache dropped every round, its own processors"
     }
 
 
@@ -313,3 +313,19 @@ def test_sample_reports_no_acceptance_when_some_draws_have_no_round(decoders):
         assert sum(short.outcomes.values()) == 8 and short.accepted is None
         full = decoders[mode].sample(more, 8)
         assert sum(full.accepted.values()) == 8
+
+
+def test_finding_greedy_different_tokenizers_with_a_bad_token_crash(checkpoint_pair):
+    """Finding (docs/findings/transformers.md): the greedy different-tokenizer generator hands the target's processor
+    instances to the assistant (C:172, 316-324); NoBadWordsLogitsProcessor sizes its bias on the first scores it
+    sees (logits_process.py:1322-1323, 1344), the assistant's 7, and the target's 6 then fail (U:4116). The
+    workaround's own processor copies give the target's greedy tokens (the bad token never emitted)."""
+    params = SamplingParams(temperature=0.0, max_tokens=6, bad_token_ids=(1,))
+    request = Request((0, 1, 3), params, num_draft_tokens=3)
+    shipped = tfa.universal(checkpoint_pair.target, checkpoint_pair.draft, workers=0)
+    with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+        shipped([request])
+    fixed = tfa.universal(checkpoint_pair.target, checkpoint_pair.draft, workers=0, assistant_cache="fresh")
+    got = fixed([request])[0]
+    want = greedy_outcome(checkpoint_pair.target, request.prompt, params)
+    assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1]) and 1 not in got.tokens
