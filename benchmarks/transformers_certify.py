@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny matrices: threads only add
 
 from _engine_report import print_certificate, write_certificate  # noqa: E402 -- benchmarks/, this folder
 
-FACTORIES = ("assisted", "prompt_lookup", "plain")
+FACTORIES = ("assisted", "prompt_lookup", "plain", "early_exit", "universal", "mtp", "dflash")
 FAMILIES = ("toy", "checkpoint")
 
 

@@ -92,8 +92,12 @@ from specverify.protocol import Completion, Request, SampleCounts
 
 __all__ = ["TransformersDecoder", "MODES", "CACHES"]
 
-MODES = ("assisted", "prompt_lookup", "plain")
-CACHES = ("dynamic", "static")  # the target's cache: cache_implementation unset, or "static" (module docstring)
+MODES = ("assisted", "prompt_lookup", "plain", "early_exit", "universal", "mtp", "dflash")
+ASSISTANT_MODES = ("assisted", "universal", "dflash")  # the modes whose draft is a second model (``assistant_model``)
+# the target's cache: cache_implementation unset, or "static" (module docstring); "static-headroom": a StaticCache
+# γ + 1 positions longer than generate() sizes it (max_cache_len), the workaround of finding 7 in
+# docs/findings/transformers.md (generators that draft past the length cap)
+CACHES = ("dynamic", "static", "static-headroom")
 _STATE_KEYS = {"DynamicCache": "dynamic_cache_calls", "StaticCache": "static_cache_calls"}
 _BASE_CAPABILITIES = frozenset(
     {
@@ -140,11 +144,24 @@ def _load(model, role: str) -> object:
 class TransformersDecoder:
     """One transformers model (and assistant) answering requests one ``generate`` call at a time."""
 
-    def __init__(self, target, draft, mode: str, *, workers: int | None = None, cache: str = "dynamic"):
+    load_model = staticmethod(_load)  # for the modes' set-up (generators), which does not import this module
+
+    def __init__(
+        self,
+        target,
+        draft,
+        mode: str,
+        *,
+        workers: int | None = None,
+        cache: str = "dynamic",
+        exit_layer: int = 0,
+        assistant_cache: str = "reuse",
+        translator: str = "shipped",
+    ):
         from collections import Counter
 
         from specverify.adapters.boundary import draw_pool
-        from specverify.adapters.transformers import hooks
+        from specverify.adapters.transformers import generators, hooks
 
         if mode not in MODES:
             raise InvalidArgument(f"mode={mode!r} is not a mode; expected one of {MODES!r}.")
@@ -158,16 +175,38 @@ class TransformersDecoder:
             isinstance(workers, int) and not isinstance(workers, bool) and workers >= 0,
             f"workers={workers!r} must be an int >= 0 (worker processes for sample(); 0 draws in this process).",
         )
-        self.mode, self.workers, self.cache = mode, workers, cache
+        check(
+            isinstance(exit_layer, int) and not isinstance(exit_layer, bool) and exit_layer >= 0,
+            f"exit_layer={exit_layer!r} must be an int >= 0 (early_exit: the target layers its drafts run); "
+            "e.g. --engine-option exit_layer=0.",
+        )
+        check(
+            assistant_cache in ("reuse", "fresh"),
+            f"assistant_cache={assistant_cache!r} must be 'reuse' (as shipped) or 'fresh' (universal: the opt-in "
+            "workaround that drops the greedy different-tokenizer assistant's cache every round; generators.py); "
+            "e.g. --engine-option assistant_cache=fresh.",
+        )
+        self.mode, self.workers, self.cache, self.exit_layer = mode, workers, cache, exit_layer
+        check(
+            translator in ("shipped", "id-order"),
+            f"translator={translator!r} must be 'shipped' or 'id-order' (universal: the opt-in local patch of USD's "
+            "logit scatter; generators.py); e.g. --engine-option translator=id-order.",
+        )
+        self.assistant_cache, self.translator = assistant_cache, translator
         self.state = Counter()  # engine states reached: generate calls by the class of the cache they returned
         self._untaken = Counter()  # ... since the last take_state() (a sample() worker hands these to its parent)
         self.classes: set = set()  # the cache classes this process's calls returned
         self.version = hooks.check_transformers_version()
-        self.model = _load(target, "target")
-        self.assistant = _load(draft, "draft") if mode == "assisted" else None
+        self.generator = None  # the mode's own set-up (generators.py), for the modes beyond assisted / prompt lookup
+        if mode in generators.OWN_SETUP:
+            self.generator = generators.OWN_SETUP[mode](target, draft, self)
+            self.model, self.assistant = self.generator.model, self.generator.assistant
+        else:
+            self.model = _load(target, "target")
+            self.assistant = _load(draft, "draft") if mode == "assisted" else None
         self.vocab = target.vocab
         self.eos = int(self.vocab.eos_token_id)
-        if self.assistant is not None and draft.vocab.size != self.vocab.size:
+        if mode == "assisted" and draft.vocab.size != self.vocab.size:
             raise InvalidArgument(
                 f"draft vocab size {draft.vocab.size!r} differs from the target's {self.vocab.size!r}; "
                 "assisted generation here assumes one shared vocabulary."
@@ -183,9 +222,18 @@ class TransformersDecoder:
         # stopping_criteria.py:609-613; 0.4 by default, configuration_utils.py:640) and drafts fewer near the
         # length cap (candidate_generator.py:288); prompt lookup drafts what it finds
         self.draft_law = "unmodelled"
-        if mode != "plain":
+        if mode in generators.PREFILL_ROUND:
+            self.prefill_tokens = 1  # the prompt's own forward commits one token with no candidate (generators)
+        elif mode != "plain":
             self.prefill_tokens = 0  # the prefill is the first verification round (module docstring)
-        self._worker_args = (target, draft, mode, cache)  # what a sample() worker builds its copy from
+        self._worker_args = (
+            target,
+            draft,
+            mode,
+            cache,
+            exit_layer,
+            assistant_cache,
+        )  # what a sample() worker builds its copy from
         self._key = object()  # this decoder's key in the shared pool of workers
 
     def __repr__(self) -> str:
@@ -201,10 +249,27 @@ class TransformersDecoder:
         return {
             "name": "transformers",
             "version": self.version,
-            "requested": {"mode": self.mode, "cache": self.cache},
-            "effective": {"target_cache_classes": sorted(self.classes)},
-            "state": {key: int(self.state.get(key, 0)) for key in (*_STATE_KEYS.values(), "other_cache_calls")},
+            "requested": {"mode": self.mode, "cache": self.cache, **self._requested_extra()},
+            "effective": {"target_cache_classes": sorted(self.classes), **self._effective_extra()},
+            "state": {
+                key: int(self.state.get(key, 0))
+                for key in (
+                    *_STATE_KEYS.values(),
+                    "other_cache_calls",
+                    *sorted(k for k in self.state if k.startswith("calls_")),
+                )
+            },
         }
+
+    def _requested_extra(self) -> dict:
+        if self.mode == "early_exit":
+            return {"exit_layer": self.exit_layer}
+        if self.mode == "universal":
+            return {"assistant_cache": self.assistant_cache, "translator": self.translator}
+        return {}
+
+    def _effective_extra(self) -> dict:
+        return self.generator.effective() if self.generator is not None else {}
 
     def take_state(self) -> dict:
         """The state counts since the last take (``draw_pool``: a worker's decoder hands them to its parent)."""
@@ -235,11 +300,13 @@ class TransformersDecoder:
             seeds = draw_seeds(request.seed, n, start).tolist()
         if self.workers:
             pool = draw_pool.shared_pool(self.workers)
-            outcomes, first, rounds, _ = pool.counts(
+            outcomes, first, rounds, unrounded = pool.counts(
                 self._key, _worker_decoder, self._worker_args, request, seeds, state=self.state
             )
         else:
-            outcomes, first, rounds, _ = draw_pool.count_draws(self.generate, request, seeds)
+            outcomes, first, rounds, unrounded = draw_pool.count_draws(self.generate, request, seeds)
+        if unrounded:  # draws with no round (mtp, dflash: one token from the prefill, then done): first-round
+            first = rounds = None  # counts would not cover all n draws, so acceptance is not reported for the call
         return SampleCounts(outcomes=outcomes, accepted=first, rounds=rounds)
 
     def close(self) -> None:
@@ -271,9 +338,11 @@ class TransformersDecoder:
             eos_token_id=self.eos,
             pad_token_id=self.eos,
             use_cache=True,
-            cache_implementation="static" if self.cache == "static" else None,  # None: a DynamicCache
+            cache_implementation="static" if self.cache.startswith("static") else None,  # None: a DynamicCache
             return_dict_in_generate=True,  # outputs.cache: the cache the call used (engine_info evidence)
         )
+        if self.cache == "static-headroom":  # generate() sizes it max_length - 1 (generation/utils.py:2966)
+            config.max_cache_len = len(request.prompt) + int(p.max_tokens) + int(request.num_draft_tokens)
         kwargs = {"generation_config": config}
         if p.logits_processors:
             kwargs["logits_processor"] = _processor_list(p.logits_processors)
@@ -281,6 +350,8 @@ class TransformersDecoder:
             kwargs["assistant_model"] = self.assistant
         elif self.mode == "prompt_lookup":
             config.prompt_lookup_num_tokens = int(request.num_draft_tokens)
+        elif self.generator is not None:
+            self.generator.configure(config, kwargs, request)
         return kwargs
 
     def generate(self, request: Request) -> Completion:
@@ -292,16 +363,23 @@ class TransformersDecoder:
 
         seed = request.seed if request.seed is not None else int(self.rng.integers(0, 2**63 - 1))
         kwargs = self.generation_kwargs(request)
-        if self.assistant is not None:
+        if self.generator is not None:
+            self.generator.before_call(request)
+        elif self.assistant is not None:
             hooks.set_draft_length(self.assistant, request.num_draft_tokens)
         input_ids = torch.tensor([request.prompt], dtype=torch.long)
         with torch.no_grad(), quiet_transformers(), hooks.record_rounds(self.model) as log:
             torch.manual_seed(seed)
             out = self.model.generate(input_ids, **kwargs)
         self._count_cache(getattr(out, "cache", None))
+        if self.generator is not None and log.generator is not None:  # the generator generate() built (state)
+            self.state[f"calls_{log.generator}"] += 1
+            self._untaken[f"calls_{log.generator}"] += 1
         generated = tuple(int(t) for t in out.sequences[0, len(request.prompt) :].tolist())
         tokens, reason = self._finish(generated, request.params)
         accepted = log.accepted(len(request.prompt), tokens) if self.mode != "plain" else None
+        if accepted and self.prefill_tokens == 1:  # the prefill's empty round is no verification round
+            accepted = accepted[1:]
         return Completion(tokens, reason, accepted=accepted)
 
     def _finish(self, generated: tuple, params) -> tuple:
@@ -340,6 +418,23 @@ def _processor_list(processors: tuple) -> object:
     return LogitsProcessorList([_WRAPPER[0](processors)])
 
 
-def _worker_decoder(target, draft, mode: str, cache: str = "dynamic") -> TransformersDecoder:
+def _worker_decoder(
+    target,
+    draft,
+    mode: str,
+    cache: str = "dynamic",
+    exit_layer: int = 0,
+    assistant_cache: str = "reuse",
+    translator: str = "shipped",
+) -> TransformersDecoder:
     """The decoder a ``sample()`` worker process holds (``draw_pool``): the same models, drawing in-process."""
-    return TransformersDecoder(target, draft, mode, workers=0, cache=cache)
+    return TransformersDecoder(
+        target,
+        draft,
+        mode,
+        workers=0,
+        cache=cache,
+        exit_layer=exit_layer,
+        assistant_cache=assistant_cache,
+        translator=translator,
+    )

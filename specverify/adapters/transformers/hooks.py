@@ -103,6 +103,7 @@ class RoundLog:
 
     def __init__(self):
         self.rounds: list[tuple[int, tuple[int, ...]]] = []
+        self.generator: "str | None" = None  # the class of the candidate generator generate() built
 
     def accepted(self, prompt_len: int, tokens: tuple[int, ...]) -> tuple[int, ...]:
         """Accepted drafts per round, for the generated ``tokens`` the adapter keeps (rounds past them dropped)."""
@@ -127,6 +128,7 @@ def _wrap_generator(generator, log_holder: list) -> object:
         candidate_ids, candidate_logits = original(input_ids, *args, **kwargs)
         log = log_holder[0]
         if log is not None:
+            log.generator = type(generator).__name__
             start = int(input_ids.shape[-1])
             log.rounds.append((start, tuple(int(t) for t in candidate_ids[0, start:].tolist())))
         return candidate_ids, candidate_logits
