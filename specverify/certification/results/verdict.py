@@ -270,7 +270,7 @@ def finish_certificate(
         scenarios=decision.results,
         reproducible=repro[0],
         reproducibility_note=repro[1],
-        speculation_observed=(any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec) if spec else None),
+        speculation_observed=speculation_observed(decision.results, spec),
         versions=found,
         command=config.reproduce(),
         metrics_ok=metrics_ok,
@@ -281,6 +281,17 @@ def finish_certificate(
         config=config,
         engine=engine,
     )
+
+
+def speculation_observed(results, spec: list) -> Optional[bool]:
+    """Whether a draft was accepted: from the per-round accepted counts the completions report, else from the
+    engine's own counters (``reported_metrics()``: a server reports no rounds but its ``/metrics`` counts accepted
+    draft tokens); None when neither was reported."""
+    if spec:
+        return any(sum(v for m, v in a.items() if m > 0) > 0 for a in spec)
+    windows = [r.counters["window"] for r in results if getattr(r, "counters", None) and r.counters.get("window")]
+    accepted = [w.get("num_accepted_tokens") for w in windows if w.get("num_accepted_tokens") is not None]
+    return sum(accepted) > 0 if accepted else None
 
 
 def error_certificate(message: str, *, config, elapsed_s: float) -> Certificate:
