@@ -13,7 +13,8 @@ Run in the venvs of .ci/openvino:
   group's processed-token count one too high); greedy, which never takes that branch, runs;
 - finding 3: the continuous-batching pipeline with a draft, in batches, keeps a draft token the target never checked
   (a request whose prompt the draft finished before the target, then scheduled up to its prompt's end only): greedy
-  returns the draft's argmax, and tokens after an EOS come back;
+  returns the draft's argmax, and tokens after an EOS come back; a step budget no call reaches avoids it (the
+  configuration ``f32-no-prefix-cache-whole-batch``);
 - ``draft_model_confidence``: the threshold reaches the engine and changes the drafts, but not at ``max_tokens`` 3,
   where the engine lets the draft propose one token a round whatever γ or the threshold.
 """
@@ -91,6 +92,7 @@ def test_prefix_caching_with_a_draft_fails_an_assertion_finding_2(pair):
 
 def test_continuous_batching_with_a_draft_keeps_an_unchecked_draft_token_in_batches_finding_3(pair):
     from specverify.adapters.openvino.decoder import CB_CHUNK
+    from specverify.adapters.openvino.factories import CONFIGS
     from specverify.oracles.law import greedy_outcome
 
     # prompt (0, 2): the draft's argmax is EOS, the target's 3. generate() calls of 512 requests at the default
@@ -102,6 +104,11 @@ def test_continuous_batching_with_a_draft_keeps_an_unchecked_draft_token_in_batc
     wrong = [c.tokens for c in out if (c.tokens, c.finish_reason) != want]
     assert wrong and all(t[0] == pair.target.vocab.eos_token_id and len(t) > 1 for t in wrong), (want, wrong)
     assert len(wrong) < CB_CHUNK // 2  # most requests are scheduled whole: those are right
+    # the workaround: a step budget no call reaches, so no prompt is cut between steps
+    whole = _make("cb_draft_model", pair, **CONFIGS["f32-no-prefix-cache-whole-batch"].options)
+    assert whole.engine_info["requested"]["max_num_batched_tokens"] == 2**20
+    out = whole([Request((0, 2), params, 3) for _ in range(4 * CB_CHUNK)])
+    assert all((c.tokens, c.finish_reason) == want for c in out)
 
 
 def test_confidence_threshold_changes_the_drafts_but_not_at_max_tokens_3(pair):
