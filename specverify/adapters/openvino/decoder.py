@@ -8,8 +8,11 @@ control), ``draft_model`` (``LLMPipeline(draft_model=...)``, ``num_assistant_tok
 prompt_lookup=True)``, ``max_ngram_size`` 2, ``num_assistant_tokens`` = γ), ``cb_plain`` and ``cb_draft_model`` (the
 continuous-batching pipeline without and with the draft: a call's requests batched, each with its own
 ``GenerationConfig`` and ``rng_seed``). The speculative ``LLMPipeline`` paths run on the continuous-batching
-implementation too; ``prefix_caching`` (``SchedulerConfig.enable_prefix_caching``, the engine's default True) applies
-to every method but ``plain``; ``precision`` (``mapping.properties``) to every model.
+implementation too; ``prefix_caching`` (``SchedulerConfig.enable_prefix_caching``, the engine's default True) and
+``max_num_batched_tokens`` (``SchedulerConfig.max_num_batched_tokens``, the tokens one step may schedule; None keeps
+the engine's 256) apply to every method but ``plain``; ``precision`` (``mapping.properties``) to every model. A budget
+no call reaches (``CB_CHUNK`` requests of prompt + 1 + γ tokens) keeps the engine from cutting a prompt between steps,
+which with a draft leaves a draft token unchecked (docs/findings/openvino.md, finding 3).
 
 **Where a completion ends** (``specverify.adapters.boundary.finish``). The engine honours EOS (it returns the EOS it
 stops on) and ``max_new_tokens``; stop strings are the adapter's (``cuts={"stop"}``): the engine's own
@@ -61,16 +64,33 @@ def import_openvino_genai() -> tuple:
 class OpenvinoDecoder:
     """OpenVINO GenAI for one model pair and ``method`` in ``METHODS`` (module docstring)."""
 
-    def __init__(self, target, draft, method: str, *, precision: str = "f32", prefix_caching: bool = True):
+    def __init__(
+        self,
+        target,
+        draft,
+        method: str,
+        *,
+        precision: str = "f32",
+        prefix_caching: bool = True,
+        max_num_batched_tokens: Optional[int] = None,
+    ):
         if method not in METHODS:
             raise InvalidArgument(f"method={method!r} must be one of {METHODS!r}.")
         check(
             isinstance(prefix_caching, bool),
             f"prefix_caching={prefix_caching!r} must be a bool, e.g. --engine-option prefix_caching=false.",
         )
+        check(
+            max_num_batched_tokens is None
+            or (isinstance(max_num_batched_tokens, int) and not isinstance(max_num_batched_tokens, bool))
+            and max_num_batched_tokens >= 1,
+            f"max_num_batched_tokens={max_num_batched_tokens!r} must be None (the engine's 256) or an int >= 1, e.g. "
+            "--engine-option max_num_batched_tokens=1048576.",
+        )
         props = properties(precision)
         self.ov, self.og = import_openvino_genai()
         self.method, self.vocab, self.precision, self.prefix_caching = method, target.vocab, precision, prefix_caching
+        self.max_num_batched_tokens = max_num_batched_tokens
         if method in ("draft_model", "draft_model_confidence", "cb_draft_model"):
             check(draft.vocab.size == target.vocab.size, f"draft vocab {draft.vocab.size!r} != target's.")
         self.capabilities = frozenset(CAPABILITIES[method])
@@ -100,6 +120,8 @@ class OpenvinoDecoder:
         config = self.og.SchedulerConfig()
         config.enable_prefix_caching = self.prefix_caching
         config.cache_size = 1  # GB of KV cache: the checkpoints are tiny
+        if self.max_num_batched_tokens is not None:
+            config.max_num_batched_tokens = self.max_num_batched_tokens
         return config
 
     def __repr__(self) -> str:
@@ -107,9 +129,13 @@ class OpenvinoDecoder:
 
     @property
     def engine_info(self) -> dict:
-        """docs/adapters.md: the method, precision and prefix caching asked for, and the engine's counts."""
+        """docs/adapters.md: the method, precision, prefix caching and step budget asked for (the budget in effect:
+        the engine's default where none was asked; None for ``plain``, which has no scheduler), and the engine's
+        counts."""
         requested = {"method": self.method, "precision": self.precision, "prefix_caching": self.prefix_caching}
         requested["properties"] = properties(self.precision)
+        budget = None if self.method == "plain" else int(self._scheduler().max_num_batched_tokens)
+        requested["max_num_batched_tokens"] = budget
         return {
             "name": "openvino-genai",
             "version": openvino_genai_version(),

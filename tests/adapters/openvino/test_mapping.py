@@ -48,13 +48,27 @@ def test_check_request_refuses_undeclared_fields():
         check_request(Request((0,), SamplingParams(repetition_penalty=1.5, max_tokens=3), 1), caps, "plain")
 
 
-def test_factories_are_named_by_the_package_with_the_three_configurations():
+def test_factories_are_named_by_the_package_with_the_four_configurations():
     from specverify.adapters import openvino
+    from specverify.adapters.openvino.decoder import CB_CHUNK
     from specverify.protocol import engine_configs_of
 
     for name in ("plain", "draft_model", "draft_model_confidence", "prompt_lookup", "cb_plain", "cb_draft_model"):
         factory = getattr(openvino, name)
         assert factory.__module__ == "specverify.adapters.openvino"
         presets, default = engine_configs_of(factory)
-        assert set(presets) == {"f32", "f32-no-prefix-cache", "default-precision"} and default == "f32"
+        assert set(presets) == {"f32", "f32-no-prefix-cache", "f32-no-prefix-cache-whole-batch", "default-precision"}
+        assert default == "f32"
+    whole = presets["f32-no-prefix-cache-whole-batch"].options
+    assert whole["prefix_caching"] is False and whole["max_num_batched_tokens"] >= CB_CHUNK * 64
     assert "batch" in openvino.CAPABILITIES["cb_plain"] and "batch" not in openvino.CAPABILITIES["plain"]
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "256"])
+def test_the_step_budget_is_refused_unless_a_positive_int(bad):
+    from specverify.adapters.openvino.decoder import OpenvinoDecoder
+    from specverify.oracles import make_vocab
+
+    model = type("M", (), {"vocab": make_vocab(4)})()
+    with pytest.raises(InvalidArgument, match="max_num_batched_tokens="):
+        OpenvinoDecoder(model, model, "cb_draft_model", max_num_batched_tokens=bad)
