@@ -82,6 +82,7 @@ class RunConfig:
     max_samples: Optional[int] = None
     sequential: bool = True  # sequential looks (docs/design.md); False: the fixed plan (--fixed)
     against: Optional[str] = None
+    control: Optional[str] = None
     target_dir: Optional[str] = None
     draft_dir: Optional[str] = None
     engine_options: tuple = ()

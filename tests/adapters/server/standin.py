@@ -13,6 +13,8 @@ reference decoder on a toy pair, with faults on demand: the server adapter's cli
 - ``idle_close_s``: kept-alive connections idle that long are closed by the server (as uvicorn does);
 - ``"stream-repeat"`` / ``"stream-lose"``: a streamed answer repeats / loses its last chunk (``stream`` bodies are
   answered as server-sent events, two tokens a chunk).
+- ``"hot"``: sampling requests are served at 1.25 times their temperature (greedy ones as they are): a law a
+  little off the exact one, as a bf16 deployment's is;
 - ``"past-end"`` / ``"early-stop"`` (``llamacpp``): one token after the end / the answer cut after its first token
   with ``stop_type`` ``word``.
 
@@ -62,6 +64,8 @@ def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
         fields["stop"] = tuple(body["stop"])
     if "allowed_token_ids" in body and fault != "ignore-bad_token_ids":
         fields["bad_token_ids"] = tuple(t for t in range(vocab_size) if t not in set(body["allowed_token_ids"]))
+    if fault == "hot" and fields.get("temperature", 1.0) > 0:  # a law a little off the exact one (as bf16 is)
+        fields["temperature"] = 1.25 * fields.get("temperature", 1.0)
     return SamplingParams(max_tokens=body["max_tokens"], **fields)
 
 
