@@ -63,6 +63,7 @@ def _certify(speculative, plain, scenarios=CORE):
                    scenarios=scenarios, isolation="none")  # fmt: skip
 
 
+@pytest.mark.slow  # 7-11 s on 2 shared cores (two quick-level runs through HTTP): over the fast suite's share
 def test_a_plain_path_off_the_exact_law_falls_back_to_two_sample():
     """The control's scenario alone after the fall-back (fast): two-sample, recorded, and not exact."""
     cert = _certify("hot_speculative", "hot_plain", ["temperature-1"])
