@@ -411,11 +411,21 @@ class ServerDecoder:
         if refused:
             raise InvalidArgument(f"params={request.params!r}: {refused}.")
 
+    def _finish(self, answer: Answer, params, finished: dict):
+        """The finish rule on one answer; a call's many draws of one law repeat few outcomes, so each distinct
+        (tokens, server reason, params) is decided once per call (``params`` outlive the call: ``id`` is safe)."""
+        key = (answer.tokens, answer.finish_reason, id(params))
+        if key not in finished:
+            detail = f"the server's {self.dialect.reason_field} {answer.finish_reason!r}"
+            finished[key] = finish(answer.tokens, self.vocab, params, engine=self.name, detail=detail)
+        return finished[key]
+
     def __call__(self, requests: Sequence[Request]) -> list:
         requests = list(requests)
         for r in requests:
             self._check(r)
         out: list = [None] * len(requests)
+        finished: dict = {}  # (tokens, the server's reason, id(params)) -> the finish rule's answer, within this call
         groups: dict = {}
         for i, r in enumerate(requests):
             groups.setdefault(r.num_draft_tokens, []).append(i)
@@ -435,13 +445,7 @@ class ServerDecoder:
             for i, answer, stream in zip(indices, answers, chunks):
                 for key in self.request_counts:
                     self.request_counts[key] += int(answer.spec.get(key, 0) or 0)
-                done = finish(
-                    answer.tokens,
-                    self.vocab,
-                    requests[i].params,
-                    engine=self.name,
-                    detail=f"the server's {self.dialect.reason_field} {answer.finish_reason!r}",
-                )
+                done = self._finish(answer, requests[i].params, finished)
                 out[i] = Completion(done.tokens, done.finish_reason, stream=stream)
         self.state["requests"] += len(requests)
         return out

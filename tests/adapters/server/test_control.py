@@ -10,6 +10,8 @@ import pytest
 from specverify.adapters.server import DIALECTS, ServerDecoder
 from specverify.certification.execution.certify import certify
 from specverify.errors import InvalidArgument
+from specverify.params import SamplingParams
+from specverify.protocol import Request
 from tests.adapters.server.standin import StandIn
 
 HERE = __name__
@@ -63,7 +65,6 @@ def _certify(speculative, plain, scenarios=CORE):
                    scenarios=scenarios, isolation="none")  # fmt: skip
 
 
-@pytest.mark.slow  # 7-11 s on 2 shared cores (two quick-level runs through HTTP): over the fast suite's share
 def test_a_plain_path_off_the_exact_law_falls_back_to_two_sample():
     """The control's scenario alone after the fall-back (fast): two-sample, recorded, and not exact."""
     cert = _certify("hot_speculative", "hot_plain", ["temperature-1"])
@@ -114,3 +115,30 @@ def test_an_exact_plain_path_certifies_as_without_the_control():
 def test_the_control_goes_without_against():
     with pytest.raises(InvalidArgument, match="control cannot be used with against"):
         certify(f"{HERE}:exact_speculative", control="plain", against="plain")
+
+
+def test_plain_template_names_the_plain_server_for_the_control(tmp_path):
+    """``managed_plain`` starts ``plain_template`` where given (``managed`` takes it and uses ``template``): one set
+    of engine options for the speculative server and its control."""
+    import sys
+    from pathlib import Path
+
+    from specverify.adapters.server import managed, managed_plain
+    from specverify.oracles.pairs import ToyPairSpec
+
+    pair = ToyPairSpec(vocab_size=6).build()
+    server = StandIn(pair.target, pair.draft)
+    proxy = Path(__file__).with_name("proxy.py")
+    plain = f"{sys.executable} -I {proxy} --to {server.url} --port {{port}}"
+    try:
+        decoder = managed_plain(pair.target, pair.draft, template="no-such-server --port {port}",
+                                plain_template=plain, honour=False, startup_timeout_s=30.0)  # fmt: skip
+        try:
+            assert "proxy.py" in decoder.engine_info["requested"]["launch"]
+            assert len(decoder([Request((0, 1), SamplingParams(max_tokens=3), 3, seed=1)])[0].tokens) <= 3
+        finally:
+            decoder.close()
+        with pytest.raises(InvalidArgument, match="plain_template=''"):
+            managed(pair.target, pair.draft, template=plain, plain_template="")
+    finally:
+        server.close()
