@@ -117,6 +117,16 @@ def test_the_control_goes_without_against():
         certify(f"{HERE}:exact_speculative", control="plain", against="plain")
 
 
+def test_a_run_planned_without_certify_refuses_the_control_rather_than_dropping_it():
+    """The marker's items and shards plan a run directly: there the control would not run, so it is refused."""
+    from specverify.certification.config.execution import create_run
+    from specverify.certification.execution.plan import plan
+
+    config, execution = create_run(factory=f"{HERE}:exact_speculative", control=f"{HERE}:exact_plain")
+    with pytest.raises(InvalidArgument, match="runs before a run is planned"):
+        plan(config, execution)
+
+
 def test_plain_template_names_the_plain_server_for_the_control(tmp_path):
     """``managed_plain`` starts ``plain_template`` where given (``managed`` takes it and uses ``template``): one set
     of engine options for the speculative server and its control."""
