@@ -86,7 +86,7 @@ def _why(record: dict, control) -> str:
 def _recorded(cert, config, record: dict, control):
     """``cert`` of the run with the control recorded, the family's α and the run's own command line; after a failed
     control, never ``exact`` (module docstring)."""
-    engine = {**(cert.engine or {}), "control": record}
+    engine = {**(cert.engine or {"name": config.factory_name}), "control": record}  # a name: the schema's one key
     cert = replace(cert, engine=engine, alpha=config.alpha, config=config, command=config.reproduce())
     if record["passed"] or cert.verdict == Verdict.ERROR:
         return cert

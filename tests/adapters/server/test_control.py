@@ -5,6 +5,8 @@ plain path, never ``exact``; a deployment whose plain path is exact is certified
 factory below starts a stand-in server for the pair it is given (the reference decoder behind the OpenAI dialect)
 and attaches the server adapter to it; the run is the core of the toy matrix at the quick level."""
 
+import json
+
 import pytest
 
 from specverify.adapters.server import DIALECTS, ServerDecoder
@@ -12,6 +14,8 @@ from specverify.certification.execution.certify import certify
 from specverify.errors import InvalidArgument
 from specverify.params import SamplingParams
 from specverify.protocol import Request
+from specverify.report import certificate_from_document, render_json
+from specverify.report.schema import validate_document
 from tests.adapters.server.standin import StandIn
 
 HERE = __name__
@@ -76,6 +80,9 @@ def test_a_plain_path_off_the_exact_law_falls_back_to_two_sample():
     assert result.covered and result.passed and "two-sample against" in result.note, result.note
     assert cert.verdict == "inconclusive" and cert.reason.startswith("the plain control failed"), cert.reason
     assert cert.alpha == 1e-6 and "--control" in cert.command
+    doc = json.loads(render_json(cert))  # the certificate's JSON: valid, the control in its run and engine record
+    assert validate_document(doc) == "specverify-certificate" and doc["run"]["control"] == f"{HERE}:hot_plain"
+    assert certificate_from_document(doc).engine["control"] == control
 
 
 @pytest.mark.slow  # ~100 s on 2 shared cores: the core matrix two-sample through HTTP
