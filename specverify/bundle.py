@@ -69,7 +69,7 @@ def _gguf(model, dest: Path) -> str:
         import gguf  # noqa: F401 - the optional dependency of the export
     except ImportError:
         return "skipped: the gguf package is not installed (pip install gguf), so no GGUF files were written"
-    from specverify.adapters.llamacpp.gguf_export import export_gguf
+    from specverify.adapters.boundary.gguf_export import export_gguf
 
     export_gguf(Path(model.path), dest, pieces="toy")
     return ""

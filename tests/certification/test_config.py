@@ -55,7 +55,7 @@ def test_every_option_is_a_row_of_the_table_and_a_field():
     execution = set(Execution.__dataclass_fields__)
     assert {o.name for o in OPTIONS if o.owner == "run"} == run
     assert {o.name for o in OPTIONS if o.owner == "execution"} == execution
-    untested = run - set(EVERY_OPTION) - {"target_dir", "draft_dir"}  # the user pair, below
+    untested = run - set(EVERY_OPTION) - {"target_dir", "draft_dir", "control"}  # the user pair and control, below
     assert not untested, f"give {sorted(untested)} a non-default value in EVERY_OPTION"
     spelled = {o.name for o in OPTIONS if o.owner == "execution" and o.in_command}
     assert spelled == set(EXECUTION_SHAPE), "give every execution option the command spells a value above"
@@ -67,9 +67,10 @@ def test_every_option_is_a_row_of_the_table_and_a_field():
         EVERY_OPTION,
         dict(level="quick", models="checkpoint", scenarios=("greedy",), **EXECUTION_SHAPE),
         dict(level="quick", target_dir="/ckpt/t dir", draft_dir="/ckpt/d", against="mod:plain"),
+        dict(level="quick", models="checkpoint", control="mod:plain_server"),  # --control goes without --against
         {},
     ],
-    ids=["every-option", "execution", "user-pair", "defaults"],
+    ids=["every-option", "execution", "user-pair", "control", "defaults"],
 )
 def test_options_to_config_to_command_and_back_are_the_same(values):
     config, execution = create_run(factory=FACTORY, **values)

@@ -23,6 +23,7 @@ from specverify.report import (
 )
 
 OPTIONAL_IN_V2 = {"counters"}  # the counters check (docs/metrics.md): optional keys of schema version 2
+OPTIONAL_RUN_IN_V2 = {"control"}  # --control (docs/servers.md): written only when given
 
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
@@ -52,7 +53,8 @@ def test_schema_files_are_valid_draft_2020_12_and_match_the_python_types():
         assert scenario["properties"]["kind"]["enum"] == [k.value for k in ScenarioKind]
         run = schema["$defs"]["run"]  # a document's run also says its shard (how it executed, kept in version 2)
         assert set(run["properties"]) == set(RunConfig.__dataclass_fields__) | {"shard"}
-        assert set(run["required"]) == set(run["properties"]) - ({"shard"} if kind == "specverify-parts" else set())
+        optional = OPTIONAL_RUN_IN_V2 | ({"shard"} if kind == "specverify-parts" else set())
+        assert set(run["required"]) == set(run["properties"]) - optional
         assert run["properties"]["level"]["enum"] == [v.value for v in Level]
     cert_schema = load_schema("specverify-certificate")
     assert cert_schema["properties"]["level"]["enum"] == [v.value for v in Level]

@@ -6,17 +6,18 @@ Factories (``factories``; docs/adapters.md; docs/findings/llamacpp.md has the ve
 ``server_draft_model`` and its control ``server_plain`` (``llama-server``), ``speculative_example`` and
 ``speculative_example_tree`` (``llama-speculative``).
 
-Models are ``CheckpointModel`` s exported by ``gguf_export.gguf_file`` (token-id paths use the toy pieces, the
-example the one-letter pieces). The executables are found in ``$SPECVERIFY_LLAMACPP_BIN``.
+Models are ``CheckpointModel`` s exported by ``specverify.adapters.boundary.gguf_export.gguf_file`` (token-id paths
+use the toy pieces, the example the one-letter pieces). The executables are found in ``$SPECVERIFY_LLAMACPP_BIN``.
 
 **Layout**, one module per job: ``factories`` (the factories), ``configs`` (their engine configurations),
-``bindings`` (llama-cpp-python's ``generate()``: ``PythonDecoder`` and its mapping), ``server`` (``ServerDecoder`` and
-its mapping onto ``/completion``, ``ServerEvidence``), ``server_process`` (one ``llama-server`` process, its HTTP and
-``/metrics``), ``example`` (``ExampleDecoder``, ``llama-speculative``), ``common`` (seeds, executables, context size,
-sampler order, request checks), ``gguf_export`` (the checkpoint models as GGUF files) and ``checks`` (the named check
-``same_seed_check``). Set-up failures raise from the factory (verdict ``error``); an engine exception, a dead
-process, a hang or a malformed response in a call raises ``RuntimeError`` with the engine's message (verdict
-``invalid``). Importing this package imports neither llama_cpp nor gguf.
+``bindings`` (llama-cpp-python's ``generate()``: ``PythonDecoder`` and its mapping), ``server`` (``ServerDecoder``:
+``llama-server`` on the server adapter ``specverify.adapters.server``, whose ``llamacpp`` dialect, client and
+managed processes it uses; its launch line and ``ServerEvidence``), ``example`` (``ExampleDecoder``,
+``llama-speculative``), ``common`` (seeds, executables, context size, sampler order, request checks) and ``checks``
+(the named check ``same_seed_check``). Set-up failures raise from the factory (verdict ``error``); an engine
+exception, a dead process, a hang or a malformed response in a call raises ``RuntimeError`` with the engine's message
+(verdict ``invalid``; the server's faults are the server adapter's ``ServerFault``, with a ``curl`` line). Importing
+this package imports neither llama_cpp nor gguf.
 """
 
 from specverify.adapters.llamacpp.bindings import CAPABILITIES, METHODS, PythonDecoder

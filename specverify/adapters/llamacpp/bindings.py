@@ -47,8 +47,8 @@ from typing import Sequence
 import numpy as np
 
 from specverify.adapters.boundary.finish import ENDS, Finisher, finish
+from specverify.adapters.boundary.gguf_export import gguf_file
 from specverify.adapters.llamacpp.common import LONG_PREFIX, N_CTX, check_request, seed32
-from specverify.adapters.llamacpp.gguf_export import gguf_file
 from specverify.errors import InvalidArgument, check
 from specverify.protocol import Completion, Request
 

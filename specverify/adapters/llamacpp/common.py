@@ -1,5 +1,7 @@
 """Pieces the llama.cpp decoders share: seeds, the executables, the context size, the executables' sampler order,
-the request checks.
+the request checks. The seed hash, the context size and the sampler order are the server adapter's ``llamacpp``
+dialect's (``specverify.adapters.server.dialects``: written once there, for ``llama-server`` through any factory),
+named here as the llama.cpp paths use them.
 
 **Unset fields of the executables** (docs/adapters.md): ``llama-server`` and ``llama-speculative`` send every sampling
 field, an unset one as its canonical default. Their own defaults (``common_params_sampling``: temp 0.8, top_k 40, top_p
@@ -15,36 +17,22 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
 
-import numpy as np
-
+from specverify.adapters.server.dialects import LLAMACPP_DEFAULT_SEED, LLAMACPP_N_CTX, LLAMACPP_SAMPLERS, llamacpp_seed
 from specverify.errors import InvalidArgument
 from specverify.protocol import Request
 
 __all__ = ["BIN_ENV", "DEFAULT_SEED", "LONG_PREFIX", "N_CTX", "SAMPLERS", "seed32", "executable", "check_request"]
 
 BIN_ENV = "SPECVERIFY_LLAMACPP_BIN"
-DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed)
+DEFAULT_SEED = LLAMACPP_DEFAULT_SEED
 #: A request whose cache kept at least this many tokens counts as a ``long_prefix_hits``: ``multi-turn``'s turn 2 (33
 #: tokens, turn 1's 31-token prompt, its output token and EOS) met whole keeps 32 and evaluates its last token, so
 #: the reused entries include one that turn 1's decoding wrote. ``long-prompt`` after itself keeps 30.
 LONG_PREFIX = 32
-N_CTX = 64  # context tokens of a Llama, of a server slot, of the example
-#: the sampler chain both executables are given (``--samplers``, the server's ``samplers``): the canonical order
-SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
-
-
-def seed32(seed: Optional[int], rng: np.random.Generator) -> int:
-    """llama.cpp's samplers take a uint32 seed: a request seed is hashed into [0, 2**32 - 1) (never
-    ``LLAMA_DEFAULT_SEED``); an unseeded request gets a fresh draw of the decoder's own generator.
-
-    >>> seed32(7, None) == seed32(7, None), seed32(7, None) != seed32(8, None)
-    (True, True)
-    """
-    if seed is None:
-        return int(rng.integers(0, DEFAULT_SEED))
-    return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0] % DEFAULT_SEED)
+N_CTX = LLAMACPP_N_CTX  # context tokens of a Llama, of a server slot, of the example
+SAMPLERS = LLAMACPP_SAMPLERS  # the sampler chain both executables are given: the canonical order
+seed32 = llamacpp_seed  # a request's seed as llama.cpp's uint32
 
 
 @lru_cache(maxsize=None)

@@ -25,8 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from specverify.adapters.boundary.finish import finish
+from specverify.adapters.boundary.gguf_export import char_text, char_tokens, gguf_file
 from specverify.adapters.llamacpp.common import N_CTX, SAMPLERS, check_request, executable, seed32
-from specverify.adapters.llamacpp.gguf_export import char_text, char_tokens, gguf_file
 from specverify.errors import check
 from specverify.protocol import Completion, Request
 

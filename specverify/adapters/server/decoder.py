@@ -84,7 +84,7 @@ def max_live_servers() -> int:
 
 
 def _touch(decoder, key) -> None:
-    if decoder.template is not None:
+    if decoder.template is not None and decoder.max_live is None:
         _LRU.pop((id(decoder), key), None)
         _LRU[(id(decoder), key)] = decoder
 
@@ -132,6 +132,9 @@ class ServerDecoder:
         stream: bool = False,
         evidence_line: Optional[str] = None,
         declare_seed: bool = True,
+        extra_fields: Optional[dict] = None,
+        max_live: Optional[int] = None,
+        watch=None,
     ):
         check(
             (template is None) != (url is None),
@@ -158,6 +161,19 @@ class ServerDecoder:
         self.evidence_line = evidence_line  # a managed server's log must show it once started (a bound workaround)
         check(isinstance(declare_seed, bool), f"declare_seed={declare_seed!r} must be a bool.")
         self.declare_seed = declare_seed
+        check(
+            extra_fields is None or (isinstance(extra_fields, dict) and all(isinstance(k, str) for k in extra_fields)),
+            f"extra_fields={extra_fields!r} must be None or a dict of JSON fields sent with every request (fields that "
+            "are no sampling field, e.g. llama-server's cache_prompt).",
+        )
+        self.extra_fields = dict(extra_fields or {})
+        check(
+            max_live is None or (isinstance(max_live, int) and not isinstance(max_live, bool) and max_live >= 1),
+            f"max_live={max_live!r} must be None (the process-wide ${MAX_LIVE_ENV}) or an int >= 1 (this decoder's "
+            "own managed servers, outside the process-wide count).",
+        )
+        self.max_live = max_live
+        self.watch = watch  # optional: .observe(live, answers) after each γ group of a call, .retire(live)
         # what the server's drafts are is its own business (a draft model, n-grams, heads): never compared with an
         # exact acceptance law; no dialect reports per-round acceptance anyway
         self.draft_law = "unmodelled"
@@ -206,8 +222,10 @@ class ServerDecoder:
             self.servers[key] = self.servers.pop(key)  # most recently used last
             _touch(self, key)
             return self.servers[key]
-        if self.template is not None:
+        if self.template is not None and self.max_live is None:
             _make_room()
+        while self.max_live is not None and len(self.servers) >= self.max_live:
+            self._retire(next(iter(self.servers)))  # least recently used first
         self.servers[key] = self._start(gamma)
         _touch(self, key)
         return self.servers[key]
@@ -245,7 +263,7 @@ class ServerDecoder:
         values["target"] = str(getattr(self.target, "path", ""))
         values["draft"] = str(getattr(self.draft, "path", ""))
         if "target_gguf" in self.fields or "draft_gguf" in self.fields:
-            from specverify.adapters.llamacpp.gguf_export import gguf_file
+            from specverify.adapters.boundary.gguf_export import gguf_file
 
             values["target_gguf"] = str(gguf_file(self.target, "toy"))
             values["draft_gguf"] = str(gguf_file(self.draft, "toy")) if "draft_gguf" in self.fields else ""
@@ -261,6 +279,8 @@ class ServerDecoder:
         _LRU.pop((id(self), key), None)
         live = self.servers.pop(key)
         try:
+            if self.watch is not None:
+                self.watch.retire(live)
             self._add_counters(live)
         finally:
             if live.process is not None:
@@ -335,7 +355,7 @@ class ServerDecoder:
         posts = []
         for group in groups:
             request = requests[group[0]]
-            body = self.dialect.body(request, ctx)
+            body = {**self.dialect.body(request, ctx), **self.extra_fields}
             if len(group) > 1:
                 body["n"] = len(group)
             posts.append(Post(self.dialect.path, body, seeded=request.seed is not None))
@@ -362,8 +382,7 @@ class ServerDecoder:
         """(chunks as (token ids, text) pairs, the server's finish reason, its per-request counts) of ``request`` sent
         with ``stream``."""
         live = self._server(request.num_draft_tokens)
-        body = self.dialect.body(request, self._context())
-        body["stream"] = True
+        body = {**self.dialect.body(request, self._context()), **self.extra_fields, "stream": True}
         post = Post(self.dialect.path, body, seeded=request.seed is not None)
         events = live.client.stream(post)
         try:
@@ -392,11 +411,21 @@ class ServerDecoder:
         if refused:
             raise InvalidArgument(f"params={request.params!r}: {refused}.")
 
+    def _finish(self, answer: Answer, params, finished: dict):
+        """The finish rule on one answer; a call's many draws of one law repeat few outcomes, so each distinct
+        (tokens, server reason, params) is decided once per call (``params`` outlive the call: ``id`` is safe)."""
+        key = (answer.tokens, answer.finish_reason, id(params))
+        if key not in finished:
+            detail = f"the server's {self.dialect.reason_field} {answer.finish_reason!r}"
+            finished[key] = finish(answer.tokens, self.vocab, params, engine=self.name, detail=detail)
+        return finished[key]
+
     def __call__(self, requests: Sequence[Request]) -> list:
         requests = list(requests)
         for r in requests:
             self._check(r)
         out: list = [None] * len(requests)
+        finished: dict = {}  # (tokens, the server's reason, id(params)) -> the finish rule's answer, within this call
         groups: dict = {}
         for i, r in enumerate(requests):
             groups.setdefault(r.num_draft_tokens, []).append(i)
@@ -411,16 +440,12 @@ class ServerDecoder:
                 chunks = [tuple(tuple(ids) for ids, _ in c if ids) for c, _, _ in streamed]
             else:
                 answers = self._send(live, [requests[i] for i in indices])
+            if self.watch is not None:
+                self.watch.observe(live, answers)
             for i, answer, stream in zip(indices, answers, chunks):
                 for key in self.request_counts:
                     self.request_counts[key] += int(answer.spec.get(key, 0) or 0)
-                done = finish(
-                    answer.tokens,
-                    self.vocab,
-                    requests[i].params,
-                    engine=self.name,
-                    detail=f"the server's finish_reason {answer.finish_reason!r}",
-                )
+                done = self._finish(answer, requests[i].params, finished)
                 out[i] = Completion(done.tokens, done.finish_reason, stream=stream)
         self.state["requests"] += len(requests)
         return out
@@ -483,6 +508,7 @@ class ServerDecoder:
             "parallel_n": self.parallel_n,
             "declare_seed": self.declare_seed,
             "stream": self.streamed,
+            **({"extra_fields": dict(self.extra_fields)} if self.extra_fields else {}),
             "env": {k: v for k, v in self.env.items() if k != "PYTHONPATH" and not _SECRET_NAME.search(k)},
             "timeout_s": self.client_options["timeout_s"],
             "not_covered": dict(self.not_covered),

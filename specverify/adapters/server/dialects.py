@@ -14,7 +14,9 @@ docs/adapters.md asks), except where a dialect says otherwise.
   ``meta_info.finish_reason``). *Untested* here (no SGLang on this machine): written from SGLang's documentation.
 - ``llamacpp``: ``POST /completion`` of ``llama-server`` (prompt as ids, ``return_tokens``); llama-server's own
   defaults are another law (``adapters.llamacpp.common``), so every sampling field is sent, unset ones at their
-  canonical default (the one dialect that does).
+  canonical default (the one dialect that does), in the sampler order ``LLAMACPP_SAMPLERS``, with the seed hashed to
+  llama.cpp's uint32 (``llamacpp_seed``). These llama.cpp facts live here, once: the llama.cpp adapter
+  (``adapters.llamacpp``) builds its ``llama-server`` factories on this dialect and imports them from here.
 - ``tgi``: TGI's ``POST /generate`` (``details``: the answer's token ids; ``decoder_input_details``: the prompt's ids as
   TGI tokenised them). TGI takes the prompt as text, so the request is sent only when the toy text of its prompt is
   tokenised back into the same ids (checked on every answer: a different prefill raises). *Untested* here.
@@ -38,12 +40,14 @@ __all__ = ["Dialect", "DIALECTS", "Answer", "dialect_named"]
 class Answer:
     """One server answer as the adapter reads it: generated ``tokens``, the server's own ``finish_reason`` (a
     string, shown in messages only), ``text`` where given, and per-request speculative counts where the server
-    returns them (``spec``: e.g. SGLang's ``spec_verify_ct``)."""
+    returns them (``spec``: e.g. SGLang's ``spec_verify_ct``), and the engine states it shows (``state``: llama.cpp's
+    ``timings.cache_n``, the prompt tokens reused from the slot's cache, and ``id_slot``)."""
 
     tokens: tuple
     finish_reason: Optional[str]
     text: Optional[str] = None
     spec: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)  # engine states the answer shows (llama.cpp: cache_n, id_slot)
 
 
 def _is_set(request: Request, name: str) -> bool:
@@ -164,9 +168,30 @@ def _sglang_parse(answer: dict, n: int = 1) -> list:
 
 
 # ---- llama.cpp /completion -------------------------------------------------------------------------------------
-def _llamacpp_body(request: Request, ctx: dict) -> dict:
-    from specverify.adapters.llamacpp.common import N_CTX, SAMPLERS, seed32
+#: LLAMA_DEFAULT_SEED: llama.cpp then seeds from the clock (llama-sampler.cpp, get_rng_seed), so it is never sent
+LLAMACPP_DEFAULT_SEED = 0xFFFFFFFF
+#: context tokens of one sequence on every llama.cpp path (a server slot, a ``Llama``, the example); the penalty
+#: window (``repeat_last_n``) is the whole of it
+LLAMACPP_N_CTX = 64
+#: the sampler chain llama.cpp is given (the server's ``samplers``, the example's ``--samplers``): the canonical order
+LLAMACPP_SAMPLERS = ["penalties", "temperature", "top_k", "top_p", "min_p"]
 
+
+def llamacpp_seed(seed: Optional[int], rng) -> int:
+    """llama.cpp's samplers take a uint32 seed: a request seed is hashed into [0, 2**32 - 1) (never
+    ``LLAMA_DEFAULT_SEED``); an unseeded request gets a fresh draw of ``rng`` (a ``numpy`` generator).
+
+    >>> llamacpp_seed(7, None) == llamacpp_seed(7, None), llamacpp_seed(7, None) != llamacpp_seed(8, None)
+    (True, True)
+    """
+    import numpy as np
+
+    if seed is None:
+        return int(rng.integers(0, LLAMACPP_DEFAULT_SEED))
+    return int(np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)[0] % LLAMACPP_DEFAULT_SEED)
+
+
+def _llamacpp_body(request: Request, ctx: dict) -> dict:
     p = request.params
     vocab_size = ctx["vocab_size"]
     return {
@@ -183,13 +208,13 @@ def _llamacpp_body(request: Request, ctx: dict) -> dict:
         "dry_multiplier": 0.0,
         "mirostat": 0,
         "repeat_penalty": float(p.repetition_penalty),
-        "repeat_last_n": N_CTX,
+        "repeat_last_n": LLAMACPP_N_CTX,
         "frequency_penalty": 0.0,
         "presence_penalty": 0.0,
         "min_keep": 0,
         "n_probs": 0,
-        "seed": seed32(request.seed, ctx["rng"]),
-        "samplers": SAMPLERS,
+        "seed": llamacpp_seed(request.seed, ctx["rng"]),
+        "samplers": LLAMACPP_SAMPLERS,
         "stop": list(p.stop),
         "logit_bias": [[int(t), False] for t in p.bad_token_ids if t < vocab_size],
         "ignore_eos": False,
@@ -201,7 +226,8 @@ def _llamacpp_body(request: Request, ctx: dict) -> dict:
 def _llamacpp_parse(answer: dict, n: int = 1) -> list:
     timings = answer.get("timings") or {}
     spec = {k: int(timings[k]) for k in ("draft_n", "draft_n_accepted") if isinstance(timings.get(k), int)}
-    return [Answer(_ids(answer["tokens"], "tokens"), answer.get("stop_type"), answer.get("content"), spec)]
+    state = {"cache_n": int(timings.get("cache_n", 0) or 0), "id_slot": answer.get("id_slot")}
+    return [Answer(_ids(answer["tokens"], "tokens"), answer.get("stop_type"), answer.get("content"), spec, state)]
 
 
 def _llamacpp_stream(events: list) -> tuple:
@@ -276,6 +302,7 @@ class Dialect:
     cannot_cover: str = ""
     takes_n: bool = False  # ``n`` samples of one body in one answer (``parallel_n``)
     stream: Optional[Callable] = None  # streamed events -> (chunks of (ids, text), finish reason, counts); None: none
+    reason_field: str = "finish_reason"  # what the server calls its finish reason (named in messages)
 
 
 _CORE = frozenset({"temperature", "max_tokens"})
@@ -335,6 +362,7 @@ DIALECTS = {
         "llama-server (llama.cpp), tested here on CPU",
         sends_all_fields=True,
         stream=_llamacpp_stream,
+        reason_field="stop_type",
         cannot_cover="frequency/presence penalties (they count the prompt), min_tokens, grammar; per-round acceptance",
     ),
     "tgi": Dialect(

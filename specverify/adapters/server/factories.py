@@ -16,7 +16,9 @@ before any response), ``api_key_env`` (the name of the environment variable hold
 server's first), ``env`` (extra environment of a managed server, e.g. ``{"VLLM_CPU_KVCACHE_SPACE": "1"}``),
 ``stream`` (send every request with ``stream=true``: the completion's ``stream`` is the server's deltas),
 ``parallel_n`` (OpenAI: identical unseeded requests as one body with ``n``), ``declare_seed`` (False: every request
-is sent unseeded, so ``parallel_n`` packs them; the seeded path is then not covered).
+is sent unseeded, so ``parallel_n`` packs them; the seeded path is then not covered). ``plain_template`` (managed) and
+``plain_url`` (attached): the plain server's template or URL, which only the ``_plain`` factory uses (the other takes
+and ignores it), so one set of engine options names both servers, as ``--control`` and ``--against`` need.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ VLLM_TEMPLATES = {
 }
 
 
+def _check_other(name: str, value) -> None:
+    from specverify.errors import check
+
+    check(
+        value is None or (isinstance(value, str) and value.strip() != ""),
+        f"{name}={value!r} must be None or a non-empty string: the plain server's, e.g. --engine-option "
+        f"{name}=... with --control (docs/servers.md).",
+    )
+
+
 def _named(factory):
     factory.__module__ = PACKAGE
     return factory
@@ -82,8 +94,11 @@ def managed(
     stream: bool = False,
     parallel_n: bool = False,
     declare_seed: bool = True,
+    plain_template=None,
 ) -> ServerDecoder:
-    """A speculative server specverify starts from ``template`` on 127.0.0.1 (module docstring)."""
+    """A speculative server specverify starts from ``template`` on 127.0.0.1 (module docstring); ``plain_template``
+    is ``managed_plain``'s (taken here so one set of engine options serves both, e.g. with ``--control``)."""
+    _check_other("plain_template", plain_template)
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
                        token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n,
@@ -110,8 +125,12 @@ def managed_plain(
     stream: bool = False,
     parallel_n: bool = False,
     declare_seed: bool = True,
+    plain_template=None,
 ) -> ServerDecoder:
-    """``managed`` for a server without speculation (the control)."""
+    """``managed`` for a server without speculation (the control); from ``plain_template`` when given (the same
+    engine options then name both servers: ``template`` the speculative one's)."""
+    _check_other("plain_template", plain_template)
+    template = plain_template if plain_template is not None else template
     options = _options(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                        api_key_env=api_key_env, startup_timeout_s=startup_timeout_s, honour=honour,
                        token_ids=token_ids, model=model, env=env, stream=stream, parallel_n=parallel_n,
@@ -152,8 +171,11 @@ def attached(
     parallel_n: bool = False,
     declare_seed: bool = True,
     not_served=None,
+    plain_url=None,
 ) -> ServerDecoder:
-    """A running speculative deployment at ``url`` serving the pair and γ of ``declaration`` (module docstring)."""
+    """A running speculative deployment at ``url`` serving the pair and γ of ``declaration`` (module docstring);
+    ``plain_url`` is ``attached_plain``'s (taken here so one set of engine options serves both)."""
+    _check_other("plain_url", plain_url)
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
                    parallel_n=parallel_n, declare_seed=declare_seed)  # fmt: skip
@@ -179,8 +201,13 @@ def attached_plain(
     parallel_n: bool = False,
     declare_seed: bool = True,
     not_served=None,
+    plain_url=None,
 ) -> ServerDecoder:
-    """``attached`` for a deployment without speculation (the control)."""
+    """``attached`` for a deployment without speculation (the control): at ``plain_url`` when given (the plain
+    deployment beside the speculative one at ``url``, e.g. ``--control specverify.adapters.server:attached_plain
+    --engine-option plain_url=URL``)."""
+    _check_other("plain_url", plain_url)
+    url = plain_url if plain_url is not None else url
     options = dict(dialect=dialect, max_in_flight=max_in_flight, timeout_s=timeout_s, retries=retries,
                    api_key_env=api_key_env, honour=honour, token_ids=token_ids, model=model, stream=stream,
                    parallel_n=parallel_n, declare_seed=declare_seed)  # fmt: skip

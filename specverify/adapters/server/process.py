@@ -114,6 +114,7 @@ class ManagedServer:
                 self.argv,
                 stdout=self.log,
                 stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,  # a server reads no input; never the certifier's terminal
                 env={**os.environ, **(env or {})},
                 start_new_session=True,
                 preexec_fn=_die_with_parent,

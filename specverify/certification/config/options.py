@@ -291,6 +291,11 @@ OPTIONS = (
     RunOption("against", "--against", _text("must be 'plain' or 'module:attr'"), None,
               "two-sample mode: compare each sampling scenario with this decoder (plain: the `plain` factory beside "
               "FACTORY, speculation off) instead of the exact law", "plain|MODULE:ATTR"),
+    RunOption("control", "--control", _text("must be 'plain' or 'module:attr'"), None,
+              "the plain-path control (docs/servers.md): first certify this decoder (plain: the `plain` factory "
+              "beside FACTORY) on one law scenario with a tenth of --alpha; if it passes, the run goes on against the "
+              "exact law with the rest, else it falls back to --against this decoder and is never `exact`",
+              "plain|MODULE:ATTR"),
     RunOption("target_dir", "--target", _text("must be a checkpoint directory"), None,
               "your own target checkpoint directory (with --draft DIR and --against): two-sample scenarios only, no "
               "exact law, so never `exact`", "DIR", marker=False),

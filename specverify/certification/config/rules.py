@@ -46,7 +46,13 @@ RULES = (
          lambda c, e: bool(c.target_dir or c.draft_dir) and not (c.target_dir and c.draft_dir and c.against),
          "{target_dir} and {draft_dir} go together, with {against} (e.g. plain): a user's checkpoints have no exact "
          "law."),
-    Rule(("budget_s", "target_dir"), lambda c, e: bool(c.target_dir and c.budget_s),
+    Rule(("control", "against"), lambda c, e: bool(c.control and (c.against or c.target_dir)),
+         "{control} cannot be used with {against} or a user's checkpoints: the control decides whether the run "
+         "falls back to the two-sample comparison itself."),
+    Rule(("control", "shard"), lambda c, e: bool(c.control) and e is not None and e.shard is not None,
+         "{control} cannot be used with {shard}: the control decides how every shard runs; run the control's "
+         "decoder first and shard with --against where it failed."),
+        Rule(("budget_s", "target_dir"), lambda c, e: bool(c.target_dir and c.budget_s),
          "{budget_s} cannot be used with {target_dir}: a user pair's sample sizes come from a pilot of the plain "
          "path, and its two-sample tests run their whole plan."),
     Rule(("models", "target_dir"), lambda c, e: bool(c.target_dir) and c.models != ModelFamily.TOY,

@@ -82,6 +82,7 @@ class RunConfig:
     max_samples: Optional[int] = None
     sequential: bool = True  # sequential looks (docs/design.md); False: the fixed plan (--fixed)
     against: Optional[str] = None
+    control: Optional[str] = None
     target_dir: Optional[str] = None
     draft_dir: Optional[str] = None
     engine_options: tuple = ()
@@ -183,6 +184,8 @@ class RunConfig:
         out = asdict(self)
         out["factory"] = self.factory_name
         out["engine_options"] = {k: v for k, v in self.engine_options}
+        if out["control"] is None:  # added within schema version 2: documents without it stay as they were
+            del out["control"]
         return {k: (str(v) if hasattr(v, "value") else v) for k, v in out.items()}
 
     @classmethod

@@ -68,6 +68,10 @@ def execute(
     from specverify.certification.results.verdict import error_certificate
 
     execution = Execution() if execution is None else execution
+    if config.control:  # the plain path first, then this run or its two-sample fall-back (control.py)
+        from specverify.certification.execution.control import run_with_control
+
+        return run_with_control(config, execution, progress, execute, lambda cert: Outcome(None, ((None, cert),)))
     started = _now()
     try:
         the_plan = plan(config, execution)

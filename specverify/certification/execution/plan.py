@@ -212,6 +212,12 @@ def plan(config: RunConfig, execution: Optional[Execution] = None) -> Plan:
     check(isinstance(config, RunConfig), f"config={config!r} must be a RunConfig (create_run(...)).")
     execution = Execution() if execution is None else execution
     check(isinstance(execution, Execution), f"execution={execution!r} must be an Execution (create_run(...)).")
+    check(
+        not config.control,
+        f"control={config.control!r}: the plain-path control runs before a run is planned, in `specverify certify` "
+        "and certify() (execution/control.py), not in the pytest marker's items or a shard; there, certify the "
+        "plain path first and give against= where it misses the exact law.",
+    )
     from specverify.certification.run.factory import factory_options
 
     factory = resolve_factory(config.factory)

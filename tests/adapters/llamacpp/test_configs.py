@@ -5,9 +5,8 @@ test_configs_engine.py."""
 import pytest
 
 from specverify.adapters import llamacpp
-from specverify.adapters.llamacpp.server import ServerDecoder
-from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 from specverify.errors import InvalidArgument
+from specverify.oracles.pairs import ToyPairSpec
 from specverify.params import SamplingParams
 from specverify.protocol import Request, engine_configs_of
 
@@ -42,15 +41,18 @@ def test_each_factory_declares_its_presets_and_its_default():
         assert "no law is defined for context shift" in presets["context-shift"].unreachable
 
 
-def test_bad_options_are_refused(monkeypatch, gguf_stand_in):
-    pair = CHECKPOINT_PAIRS["main"].build()
-    monkeypatch.setattr(ServerDecoder, "_server", lambda self, gamma: None)
+def test_bad_options_are_refused_before_any_server_starts(monkeypatch):
+    """Refused in the factory, before a server is started (no llama-server here: one would fail otherwise)."""
+    from specverify.adapters.llamacpp import common
+
+    monkeypatch.delenv(common.BIN_ENV, raising=False)
+    common.executable.cache_clear()
+    pair = ToyPairSpec(vocab_size=6).build()
     with pytest.raises(InvalidArgument, match="slots=0 must be an int in"):
         llamacpp.server_plain(pair.target, pair.draft, slots=0)
     with pytest.raises(InvalidArgument, match="cache_prompt='yes' must be None"):
         llamacpp.server_plain(pair.target, pair.draft, cache_prompt="yes")
     with pytest.raises(InvalidArgument, match="cache_prompt=1 must be a bool"):
         llamacpp.plain(pair.target, pair.draft, cache_prompt=1)
-    decoder = llamacpp.server_plain(pair.target, pair.draft, slots=1, cache_prompt=False)
-    assert decoder._body(_requests(1)[0])["cache_prompt"] is False
-    assert "cache_prompt" not in llamacpp.server_plain(pair.target, pair.draft)._body(_requests(1)[0])
+    with pytest.raises(RuntimeError, match="SPECVERIFY_LLAMACPP_BIN is not set"):
+        llamacpp.server_plain(pair.target, pair.draft, slots=1)  # the executable is looked up at set-up

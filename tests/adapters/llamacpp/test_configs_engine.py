@@ -84,7 +84,8 @@ def test_server_slots_and_prompt_cache_are_read_from_real_runs(pair, name):
             outputs[config] = [c.tokens for c in decoder(_requests() + _turns())]
             server = next(iter(decoder.servers.values()))
             slots = 4 if config == "slots" else 1
-            assert server.args[server.args.index("-np") + 1] == str(slots) and "--metrics" in server.args
+            argv = server.process.argv  # the launch line of the server adapter's managed process
+            assert argv[argv.index("-np") + 1] == str(slots) and "--metrics" in argv
         finally:
             decoder.close()
         state = decoder.engine_info["state"]  # read after close: the retired server's counters are kept

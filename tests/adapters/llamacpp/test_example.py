@@ -4,9 +4,9 @@ test_decoders_engine.py."""
 
 import pytest
 
+from specverify.adapters.boundary import gguf_export as lg
 from specverify.adapters.boundary.finish import EngineStoppedEarly
 from specverify.adapters.llamacpp import example
-from specverify.adapters.llamacpp import gguf_export as lg
 from specverify.adapters.llamacpp.example import ExampleDecoder
 from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 from specverify.errors import InvalidArgument

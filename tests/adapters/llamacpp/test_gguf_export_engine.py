@@ -1,11 +1,11 @@
-"""The GGUF export of the checkpoint models (``specverify.adapters.llamacpp.gguf_export``) read by llama.cpp itself:
+"""The GGUF export of the checkpoint models (``specverify.adapters.boundary.gguf_export``) read by llama.cpp itself:
 its logits match the oracle on every prefix, its toy pieces detokenise to the toy strings. Run in the llama.cpp venv
 of .ci/llamacpp."""
 
 import numpy as np
 import pytest
 
-from specverify.adapters.llamacpp import gguf_export as lg
+from specverify.adapters.boundary import gguf_export as lg
 from tests.adapters.llamacpp._engines import needs_llama
 
 

@@ -43,16 +43,36 @@ def pair():
     return CHECKPOINT_PAIRS["main"].build()
 
 
+def _start(target, draft, gamma):
+    """One llama-server as the llama.cpp factories start it (``launch_template``, 4 slots), through the server
+    adapter's managed process; ``draft`` None: no draft model."""
+    import shlex
+
+    from specverify.adapters.llamacpp.server import launch_template
+    from specverify.adapters.server.client import Client
+    from specverify.adapters.server.process import ManagedServer, free_port
+
+    port = free_port()
+    values = {"target_gguf": target, "draft_gguf": draft or "", "gamma": gamma, "host": "127.0.0.1", "port": port}
+    line = launch_template(4, draft is not None).format(**{k: shlex.quote(str(v)) for k, v in values.items()})
+    server = ManagedServer(shlex.split(line), port)
+    try:
+        Client(server.url).wait_ready("/health", timeout_s=60.0, alive=server.dead)
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
 @pytest.fixture(scope="module")
 def servers(pair):
-    from specverify.adapters.llamacpp.gguf_export import gguf_file
-    from specverify.adapters.llamacpp.server_process import Server
+    from specverify.adapters.boundary.gguf_export import gguf_file
 
     target, draft = str(gguf_file(pair.target, "toy")), str(gguf_file(pair.draft, "toy"))
     live = {}
     try:
         for name, gamma in SERVERS.items():
-            live[name] = Server(target, None if gamma is None else draft, gamma or 1)
+            live[name] = _start(target, None if gamma is None else draft, gamma or 1)
         yield live
     finally:
         for server in live.values():
@@ -60,10 +80,12 @@ def servers(pair):
 
 
 def _body(pair, prompt, params, seed):
-    from specverify.adapters.llamacpp.server import _server_body
+    from specverify.adapters.server.dialects import DIALECTS
     from specverify.protocol import Request
 
-    body = _server_body(Request(tuple(prompt), params, 1, seed=seed), seed, pair.target.vocab.size)
+    request = Request(tuple(prompt), params, 1, seed=seed)
+    body = DIALECTS["llamacpp"].body(request, {"vocab_size": pair.target.vocab.size, "rng": None})
+    body["seed"] = seed  # the grid's seeds as they are (the factories hash a request's seed: llamacpp_seed)
     body["cache_prompt"] = False  # every request evaluates its prompt afresh: the two answers are comparable
     return body
 
@@ -145,7 +167,7 @@ def _reproduce(name, body):
     keep = ("prompt", "n_predict", "temperature", "seed", "stop")
     return (
         f"llama-server '{name}' (tests/adapters/llamacpp/test_streaming_engine.py's servers fixture): POST /completion "
-        f"{json.dumps({k: body[k] for k in keep})} with stream false and true (all fields: _server_body)"
+        f"{json.dumps({k: body[k] for k in keep})} with stream false and true (all fields: the llamacpp dialect's body)"
     )
 
 

@@ -307,12 +307,16 @@ def test_vllm_serve_dtype_is_checked_before_any_server_starts(pair):
         vllm_serve_plain(pair.target, pair.draft, dtype="int8")
 
 
-def test_managed_server_started_from_a_template_recorded_without_secrets_and_stopped(pair):
+def test_managed_server_started_from_a_template_recorded_without_secrets_and_stopped(pair, standin):
+    """The managed process is ``proxy.py`` (standard library only: it starts in a fraction of a second) relaying to
+    a stand-in in this process; ``standin.main`` runs the stand-in itself as a process (the slow tests below)."""
     import sys
+    from pathlib import Path
 
     from specverify.adapters.server import managed
 
-    template = f"{sys.executable} -m tests.adapters.server.standin --port {{port}} --api-key s3cr3t-value"
+    proxy = Path(__file__).with_name("proxy.py")
+    template = f"{sys.executable} -I {proxy} --to {standin().url} --port {{port}} --api-key s3cr3t-value"
     decoder = managed(pair.target, pair.draft, template=template, startup_timeout_s=60)
     process = next(iter(decoder.servers.values())).process
     try:

@@ -148,3 +148,33 @@ def test_ngram_server_greedy_equal_and_speculates(pair):
     run = _run(pair, "ngram")
     assert not _greedy_wrong(pair, run), _greedy_wrong(pair, run)
     assert run["metrics"].num_drafts > 0
+
+
+PLUGIN_MODULE = """
+import sys
+
+import pytest
+
+@pytest.mark.specverify(factory="specverify.adapters.server:vllm_serve_plain", models="checkpoint", level="quick",
+                        scenarios=["greedy", "temperature-1"], isolation="none", allow_inconclusive=True,
+                        engine_options={"vllm": sys.executable})
+def test_vllm_serve_plain():
+    pass
+"""
+
+
+def test_the_plugin_writes_a_certificate_of_vllm_serve_plain(pytester):
+    """The plugin's path (marker, items, session merge, ``--specverify-json``) on ``vllm serve``: the plain server's
+    certificate, its two scenarios passed (a subset of the matrix: inconclusive by design, allowed)."""
+    import json
+
+    path = pytester.path / "vllm_serve_plain.json"
+    pytester.makepyfile(test_vllm_plugin=PLUGIN_MODULE)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--specverify-json",
+                                           str(path))  # fmt: skip
+    result.assert_outcomes(passed=2)
+    cert = json.loads(path.read_text())
+    assert cert["factory"] == "specverify.adapters.server:vllm_serve_plain"
+    assert cert["engine"]["name"] == "vllm" and "--dtype float32" in cert["engine"]["requested"]["launch"]
+    passed = {s["name"]: s["passed"] for s in cert["scenarios"] if s["covered"]}
+    assert passed == {"greedy": True, "temperature-1": True}, cert["reason"]

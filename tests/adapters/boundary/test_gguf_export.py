@@ -1,10 +1,11 @@
-"""The GGUF export of the checkpoint models (``specverify.adapters.llamacpp.gguf_export``) without gguf: the RoPE
-row order and the one-letter pieces. The files against llama.cpp itself: test_gguf_export_engine.py."""
+"""The GGUF export of the checkpoint models (``specverify.adapters.boundary.gguf_export``) without gguf: the RoPE
+row order and the one-letter pieces. The files against llama.cpp itself:
+tests/adapters/llamacpp/test_gguf_export_engine.py."""
 
 import numpy as np
 import pytest
 
-from specverify.adapters.llamacpp import gguf_export as lg
+from specverify.adapters.boundary import gguf_export as lg
 
 
 def test_rope_rows_interleaves_each_head():
