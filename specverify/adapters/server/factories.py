@@ -275,7 +275,15 @@ def _vllm(name: str, speculative: bool):
     factory.__name__ = factory.__qualname__ = f"vllm_serve_{name}"
     factory.__doc__ = f"``vllm serve`` ({name}) from VLLM_TEMPLATES, managed, OpenAI dialect; ``vllm`` the executable."
     factory.draft_family = "ar"
+    if speculative:  # another precision misses the exact law: its own plain deployment first (certification control)
+        factory.default_control = _plain_control_unless_float32
     return _named(factory)
+
+
+def _plain_control_unless_float32(options: dict):
+    """``vllm_serve_plain`` as the run's control when ``dtype`` is not float32 (a bf16/fp16 deployment cannot meet
+    the exact law: the run falls back to two-sample against it), else None."""
+    return None if options.get("dtype", "float32") == "float32" else "specverify.adapters.server:vllm_serve_plain"
 
 
 vllm_serve_plain = _vllm("plain", False)

@@ -68,6 +68,8 @@ def execute(
     from specverify.certification.results.verdict import error_certificate
 
     execution = Execution() if execution is None else execution
+    if not config.control and not config.against and not config.target_dir and execution.shard is None:
+        config = replace(config, control=declared_control(config))
     if config.control:  # the plain path first, then this run or its two-sample fall-back (control.py)
         from specverify.certification.execution.control import run_with_control
 
@@ -100,6 +102,21 @@ def execute(
             cert = replace(cert, versions={**cert.versions, "executor": executor})
         merged.append((run, cert))
     return Outcome(the_plan, tuple(merged))
+
+
+def declared_control(config: RunConfig) -> Optional[str]:
+    """The plain-path control the factory declares for the run's engine options (``factory.default_control``, a
+    callable of the options dict returning ``"module:attr"`` or None: a server factory asked for a precision other
+    than float32 runs its own plain deployment first, docs/servers.md "Precision"); None where it declares none or
+    the factory does not import (the run's set-up then says why)."""
+    from specverify.certification.run.factory import resolve_factory
+
+    try:
+        factory = resolve_factory(config.factory)
+    except Exception:  # noqa: BLE001 - reported by the run's own set-up
+        return None
+    declared = getattr(factory, "default_control", None)
+    return declared(dict(config.engine_options or {})) if callable(declared) else None
 
 
 def _shard_certificate(the_plan: Plan, store, elapsed: float) -> Certificate:

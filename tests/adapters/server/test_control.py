@@ -159,3 +159,43 @@ def test_plain_template_names_the_plain_server_for_the_control(tmp_path):
             managed(pair.target, pair.draft, template=plain, plain_template="")
     finally:
         server.close()
+
+
+def hot_declared(target, draft, precision: str = "bf16"):
+    """A speculative deployment that declares its control: its own plain path unless it is served in float32."""
+    return _Served(target, draft, "hot", "hot_declared")
+
+
+def hot_plain_any(target, draft, **_options):
+    return _Served(target, draft, "hot", "hot_plain")
+
+
+hot_declared.default_control = lambda options: None if options.get("precision") == "f32" else f"{HERE}:hot_plain_any"
+
+
+def test_a_factory_that_declares_its_control_gets_it_without_the_flag(monkeypatch):
+    """``factory.default_control(options)`` sets the run's control without ``--control`` (what the control then does
+    is the tests above)."""
+    from specverify.certification.execution import certify as certify_module
+    from specverify.certification.execution import control
+
+    seen = []
+    monkeypatch.setattr(control, "run_with_control", lambda config, *a: seen.append(config.control) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        certify_module.execute(certify_module.create_run(factory=f"{HERE}:hot_declared", isolation="none")[0])
+    assert seen == [f"{HERE}:hot_plain_any"]
+
+
+def test_the_declared_control_follows_the_engine_options():
+    from specverify.adapters.server import vllm_serve_draft_model, vllm_serve_ngram, vllm_serve_plain
+    from specverify.certification.config.execution import create_run
+    from specverify.certification.execution.certify import declared_control
+
+    config, _ = create_run(factory=f"{HERE}:hot_declared", engine_options={"precision": "f32"})
+    assert declared_control(config) is None
+    config, _ = create_run(factory=f"{HERE}:hot_declared", against="plain")
+    assert declared_control(config) == f"{HERE}:hot_plain_any"  # certify() skips it beside --against
+    for factory in (vllm_serve_draft_model, vllm_serve_ngram):
+        assert factory.default_control({}) is None and factory.default_control({"dtype": "float32"}) is None
+        assert factory.default_control({"dtype": "bfloat16"}) == "specverify.adapters.server:vllm_serve_plain"
+    assert not hasattr(vllm_serve_plain, "default_control")  # the plain deployment is the control itself
