@@ -44,6 +44,9 @@ __all__ = [
     "small_call_epsilon",
     "small_call_shape",
     "composition_plan",
+    "sequential_alone_epsilon",
+    "small_looks",
+    "small_prefix",
 ]
 
 COMPOSITIONS = ("small", "alone", "large")
@@ -68,6 +71,15 @@ def small_call_shape(scenario) -> object:
     cut = min(scenario.params.max_tokens, SMALL_MAX_TOKENS)
     params = replace(scenario.params, max_tokens=cut, min_tokens=min(scenario.params.min_tokens, cut))
     return replace(scenario, params=params, num_draft_tokens=min(scenario.num_draft_tokens, SMALL_GAMMA))
+
+
+def sequential_alone_epsilon(epsilon: float) -> float:
+    """The TV the ``alone`` test's sequential design is planned at: √2 × ``small``'s (quick 0.14, standard and
+    thorough 0.057), below the √3 × that the fixed plan's ``A`` draws detect (0.17, 0.069). At √3 the design's
+    early passes cost the calls-of-one defect of TV 0.04 half its power at standard (0.66 → 0.36, simulated); at
+    √2 it is caught more often than by the fixed plan, for less than half its calls on an exact decoder
+    (``benchmarks/composition_sequential.py``)."""
+    return min(LARGE_CALL_EPSILON, math.sqrt(2.0) * small_call_epsilon(epsilon))
 
 
 def composition_plan(plan, scenario) -> dict:
@@ -289,7 +301,7 @@ def small_prefix(alone: list, pairs: list, n: int) -> list:
 def small_looks(law, plan, sizes: dict, more) -> dict:
     """Both small-call tests under group-sequential looks (``stats.plan_sequential``), each on a prefix of its own
     stream of draws: ``small`` at its planned TV on :func:`small_prefix`'s stream (calls of one and of two in
-    turn), ``alone`` at the TV its fixed plan detects (``A`` draws: √3 × ``small``'s) on the calls of one. Looks are
+    turn), ``alone`` at :func:`sequential_alone_epsilon` on the calls of one. Looks are
     taken in order of the calls they need, so the two designs share every call of one either needs; a test stops at
     its decision and its draws past that prefix are not its evidence. Each design's error bounds hold on its own
     stream whatever the other test does (its looks see prefixes of one sequence of independent draws; the other
@@ -300,10 +312,10 @@ def small_looks(law, plan, sizes: dict, more) -> dict:
     decision is None when an outcome of probability 0 came at the first look."""
     from specverify.certification.checks.sampling import Looks
     from specverify.certification.run.context import BATTERY_SIZE
-    from specverify.stats import detectable_tv, plan_sequential
+    from specverify.stats import plan_sequential
 
     eps = {"small": sizes["small_epsilon"]}
-    eps["alone"] = float(detectable_tv(law.probs, sizes["alone"], alpha=plan.alpha_test, power=plan.power))
+    eps["alone"] = sequential_alone_epsilon(plan.epsilon)
     designs = {m: plan_sequential(law.probs, eps[m], alpha=plan.alpha_test, power=plan.power) for m in eps}
     floor = min(plan.alpha / BATTERY_SIZE, 0.5)
     state = {m: dict(look=0, decision=None, held=None, n=0, stopped=False) for m in designs}
