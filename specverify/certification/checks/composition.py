@@ -309,7 +309,7 @@ def small_looks(law, plan, sizes: dict, more) -> dict:
 
     ``more(alone, pairs)`` makes calls until there are ``alone`` calls of one and ``pairs`` of two and returns the
     outcome lists (``alone``, ``pairs`` flattened). Returns ``{member: (draws used, decision, Looks)}``: the
-    decision is None when an outcome of probability 0 came at the first look."""
+    decision is None when an outcome of probability 0 stopped the test (it fails outside α: ``judge``)."""
     from specverify.certification.checks.sampling import Looks
     from specverify.certification.run.context import BATTERY_SIZE
     from specverify.stats import plan_sequential
@@ -332,7 +332,14 @@ def small_looks(law, plan, sizes: dict, more) -> dict:
         n = designs[member].schedule[state[member]["look"]]
         seen = alone[:n] if member == "alone" else small_prefix(alone, pairs, n)
         _look(state[member], designs[member], law, seen, floor)
-    return {m: (state[m]["n"], state[m]["decision"], Looks(designs[m], state[m]["held"], plan.alpha)) for m in designs}
+    return {
+        m: (
+            state[m]["n"],
+            None if state[m]["stopped"] else state[m]["decision"],
+            Looks(designs[m], state[m]["held"], plan.alpha),
+        )
+        for m in designs
+    }
 
 
 def _open(state: dict) -> bool:

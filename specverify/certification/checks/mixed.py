@@ -128,10 +128,10 @@ class _MemberLooks:
             self.look += 1
 
     def evidence(self) -> dict:
-        """``judge``'s sequential arguments (none when an outcome of probability 0 came before the first look)."""
+        """``judge``'s sequential arguments."""
         from specverify.certification.checks.sampling import Looks
 
-        if self.decision is None:
+        if self.decision is None or self.stopped:  # an outcome of probability 0 fails it outside α (judge)
             return {}
         return dict(decision=self.decision, looks=Looks(self.design, self.held, self.alpha), fixed=self.fixed)
 
