@@ -34,3 +34,22 @@ def test_budget_slow_decoder_prints_scenarios(capsys):
     header = next(line for line in out.splitlines() if "scenario" in line and "planned N" in line)
     assert header.split() == ["scenario", "kind", "N", "planned", "N", "detect", "TV", "note"]
     assert "temperature-1" in out
+
+
+def test_composition_sequential_prints_fixed_and_sequential_rows(capsys):
+    bench = load("composition_sequential")
+    bench.main(["--trials", "1", "--levels", "quick"])
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("quick")]
+    assert len(rows) == 12 and {r[-5] for r in rows} == {"fixed", "sequential"}, out
+    exact = [r for r in rows if r[1] == "exact"]
+    assert [float(x) for r in exact for x in r[-4:-1]] == [0.0] * 6  # no false alarm on the exact law
+
+
+def test_engine_shaped_counts_calls_of_a_factory(capsys):
+    bench = load("engine_shaped")
+    got = bench.one("specverify.reference:make_decoder", "quick", "toy", 0, ["batch-composition"], None)
+    assert got["decoders_made"] == 1 and got["calls"] == got["calls_of_1"] + got["calls_of_2"] + got["calls_of_3"]
+    assert got["composition_calls"] > 0 and got["draws"] == sum(got["composition_n"].values())
+    print(bench.table({("reference", "after"): [got]}))
+    assert "composition_calls" in capsys.readouterr().out

@@ -174,3 +174,17 @@ def test_a_close_that_raises_after_the_run_is_a_warning_not_a_print(capsys):
     with pytest.warns(DecoderCloseWarning, match="the engine would not shut down"):
         cert = certify(_FailingClose, level="quick", scenarios=["greedy"], isolation="none")
     assert cert.scenarios[0].passed and capsys.readouterr().err == ""  # the library itself prints nothing
+
+
+def test_mixed_members_each_stop_at_their_own_sequential_decision():
+    """Under the default look rule each member of a mixed scenario runs its own design on its draws in the shuffled
+    calls (a prefix of its own stream): the reference passes each at or below the fixed plan's N, with a sequential
+    note; the fixed plan draws every member's planned N."""
+    kw = dict(level="quick", seed=0, scenarios=["mixed-batch"], isolation="none")
+    looked = certify("specverify.reference:make_decoder", **kw)
+    fixed = certify("specverify.reference:make_decoder", sequential=False, **kw)
+    assert [r.name for r in looked.scenarios] == [r.name for r in fixed.scenarios] and len(fixed.scenarios) == 3
+    for seq, whole in zip(looked.scenarios, fixed.scenarios):
+        assert seq.passed and whole.passed and whole.n == whole.planned_n, (seq, whole)
+        assert seq.n == seq.planned_n and "sequential: " in seq.note, seq.note
+    assert sum(r.n for r in looked.scenarios) < sum(r.n for r in fixed.scenarios)

@@ -130,3 +130,35 @@ def test_a_decoder_without_seed_gets_no_seed_in_any_call():
     composition = [r for r in cert.scenarios if r.scenario == "batch-composition"]
     assert len(composition) == 3 and all(r.covered and r.passed for r in composition)
     assert cert.verdict == "exact", cert.reason
+
+
+def test_small_prefix_takes_a_call_of_one_then_a_call_of_two_in_turn():
+    from specverify.certification.checks.composition import small_prefix
+
+    alone, pairs = ["a0", "a1", "a2"], ["p0", "p1", "p2", "p3"]
+    assert small_prefix(alone, pairs, 6) == ["a0", "p0", "p1", "a1", "p2", "p3"]
+    assert small_prefix(alone, pairs, 7) == ["a0", "p0", "p1", "a1", "p2", "p3", "a2"]
+    with pytest.raises(InvalidArgument, match="n=8 needs 3 calls of one and 3 of two"):
+        small_prefix(alone, pairs, 8)
+
+
+def test_sequential_looks_pass_the_reference_on_fewer_calls_and_fixed_keeps_the_plan():
+    """Under the default look rule both small-call tests stop at a decision on a prefix of their draws (the fixed
+    plan's N or fewer calls, each design's note); ``sequential=False`` draws the fixed plan whole, as before."""
+    run = dict(level="quick", seed=0, scenarios=["batch-composition"], isolation="none")
+    looked = _members(certify("specverify.reference:make_decoder", **run))
+    fixed = _members(certify("specverify.reference:make_decoder", sequential=False, **run))
+    sizes = composition_plan(_plan("quick"), SCENARIO)
+    for member in ("small", "alone"):
+        assert fixed[member].n == fixed[member].planned_n == sizes[member] and fixed[member].passed
+        assert looked[member].passed and looked[member].n == looked[member].planned_n, looked[member]
+        assert "sequential: " in looked[member].note, looked[member].note
+    assert looked["small"].n + looked["alone"].n < sizes["small"]  # fewer draws, so fewer calls
+    assert looked["large"].n == fixed["large"].n == sizes["large"]
+
+
+def test_a_small_call_defect_is_rejected_at_an_early_look():
+    run = dict(level="quick", seed=0, scenarios=["batch-composition"], isolation="none")
+    bad = _members(certify(f"{FACTORY}:small_calls_far_law", **run))
+    assert bad["small"].passed is False and "sequential: reject at look" in bad["small"].note, bad["small"].note
+    assert bad["small"].n < composition_plan(_plan("quick"), SCENARIO)["small"]

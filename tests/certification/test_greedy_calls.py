@@ -23,10 +23,12 @@ class Recording:
         self.inner = make_decoder(target, draft)
         self.capabilities = self.inner.capabilities
         self.calls = []
+        self.requests = []  # every request received, in order
         self.corrupt_after = corrupt_after  # break the protocol (a token past EOS) in calls after this many
 
     def __call__(self, requests):
         self.calls.append([r.num_draft_tokens for r in requests])
+        self.requests += list(requests)
         out = list(self.inner(requests))
         if self.corrupt_after is not None and len(self.calls) > self.corrupt_after:
             out[-1] = Completion(out[-1].tokens + (99,), out[-1].finish_reason)
@@ -73,8 +75,29 @@ def test_the_greedy_scenarios_of_a_pair_share_their_calls_and_still_pass():
     assert all(r.passed for r in cert.scenarios), [r.note for r in cert.scenarios]
     sizes = [r.n for r in cert.scenarios]
     big = [c for c in decoder.calls if len(c) > 3]  # the reproducibility check's calls hold 1 or 3 requests
-    assert len(big) == 1 and len(big[0]) == sum(sizes), (sizes, [len(c) for c in decoder.calls])  # one call
+    first = [len(c) for c in decoder.calls].index(len(big[0]))
+    sent = decoder.requests[sum(len(c) for c in decoder.calls[:first]) :][: len(big[0])]
+    assert len(big) == 1 and len(set(sent)) == len(sent) < sum(sizes), (sizes, [len(c) for c in decoder.calls])
     assert set(big[0]) == set(GREEDY_GAMMAS)  # not fixed-γ: each scenario's interleaved γ kept
+
+
+def test_identical_greedy_requests_are_answered_once_batched_and_once_alone():
+    """Greedy output is a function of the request: a repeat of (prompt, params, γ) in the pair's shared call, or
+    among the prompts sent alone, reuses the first answer, and every scenario still compares all its prompts."""
+    cert, (decoder, *_) = _certify(["greedy"])
+    batched = [r for c, r in _by_call(decoder) if len(c) > 3]
+    alone = [r for c, r in _by_call(decoder) if len(c) == 1]
+    assert len(set(batched)) == len(batched) and len(set(alone)) == len(alone), "a repeat was sent again"
+    assert cert.scenarios[0].n == 120 > len(batched) and cert.scenarios[0].passed  # repeats compared, not sent
+
+
+def _by_call(decoder) -> list:
+    """``(call's γ list, request)`` for every request the decoder received."""
+    out, k = [], 0
+    for call in decoder.calls:
+        out += [(call, r) for r in decoder.requests[k : k + len(call)]]
+        k += len(call)
+    return out
 
 
 def test_prompts_sent_alone_are_ordered_by_gamma():

@@ -44,6 +44,9 @@ __all__ = [
     "small_call_epsilon",
     "small_call_shape",
     "composition_plan",
+    "sequential_alone_epsilon",
+    "small_looks",
+    "small_prefix",
 ]
 
 COMPOSITIONS = ("small", "alone", "large")
@@ -68,6 +71,15 @@ def small_call_shape(scenario) -> object:
     cut = min(scenario.params.max_tokens, SMALL_MAX_TOKENS)
     params = replace(scenario.params, max_tokens=cut, min_tokens=min(scenario.params.min_tokens, cut))
     return replace(scenario, params=params, num_draft_tokens=min(scenario.num_draft_tokens, SMALL_GAMMA))
+
+
+def sequential_alone_epsilon(epsilon: float) -> float:
+    """The TV the ``alone`` test's sequential design is planned at: √2 × ``small``'s (quick 0.14, standard and
+    thorough 0.057), below the √3 × that the fixed plan's ``A`` draws detect (0.17, 0.069). At √3 the design's
+    early passes cost the calls-of-one defect of TV 0.04 half its power at standard (0.66 → 0.36, simulated); at
+    √2 it is caught more often than by the fixed plan, for less than half its calls on an exact decoder
+    (``benchmarks/composition_sequential.py``)."""
+    return min(LARGE_CALL_EPSILON, math.sqrt(2.0) * small_call_epsilon(epsilon))
 
 
 def composition_plan(plan, scenario) -> dict:
@@ -124,15 +136,18 @@ def _neighbours(scenario, base: int, fixed_gamma: bool = False) -> list:
     ]
 
 
-def _small_calls(shape, calls: int, seed_of) -> tuple:
-    """``calls`` calls of one request and ``calls`` calls of two, every request a draw of ``shape``, as
-    ``(requests, positions)`` lists; the i-th draw in calls of ``size`` has seed ``seed_of(size, i)``."""
+def _small_calls(shape, calls: int, seed_of, singles=None, doubles=None) -> tuple:
+    """Calls of one request (the i-th for i in ``singles``, default ``range(calls)``) and of two (the j-th for j in
+    ``doubles``), every request a draw of ``shape``, as ``(requests, positions)`` lists; the i-th draw in calls of
+    ``size`` has seed ``seed_of(size, i)`` (the j-th call of two holds draws 2j and 2j + 1)."""
 
     def draw(size: int, i: int) -> Request:
         return Request(shape.prompt, shape.params, shape.num_draft_tokens, seed=seed_of(size, i))
 
-    alone = [([draw(1, i)], (0,)) for i in range(calls)]
-    return alone, [([draw(2, 2 * j), draw(2, 2 * j + 1)], (0, 1)) for j in range(calls)]
+    singles = range(calls) if singles is None else singles
+    doubles = range(calls) if doubles is None else doubles
+    alone = [([draw(1, i)], (0,)) for i in singles]
+    return alone, [([draw(2, 2 * j), draw(2, 2 * j + 1)], (0, 1)) for j in doubles]
 
 
 def _large_calls(scenario, n: int, seed_of, neighbours: list) -> list:
@@ -162,6 +177,24 @@ def _tally(session, handle, calls) -> tuple:
     return outcomes, accepted
 
 
+def _outcomes(session, handle, calls) -> list:
+    """``(outcome, first-round accepted count or None)`` of every tested position of ``calls``, in order."""
+    out = []
+    for call, positions in calls:
+        completions = session.call(handle, call)
+        for position in positions:
+            comp = completions[position]
+            out.append(((comp.tokens, comp.finish_reason), comp.accepted[0] if comp.accepted else None))
+    return out
+
+
+def _as_draws(drawn: list) -> Draws:
+    """``Draws`` of ``(outcome, accepted)`` pairs (:func:`_outcomes`)."""
+    outcomes = Counter(o for o, _ in drawn)
+    accepted = Counter(a for _, a in drawn if a is not None)
+    return Draws(outcomes, accepted or None, len(drawn))
+
+
 def run_composition(run, scenario) -> list:
     """One result per test, each against its shape's exact law (members ``small``, ``alone``, ``large``)."""
     started = time.perf_counter()
@@ -188,23 +221,146 @@ def run_composition(run, scenario) -> list:
 
 
 def _run_small(run, scenario, handle, base: int, sizes: dict, started: float) -> list:
-    """The ``small`` and ``alone`` results: ``A`` calls of one request and ``A`` of two, all draws of S."""
+    """The ``small`` and ``alone`` results: calls of one request and of two, all draws of S (fixed plan: ``A`` of
+    each; under sequential looks: :func:`small_looks`, as many as the two designs ask for)."""
     shape = small_call_shape(scenario)
     law = law_of(shape)
     calls = run.allotted(scenario, sizes["small"]) // 3
-    if calls == 0:
-        return [budget_spent(scenario, sizes[m], member=m) for m in ("small", "alone")]
 
     def seed_of(size: int, i: int) -> int | None:
         return (base + _SEED_STRIDE * (size - 1) + i) % 2**63 if handle.seeded else None
 
-    alone_calls, pair_calls = _small_calls(shape, calls, seed_of)
-    outcomes, accepted = _tally(run.session, handle, alone_calls)
-    pair_outcomes, pair_accepted = _tally(run.session, handle, pair_calls)
-    alone = Draws(outcomes, accepted or None, calls)
-    small = Draws(outcomes + pair_outcomes, (accepted + pair_accepted) or None, 3 * calls)
+    if calls == 0:
+        return [budget_spent(scenario, sizes[m], member=m) for m in ("small", "alone")]
+    stream = _CallStream(run.session, handle, shape, seed_of)
+    decisions = None
+    if run.config.sequential and calls == sizes["calls_alone"]:  # a budget's cut share keeps the fixed plan
+        decisions = small_looks(law, run.plan, sizes, stream.more)
+    else:
+        stream.more(calls, calls)
+    small, alone = stream.draws(decisions)
     common = dict(reproduce=run.reproduce(scenario), started=started, draft_law=handle.draft_law, parent=scenario)
-    return [
-        judge(shape, law, small, run.plan, seed=base, planned=sizes["small"], member="small", **common),
-        judge(shape, law, alone, run.plan, seed=base + 1, planned=sizes["alone"], member="alone", **common),
-    ]
+    out = []
+    for member, draws, seed in (("small", small, base), ("alone", alone, base + 1)):
+        _, decision, looks = decisions[member] if decisions else (None, None, None)
+        planned = sizes[member] if decision is None or decision.status == "continue" else draws.n
+        out.append(
+            judge(
+                shape,
+                law,
+                draws,
+                run.plan,
+                seed=seed,
+                planned=planned,
+                member=member,
+                decision=decision,
+                looks=looks,
+                fixed=sizes[member],
+                **common,
+            )  # fmt: skip
+        )
+    return out
+
+
+class _CallStream:
+    """The calls of one and of two requests of a composition run, in order: ``alone[i]`` the outcome and first-round
+    accepted count of the i-th call of one, ``pairs[2j]``, ``pairs[2j + 1]`` those of the j-th call of two."""
+
+    def __init__(self, session, handle, shape, seed_of):
+        self.session, self.handle, self.shape, self.seed_of = session, handle, shape, seed_of
+        self.alone: list = []
+        self.pairs: list = []
+
+    def more(self, alone: int, pairs: int) -> tuple:
+        """Make calls until there are ``alone`` calls of one and ``pairs`` calls of two; returns the outcome lists
+        (``alone``, ``pairs`` flattened)."""
+        have_alone, have_pairs = len(self.alone), len(self.pairs) // 2
+        singles, doubles = _small_calls(self.shape, 0, self.seed_of, range(have_alone, alone), range(have_pairs, pairs))
+        self.alone += _outcomes(self.session, self.handle, singles)
+        self.pairs += _outcomes(self.session, self.handle, doubles)
+        return [o for o, _ in self.alone], [o for o, _ in self.pairs]
+
+    def draws(self, decisions) -> tuple:
+        """``(small, alone)`` as ``Draws``: every call made (fixed plan), or the prefixes each design stopped at."""
+        n_small = 3 * len(self.alone) if decisions is None else decisions["small"][0]
+        n_alone = len(self.alone) if decisions is None else decisions["alone"][0]
+        return _as_draws(small_prefix(self.alone, self.pairs, n_small)), _as_draws(self.alone[:n_alone])
+
+
+def small_prefix(alone: list, pairs: list, n: int) -> list:
+    """The first ``n`` draws of ``small``'s stream: a call of one's draw, then the two draws of a call of two, in
+    turn (draw i: ``alone[i // 3]`` when i % 3 == 0, else ``pairs[2 (i // 3) + i % 3 - 1]``). Needs ``ceil(n / 3)``
+    calls of one and ``(n + 1) // 3`` calls of two; the fixed plan's 3A draws are every call made."""
+    check(
+        len(alone) >= -(-n // 3) and len(pairs) >= 2 * ((n + 1) // 3),
+        f"n={n!r} needs {-(-n // 3)} calls of one and {(n + 1) // 3} of two: {len(alone)} and {len(pairs) // 2} made",
+    )
+    return [alone[i // 3] if i % 3 == 0 else pairs[2 * (i // 3) + i % 3 - 1] for i in range(n)]
+
+
+def small_looks(law, plan, sizes: dict, more) -> dict:
+    """Both small-call tests under group-sequential looks (``stats.plan_sequential``), each on a prefix of its own
+    stream of draws: ``small`` at its planned TV on :func:`small_prefix`'s stream (calls of one and of two in
+    turn), ``alone`` at :func:`sequential_alone_epsilon` on the calls of one. Looks are
+    taken in order of the calls they need, so the two designs share every call of one either needs; a test stops at
+    its decision and its draws past that prefix are not its evidence. Each design's error bounds hold on its own
+    stream whatever the other test does (its looks see prefixes of one sequence of independent draws; the other
+    test only decides how far past them calls are made).
+
+    ``more(alone, pairs)`` makes calls until there are ``alone`` calls of one and ``pairs`` of two and returns the
+    outcome lists (``alone``, ``pairs`` flattened). Returns ``{member: (draws used, decision, Looks)}``: the
+    decision is None when an outcome of probability 0 stopped the test (it fails outside α: ``judge``)."""
+    from specverify.certification.checks.sampling import Looks
+    from specverify.certification.run.context import BATTERY_SIZE
+    from specverify.stats import plan_sequential
+
+    eps = {"small": sizes["small_epsilon"]}
+    eps["alone"] = sequential_alone_epsilon(plan.epsilon)
+    designs = {m: plan_sequential(law.probs, eps[m], alpha=plan.alpha_test, power=plan.power) for m in eps}
+    floor = min(plan.alpha / BATTERY_SIZE, 0.5)
+    state = {m: dict(look=0, decision=None, held=None, n=0, stopped=False) for m in designs}
+
+    def needs(member: str) -> tuple:
+        n = designs[member].schedule[state[member]["look"]]
+        return (n, 0) if member == "alone" else (-(-n // 3), (n + 1) // 3)
+
+    alone, pairs = [], []
+    while open_ := [m for m in designs if _open(state[m])]:
+        member = min(open_, key=lambda m: sum(needs(m)))  # the look that needs the fewest calls first
+        want_alone, want_pairs = needs(member)
+        alone, pairs = more(max(want_alone, len(alone)), max(want_pairs, len(pairs) // 2))
+        n = designs[member].schedule[state[member]["look"]]
+        seen = alone[:n] if member == "alone" else small_prefix(alone, pairs, n)
+        _look(state[member], designs[member], law, seen, floor)
+    return {
+        m: (
+            state[m]["n"],
+            None if state[m]["stopped"] else state[m]["decision"],
+            Looks(designs[m], state[m]["held"], plan.alpha),
+        )
+        for m in designs
+    }
+
+
+def _open(state: dict) -> bool:
+    """Whether a member's design draws on: no decision yet, or ``continue`` (never after its last look, which
+    always decides) and no outcome of probability 0 seen."""
+    decision = state["decision"]
+    return not state["stopped"] and (decision is None or decision.status == "continue")
+
+
+def _look(state: dict, design, law, outcomes: list, floor: float) -> None:
+    """One look of a member's design on its first ``schedule[look]`` draws (``outcomes``). An outcome of exact
+    probability 0 stops the member there (it rejects outside α: ``judge`` says so)."""
+    from specverify.certification.checks.judge import look_decision
+
+    vec, impossible = law.align(Counter(outcomes))
+    state["n"] = len(outcomes)
+    if impossible:
+        state["stopped"] = True
+        return
+    look = state["look"]
+    decision = look_decision(design, law, vec, look, previous=state["decision"], floor=floor)
+    if decision.held and state["held"] is None:
+        state["held"] = (look, decision.pvalue)
+    state["decision"], state["look"] = decision, look + 1

@@ -149,18 +149,46 @@ def _shared_calls(run, handle, group) -> dict:
     done = {s.name: {} for s in group}
     for part, gammas in steps:
         chunk = handle.requests_per_call(max(len(part), 1))
-        for (name, i, _), (_, comp) in zip(part, session.call_in_chunks(handle, [t[2] for t in part], chunk)):
+        answers = _answered_once(session, handle, [t[2] for t in part], chunk)
+        for (name, i, _), comp in zip(part, answers):
             done[name][i] = comp
+        alone_answers: dict = {}  # an identical greedy request sent alone again is answered once
         for g in gammas:
             for s in group:
                 for i, r in enumerate(alone[s.name]):
                     if r.num_draft_tokens == g:
-                        done[s.name][("alone", i)] = session.call(handle, [r])[0]
+                        key = _key(r, (s.name, i))
+                        if key not in alone_answers:
+                            alone_answers[key] = session.call(handle, [r])[0]
+                        done[s.name][("alone", i)] = alone_answers[key]
     return {
         s.name: [("", (r, done[s.name][i])) for i, r in enumerate(own[s.name])]
         + [(" (alone)", (r, done[s.name][("alone", i)])) for i, r in enumerate(alone[s.name])]
         for s in group
     }
+
+
+def _answered_once(session, handle, requests: list, chunk: int) -> list:
+    """A completion per request of ``requests``, each distinct request sent once (in calls of at most ``chunk``, in
+    order of first occurrence): greedy output is a function of the request, so a repeat reuses its answer."""
+    keys = [_key(r, j) for j, r in enumerate(requests)]
+    first: dict = {}
+    for j, key in enumerate(keys):
+        first.setdefault(key, j)
+    sent = [requests[j] for j in first.values()]
+    answers = dict(zip(first, (c for _, c in session.call_in_chunks(handle, sent, chunk))))
+    return [answers[key] for key in keys]
+
+
+def _key(request, fallback) -> object:
+    """The key identical greedy requests share (prompt, params, γ, seed: the same request answers once, its output
+    being a function of it); ``fallback`` for a request whose params cannot be a key (a grammar holds dicts)."""
+    key = (request.prompt, request.params, request.num_draft_tokens, request.seed)
+    try:
+        hash(key)
+    except TypeError:
+        return ("unhashable", fallback)
+    return key
 
 
 def _prompts(run, scenario, target) -> list:

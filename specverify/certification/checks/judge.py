@@ -120,6 +120,7 @@ def judge(
     draft_law="model",
     parent=None,
     member=None,
+    fixed=None,
 ) -> ScenarioResult:
     """Evidence from observed ``draws`` against the exact ``law`` (battery, TV, worst, impossible, acceptance).
 
@@ -128,7 +129,8 @@ def judge(
     (``checks.sampling.Looks``: the design and the floor) for the note and what a pass rules out; ``draft_law``: the
     decoder's (``DecoderHandle.draft_law``), which picks the acceptance expectation its counts are compared with;
     ``member``: these draws are that member of ``parent`` (default: of ``scenario`` itself), drawn as
-    ``scenario`` (its request shape, on the parent's pair)."""
+    ``scenario`` (its request shape, on the parent's pair); ``fixed``: the fixed plan's N a sequential decision's
+    note compares its N with (default: the level's plan for ``law``)."""
     from specverify.stats import battery, detectable_tv
 
     vec, impossible = law.align(draws.outcomes)
@@ -170,7 +172,7 @@ def judge(
         )
         if decision is not None:
             pvalue = min(1.0, BATTERY_SIZE * float(decision.pvalue))
-            result.update(sequential_evidence(decision, looks, plan.sample_size(law)))
+            result.update(sequential_evidence(decision, looks, fixed or plan.sample_size(law)))
         if not impossible:
             result.update(pvalue=pvalue)
     if draws.rounds or draws.violation:

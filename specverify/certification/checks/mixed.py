@@ -49,6 +49,9 @@ class MixedCheck:
         if min(sizes) == 0:
             return [budget_spent(scenario, n, member=m.name) for m, n in zip(members, planned)]
         base = scenario_seed(run.seed, scenario.name)
+        looks = _looks(run, laws) if run.config.sequential and sizes == planned else None
+        if looks is not None:  # each member's design may draw to its last look (its max_n)
+            sizes = [look.design.schedule[-1] for look in looks]
         order = np.repeat(np.arange(len(members)), sizes)  # member of each request, shuffled
         np.random.default_rng(base % 2**32).shuffle(order)
         templates = [Request(m.prompt, m.params, m.num_draft_tokens) for m in members]
@@ -60,7 +63,15 @@ class MixedCheck:
             owner = order[done : done + len(batch)]
             done += len(batch)
             for i, tally in enumerate(tallies):
-                tally.add_all(map(completions.__getitem__, np.flatnonzero(owner == i).tolist()))
+                mine = map(completions.__getitem__, np.flatnonzero(owner == i).tolist())
+                if looks is None:
+                    tally.add_all(mine)
+                else:
+                    looks[i].add(tally, list(mine), laws[i])
+            if looks is not None and not any(look.open for look in looks):
+                break  # every member decided: the calls left are not needed
+        if looks is not None:
+            sizes = planned = [look.n for look in looks]
         out = []
         for i, member in enumerate(members):
             draws = tallies[i].draws(sizes[i])
@@ -77,9 +88,71 @@ class MixedCheck:
                     draft_law=handle.draft_law,
                     parent=scenario,
                     member=member.name,
+                    **({} if looks is None else looks[i].evidence()),
                 )
             )
         return out
+
+
+class _MemberLooks:
+    """One member's group-sequential design over its own draws, in the order the shuffled calls return them: a
+    look at each ``schedule[k]`` of them, its tally cut there; once decided, its later draws are neighbours only
+    (their completions are validated, not tested). Each member's looks see prefixes of its own independent draws, so
+    its design's error bounds hold whatever the other members decide."""
+
+    def __init__(self, design, floor: float, alpha: float, fixed: int):
+        self.design, self.floor, self.alpha, self.fixed = design, floor, alpha, fixed
+        self.look, self.decision, self.held, self.n, self.stopped = 0, None, None, 0, False
+
+    @property
+    def open(self) -> bool:
+        return not self.stopped and (self.decision is None or self.decision.status == "continue")
+
+    def add(self, tally, completions: list, law) -> None:
+        from specverify.certification.checks.judge import look_decision
+
+        while completions and self.open:
+            take = self.design.schedule[self.look] - self.n
+            tally.add_all(completions[:take])
+            self.n += min(take, len(completions))
+            completions = completions[take:]
+            if self.n < self.design.schedule[self.look]:
+                return
+            vec, impossible = law.align(tally.outcomes)
+            if impossible:  # probability 0 rejects outside α (judge says so); no look needed
+                self.stopped = True
+                return
+            self.decision = look_decision(self.design, law, vec, self.look, previous=self.decision, floor=self.floor)
+            if self.decision.held and self.held is None:
+                self.held = (self.look, self.decision.pvalue)
+            self.look += 1
+
+    def evidence(self) -> dict:
+        """``judge``'s sequential arguments."""
+        from specverify.certification.checks.sampling import Looks
+
+        if self.decision is None or self.stopped:  # an outcome of probability 0 fails it outside α (judge)
+            return {}
+        return dict(decision=self.decision, looks=Looks(self.design, self.held, self.alpha), fixed=self.fixed)
+
+
+def _looks(run, laws) -> list:
+    """Each member's design at the level's ε and the per-test α (``stats.plan_sequential``), as the sampling check
+    plans a scenario's; the pass floor is the family α over the battery (``checks.sampling``)."""
+    from specverify.certification.run.context import BATTERY_SIZE
+    from specverify.stats import plan_sequential
+
+    plan = run.plan
+    floor = min(plan.alpha / BATTERY_SIZE, 0.5)
+    return [
+        _MemberLooks(
+            plan_sequential(law.probs, plan.epsilon, alpha=plan.alpha_test, power=plan.power),
+            floor,
+            plan.alpha,
+            plan.sample_size(law),
+        )
+        for law in laws
+    ]
 
 
 def _requests(templates: list, order: np.ndarray, base: int, seeded: list) -> Iterator[Request]:
