@@ -94,6 +94,7 @@ TOY_ONLY = ("target-zero", "draft-zero", "one-token-prompt", "long-prompt", "mul
 # issue 45's axes, toy-only for now: ties need the toy's exact table; the γ sweep costs an engine per γ (vLLM)
 TOY_ONLY += ("gamma-8", "sliding-window", "mixed-kinds", "greedy-gamma-sweep", "greedy-long-prompts", "greedy-ties")
 TOY_ONLY += ("greedy-sliding-window",)
+TOY_ONLY += ("recurrent", "greedy-recurrent")  # no checkpoint engine here serves a recurrent target
 TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
 TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
 LONG_TURN_1_PROMPT = (0, 1, 2, 3, 4) * 12 + (0, 1, 2)  # 63 tokens: one short of two 32-token KV blocks
