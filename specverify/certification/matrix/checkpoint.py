@@ -95,6 +95,8 @@ TOY_ONLY = ("target-zero", "draft-zero", "one-token-prompt", "long-prompt", "mul
 # a sliding window, a recurrent state; exact greedy ties would need tied lm_head rows, i.e. a fourth pair (DESIGN.md:
 # at most three Llama pairs) or new laws for one of the three (every checkpoint scenario and finding moves)
 TOY_ONLY += ("sliding-window", "greedy-ties", "greedy-sliding-window")
+# gamma-8 too for now: min-p 0.2 on the close pair has margins >= 0.019 but 1.8e-5 on the mimo pair set's one pair
+TOY_ONLY += ("gamma-8",)
 TOY_ONLY += ("recurrent", "greedy-recurrent")  # no checkpoint engine here serves a recurrent target
 TURN_1_PROMPT = (0, 1, 2, 3, 4) * 6 + (0,)  # 31 tokens: one short of a 32-token KV block
 TURN_1_OUTPUT = (1, 5)  # its likeliest output ending in EOS (5) at max_tokens 3 on the main pair (p 0.051; tested)
@@ -142,7 +144,6 @@ _OVERRIDES = {
     "greedy-grammar": ("main", {}),
     # issue 45's axes: γ 8 (min-p 0.2 keeps 7-token outputs to 20 outcomes, every margin >= 0.019), γ 5 and 8 in greedy
     # (an engine per γ), greedy prompts of 10-30 tokens, greedy/sampled/seeded/unseeded and γ 1 in one call
-    "gamma-8": ("sharp-close", dict(params=P(min_p=0.2, max_tokens=7), exercises=_GAMMA_8)),
     "greedy-gamma-sweep": ("main", dict(gammas=(5, 8), exercises=_GREEDY_SWEEP)),
     "greedy-long-prompts": ("main", {}),
     "mixed-kinds": ("main", {}),
