@@ -126,16 +126,22 @@ class Walk:
                 self.round(out, h, state, y, known, mass * probs[y])
 
 
+def entry_tv(scenario) -> tuple[float, float]:
+    """(TV of the restored walk, TV of the unrestored walk) to ``exact_law`` on ``scenario``."""
+    exact = exact_law(scenario.models().target, scenario.prompt, scenario.params)
+    return tv(Walk(scenario, True).law(), exact), tv(Walk(scenario, False).law(), exact)
+
+
 def tv(law: dict, exact) -> float:
     total = sum(abs(law.get(o, 0.0) - p) for o, p in zip(exact.outcomes, exact.probs))
     return 0.5 * (total + sum(m for o, m in law.items() if exact.index(o) < 0))
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default="recurrent")
     ap.add_argument("--check", type=int, default=0, help="also draw N outcomes from the entry (plug-in TV)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     scenario = matrix("toy")[args.scenario]
     exact = exact_law(scenario.models().target, scenario.prompt, scenario.params)
     for restore in (True, False):
