@@ -25,11 +25,11 @@ class _LengthOnly(RecurrentChainDecoder):
 def recurrent_state_not_rolled_back(target, draft, *, entropy=None) -> RecurrentChainDecoder:
     """After a rejection the recurrent target's state keeps the rejected drafts' inputs (llama.cpp #20075).
 
-    The seed's recurrent-state replay, broken: the length goes back to the accepted prefix but the state, advanced over every verified position, is not
-    restored from its checkpoint: the next round feeds the recovered token on top of a state that has seen
-    ``x_k .. x_{γ-1}``, so every later row comes from a wrong history. Targets with a KV cache are untouched (exact
-    there): only the recurrent scenarios (``recurrent``, ``greedy-recurrent``), which a decoder declaring
-    ``recurrent`` receives, see it. Verdict: approximate (at temperature 0 a rejected draft still moves the
-    state, so the greedy output differs).
+    The seed's recurrent-state replay, broken: the length goes back to the accepted prefix but the state, advanced
+    over every verified position, is not restored from its checkpoint: the next round feeds the recovered token on
+    top of a state that has seen ``x_k .. x_{γ-1}``, so every later row comes from a wrong history. Targets with a KV
+    cache are untouched (exact there): only the recurrent scenarios (``recurrent``, ``greedy-recurrent``), which a
+    decoder declaring ``recurrent`` receives, see it. Verdict: approximate (at temperature 0 a rejected draft still
+    moves the state, so the greedy output differs).
     """
     return _LengthOnly(target, draft, entropy=entropy)
