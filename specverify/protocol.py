@@ -38,7 +38,9 @@ TIMING_PHASES = ("draft", "verify", "sample", "state", "ttft", "tpot")
 FINISH_REASONS = ("eos", "stop", "length", "no_token")
 # "text-grammar": the decoder takes a grammar that has a text form (``.pattern``, specverify.grammar_regex), as
 # engines' structured outputs do, but not a token-level automaton; "grammar" (any Grammar) implies it.
-EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted", "text-grammar")
+# "recurrent": the decoder runs a target whose cache is a recurrent state (specverify.oracles.recurrent): it keeps
+# the state after each verified position and restores the one after the last kept token.
+EXTRA_CAPABILITIES = ("batch", "seed", "stream", "accepted", "text-grammar", "recurrent")
 # decoder.draft_law (optional; docs/adapters.md): what the decoder's drafts are, so the acceptance evidence compares
 # its reported acceptance with the right exact expectation
 DRAFT_LAWS = ("model", "model-argmax", "model-temperature", "unmodelled")

@@ -4,6 +4,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -53,3 +55,14 @@ def test_engine_shaped_counts_calls_of_a_factory(capsys):
     assert got["composition_calls"] > 0 and got["draws"] == sum(got["composition_n"].values())
     print(bench.table({("reference", "after"): [got]}))
     assert "composition_calls" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # ~1 s alone (two walks of every round), more on a loaded machine
+def test_recurrent_tv_walk_gives_the_exact_law_restored_and_the_entry_s_tv_unrestored():
+    """The enumeration behind docs/bugs.md's exact TV of ``recurrent_state_not_rolled_back``: restored it is
+    ``exact_law``; unrestored its TV is the documented 0.128."""
+    from specverify.certification.matrix.scenarios import matrix
+
+    bench = load("recurrent_tv")
+    restored, unrestored = bench.entry_tv(matrix("toy")["recurrent"])
+    assert restored < 1e-12 and abs(unrestored - 0.127875) < 1e-6, (restored, unrestored)

@@ -42,7 +42,9 @@ class ToyPairSpec:
     exact zeros (softmax cannot: toy-only); ``target_ties`` gives that share of the target's rows an exact tie at the
     top (greedy ties on purpose: toy-only); ``target_window`` > 0 gives the target a sliding window of that many tokens
     (``specverify.oracles.window``: toy-only); ``target_positional`` makes its law depend on positions too
-    (``specverify.oracles.positional``: trees verified at a wrong position show; toy-only)."""
+    (``specverify.oracles.positional``: trees verified at a wrong position show; toy-only); ``target_recurrent``
+    gives the target a recurrent state a rollback must restore (``specverify.oracles.recurrent``: decoders that
+    declare ``recurrent``; toy-only)."""
 
     family: ClassVar[str] = "toy"
     vocab_size: int = 4
@@ -56,6 +58,7 @@ class ToyPairSpec:
     target_ties: float = 0.0
     target_window: int = 0
     target_positional: bool = False
+    target_recurrent: bool = False
 
     def build(self) -> ModelPair:
         return _build_toy(self)
@@ -69,6 +72,12 @@ def _build_toy(spec: ToyPairSpec) -> ModelPair:
         from specverify.oracles.positional import positional_target
 
         target = positional_target(make_vocab(spec.vocab_size), seed=spec.target_seed, eos_bias=spec.eos_bias)
+        draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
+        return ModelPair(spec=spec, target=target, draft=draft)
+    if spec.target_recurrent:
+        from specverify.oracles.recurrent import recurrent_target
+
+        target = recurrent_target(make_vocab(spec.vocab_size), seed=spec.target_seed, eos_bias=spec.eos_bias)
         draft = draft_near(target, distance=spec.draft_distance, seed=spec.draft_seed, zero_rate=spec.draft_zero)
         return ModelPair(spec=spec, target=target, draft=draft)
     if spec.target_window:

@@ -8,6 +8,7 @@ from specverify.reference.block import BlockDecoder
 from specverify.reference.chain_families import FamilyChainDecoder
 from specverify.reference.paged import BlockPool, OutOfBlocks, PagedCache
 from specverify.reference.plain import PlainDecoder, decode_plain, sample_plain
+from specverify.reference.recurrent_chain import RecurrentChainDecoder
 from specverify.reference.transactional import TransactionalDecoder
 from specverify.reference.tree import TreeDecoder
 from specverify.reference.tree_data import Tree, canonical_tree, permute_tree, validate_tree
@@ -20,6 +21,7 @@ __all__ = [
     "sample_plain",
     "VectorizedDecoder",
     "FamilyChainDecoder",
+    "RecurrentChainDecoder",
     "TreeDecoder",
     "BlockDecoder",
     "Tree",
@@ -35,10 +37,13 @@ __all__ = [
 
 def make_decoder(target: object, draft: object) -> VectorizedDecoder:
     """The reference decoder: exact chain speculative sampling, vectorized (docs/design.md, canonical semantics);
-    for a draft family (``draft.family``, ``--drafts``) the family's chain rule, or tree verification for trees."""
+    for a draft family (``draft.family``, ``--drafts``) the family's chain rule, or tree verification for trees; on a
+    recurrent target (``target.recurrent``) the chain reference that checkpoints and restores its state."""
     family = getattr(draft, "family", "ar")
     if family == "tree":
         return TreeDecoder(target, draft)
+    if family == "ar" and getattr(target, "recurrent", False):
+        return RecurrentChainDecoder(target, draft)
     return VectorizedDecoder(target, draft) if family == "ar" else FamilyChainDecoder(target, draft)
 
 

@@ -112,9 +112,10 @@ def sample_plain(target, request: Request, n: int, *, entropy=None, start: int =
 class PlainDecoder:
     """Plain target sampling behind the decoder protocol (speculation off): the control of two-sample mode.
 
-    ``draft`` is ignored. Unseeded requests get fresh seeds from this decoder's generator (``entropy``)."""
+    ``draft`` is ignored. Unseeded requests get fresh seeds from this decoder's generator (``entropy``). It runs a
+    recurrent target as it is (``recurrent``): plain sampling only feeds tokens, it never rolls one back."""
 
-    capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream"}
+    capabilities = frozenset(PROCESSOR_FIELDS) | {"batch", "seed", "stream", "recurrent"}
 
     def __init__(self, target: object, draft: object = None, *, entropy: object = None):
         self.target = target

@@ -97,6 +97,8 @@ counts draws whose outcome has exact probability 0; showcases in ``specverify.zo
                                               a greedy request in the same call; alone its law is exact)
  window_ring_not_restored        approximate  -                            sliding-window 0.0696  [0.068, 0.086]       0
                                               (the matrix's scenario: showcases have no window; TV 0 there)
+ recurrent_state_not_rolled_back approximate  llama.cpp 20075              recurrent      0.1279  (exact, on the
+                                              matrix's scenario: benchmarks/recurrent_tv.py; 0 on KV targets)
 
 The TVs are large where a showcase turns the mechanism on fully (a processor the bug drops, a far draft);
 on the plain showcase most processor bugs are exactly 0 and residual bugs shrink with the rejection rate
@@ -119,6 +121,7 @@ _MODULES = (
     "drafts",
     "metrics",
     "processors",
+    "recurrent",
     "rows",
     "rule",
     "sampler",
@@ -135,6 +138,7 @@ _ALL_ORDER = (
     "state",
     "schedule",
     "window",
+    "recurrent",
     "batch",
     "drafts",
     "metrics",

@@ -196,6 +196,8 @@ _ROWS: tuple = (
     ("confirmed_token_twice_in_verify", "approximate", "verify-processors-see-confirmed-twice",
      "processors",
      "The processors of verify position k see the confirmed token twice and miss draft k - 1 (mlx-lm #1175)."),
+    ("recurrent_state_not_rolled_back", "approximate", "recurrent-state-not-rolled-back", "recurrent",
+     "After a rejection the recurrent target's state keeps the rejected drafts' inputs (llama.cpp #20075)."),
     ("later_rows_read_first_candidate", "approximate", "multi-row-verify-reads-first-candidate", "rows",
      "A multi-row verify kernel (γ ≥ 3) gives every row after the first row 0's candidate x_0 as input "
      "(ds4 PR #358)."),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
+from specverify.errors import check
 from specverify.grammar import ToyGrammar
 from specverify.oracles import ToyModel, draft_near, make_vocab, random_target
 from specverify.oracles.processors import parity_processor
@@ -38,10 +39,11 @@ class ShowcaseScenario:
     num_draft_tokens: int = 3
     prompt: tuple = (0, 1)
     tie_rate: float = 0.0
+    recurrent: bool = False
 
     def models(self) -> tuple[ToyModel, ToyModel]:
         """``(target, draft)`` toy models of this showcase."""
-        return models(self.eos_bias, distance=self.distance, tie_rate=self.tie_rate)
+        return models(self.eos_bias, distance=self.distance, tie_rate=self.tie_rate, recurrent=self.recurrent)
 
     def request(self, *, seed: Optional[int] = None) -> Request:
         """The showcase's request, seeded with ``seed`` (None: unseeded)."""
@@ -50,9 +52,22 @@ class ShowcaseScenario:
 
 @lru_cache(maxsize=8)
 def models(
-    eos_bias: float = -1.0, *, target_seed: int = 3, draft_seed: int = 7, distance: float = 0.6, tie_rate: float = 0.0
+    eos_bias: float = -1.0,
+    *,
+    target_seed: int = 3,
+    draft_seed: int = 7,
+    distance: float = 0.6,
+    tie_rate: float = 0.0,
+    recurrent: bool = False,
 ) -> tuple[ToyModel, ToyModel]:
-    """The zoo's toy ``(target, draft)`` pair (cached: building a model tables 4096 rows)."""
+    """The zoo's toy ``(target, draft)`` pair (cached: building a model tables 4096 rows); ``recurrent``: the target
+    is the same law behind a recurrent state (``specverify.oracles.recurrent``)."""
+    if recurrent:
+        from specverify.oracles.recurrent import recurrent_target
+
+        check(not tie_rate, f"tie_rate={tie_rate!r} must be 0 on a recurrent showcase target.")
+        target = recurrent_target(VOCAB, seed=target_seed, eos_bias=eos_bias)
+        return target, draft_near(target, distance=distance, seed=draft_seed)
     target = random_target(VOCAB, seed=target_seed, eos_bias=eos_bias, tie_rate=tie_rate)
     return target, draft_near(target, distance=distance, seed=draft_seed)
 
@@ -88,4 +103,6 @@ SHOWCASES = {
     "long_prompt": ShowcaseScenario(SamplingParams(max_tokens=4), prompt=(0, 1, 2, 3) * 4 + (0, 2)),
     # half the target's rows with an exact tie at the top: greedy paths cross them
     "ties": ShowcaseScenario(SamplingParams(max_tokens=4), tie_rate=0.5),
+    # the plain shape on a recurrent target: its state must be put back after each rejection
+    "recurrent": ShowcaseScenario(SamplingParams(max_tokens=4), recurrent=True),
 }

@@ -49,7 +49,7 @@ def test_the_examples_tests_pass_against_its_baseline_with_one_certificate_for_t
     text = run.stdout.str()
     summary = text.split("specverify certification")[1]
     assert summary.count("VERDICT:") == 1 and summary.count("my_engine.adapter:speculative — ") == 1, summary
-    assert "  VERDICT: EXACT — exact on 4 of 43 scenarios" in summary
+    assert "  VERDICT: EXACT — exact on 4 of 45 scenarios" in summary
     assert f"  baseline {STORED}: not worse than its stored exact (merged from 2 tests)" in summary
     assert "  specverify_certify in tests/test_speculative_decoding.py::test_greedy_output_is_the_targets" in summary
     assert sorted(p.name for p in out.iterdir()) == [FIXTURE_FILE, "certificate.json", "junit.xml"]

@@ -37,7 +37,7 @@ def test_passing_suite_header_summary_and_junit(run_suite, pytester):
             "(reproduce: --specverify-seed=11 --specverify-level=quick --specverify-fixed)",
             "*= specverify certification =*",
             "specverify.reference:make_decoder — test_engine.py::test_reference_is_exact · level quick · seed 11*",
-            "  temperature-1 * sampling * pass * 14877 *",
+            "  temperature-1 * sampling * pass * 14888 *",
             "  greedy * greedy * pass * 120 *",
             "  VERDICT: EXACT — exact on 4 of * scenarios: temperature-1, eos-in-block, max-tokens-not-multiple, "
             "greedy*",
@@ -54,7 +54,7 @@ def test_passing_suite_header_summary_and_junit(run_suite, pytester):
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
     first = props["test_reference_is_exact[temperature-1]"]
-    assert first["specverify_verdict"] == "pass" and first["specverify_n"] == "14877"
+    assert first["specverify_verdict"] == "pass" and first["specverify_n"] == "14888"
     assert first["specverify_seed"] == "11" and first["specverify_scenario"] == "temperature-1"
     assert first["specverify_pvalue"].startswith("temperature-1=") and float(first["specverify_tv_estimate"]) < 0.05
     assert "--scenario temperature-1 --seed 11" in first["specverify_reproduce"]

@@ -133,3 +133,16 @@ def test_tree_nodes_at_their_span_index_are_latent_without_positions_and_show_wi
         want = make_decoder(pair.target, pair.draft)(requests)
         differ = sum(a.tokens != b.tokens for a, b in zip(got, want))
         assert (differ > 0) == shows, f"{name}: {differ} of 40 differ"
+
+
+def test_the_unrestored_recurrent_state_is_latent_on_a_kv_target_and_shows_on_a_recurrent_one():
+    """The same seeded requests: the reference's answers on the showcase's KV target; on the recurrent showcase (the
+    same law behind a recurrent state) other answers than the recurrent reference's once a rejected draft entered
+    the state."""
+    target, draft = SHOWCASES["recurrent"].models()
+    entry = ZOO["recurrent_state_not_rolled_back"].factory(target, draft, entropy=0)
+    for params, gammas in ((P(temperature=0.0, max_tokens=8), (2, 3, 4)), (P(max_tokens=6), (3,))):
+        requests = shaped((0, 1), params, gammas)
+        assert differs("recurrent_state_not_rolled_back", requests) == 0
+        got, want = entry(requests), make_decoder(target, draft)(requests)
+        assert sum(a.tokens != b.tokens for a, b in zip(got, want)) > 0

@@ -44,6 +44,7 @@ GREEDY_SHAPE = {
     "verify_rows_capped_at_four": "greedy-gamma-sweep",
     "decode_before_chunked_prefill": "greedy-long-prompts",
     "window_ring_not_restored": "greedy-sliding-window",
+    "recurrent_state_not_rolled_back": "greedy-recurrent",
 }
 
 

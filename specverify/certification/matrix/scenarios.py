@@ -63,6 +63,8 @@ class CertificationScenario:
         needed.discard("stop_after_min_tokens")
         if "grammar" in needed and text_form(self.params.grammar) is not None:
             needed = (needed - {"grammar"}) | {"text-grammar"}  # a text form: engines' structured outputs take it
+        if getattr(self.pair, "target_recurrent", False):
+            needed.add("recurrent")  # a target whose state no crop undoes: only decoders that restore it run it
         return frozenset(needed)
 
 
@@ -201,6 +203,16 @@ _LIST = [
         vocab_size=3,
     ),
     _s(
+        "recurrent",
+        "sampling",
+        "a recurrent target (a state per request, no crop) through verification of 3 tokens: the state restored "
+        "to the accepted prefix after rejections mid-block (decoders declaring recurrent; toy-only)",
+        params=P(max_tokens=4),
+        target_recurrent=True,
+        draft_distance=0.5,
+        vocab_size=3,
+    ),
+    _s(
         "mixed-batch",
         "mixed",
         "different params and γ in one call; no cross-request leakage",
@@ -276,6 +288,17 @@ _LIST = [
         target_window=3,
         draft_distance=1.0,
         draft_seed=31,
+    ),
+    _s(
+        "greedy-recurrent",
+        "greedy",
+        "greedy on a recurrent target at γ 2 to 4, outputs of 8 tokens: the state after rejected drafts restored "
+        "(decoders declaring recurrent; toy-only)",
+        params=P(temperature=0.0, max_tokens=8),
+        gammas=(2, 3, 4),
+        target_recurrent=True,
+        draft_distance=1.0,
+        draft_seed=32,
     ),
     _s(
         "greedy-processors",
