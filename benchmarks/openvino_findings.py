@@ -193,7 +193,8 @@ def finding_5(og, *_):
     ]
     for kind, which, gamma in runs:
         got = _min_tokens_run(og, which[kind], kind, eos, prompt, 3, 5, gamma)
-        cache = "" if kind == "plain" else f", γ {gamma}, prefix caching {'on' if which is pipes else 'off'}"
+        caching = "on" if which is pipes and kind == "prompt_lookup" else "off"
+        cache = "" if kind == "plain" else f", γ {gamma}, prefix caching {caching}"
         print(f"finding 5, far-eos greedy {prompt} min 3 max 5, {kind}{cache}: {got} (target {want})")
     got = _min_tokens_run(og, pipes["prompt_lookup"], "prompt_lookup", eos, prompt, 0, 5)
     print(f"finding 5, the same without min_new_tokens, prompt_lookup γ 2: {got}")
@@ -208,7 +209,14 @@ def finding_5(og, *_):
             for kind, gamma in [("plain", 0)] + [(k, g) for k in ("prompt_lookup", "draft_model") for g in (1, 2, 3)]:
                 got = _min_tokens_run(og, off[kind], kind, eos, prompt, 3, 5, gamma)
                 if got != want:
-                    tally[(kind, gamma, "EOS before min" if eos in got[:3] else "other")] += 1
+                    late = eos in want[3:] and got[: want.index(eos) + 1] != want  # EOS masked at a position >= 3
+                    tally[
+                        (
+                            kind,
+                            gamma,
+                            "EOS before min" if eos in got[:3] else "EOS masked past min" if late else "other",
+                        )
+                    ] += 1
         print(f"finding 5, far-eos greedy, all {n}-token prompts, min 3 max 5: mismatches {dict(tally)}")
     # T 1, same seeds as plain: prompt lookup draws the target's tokens from the same stream, so any difference is
     # a masking difference
