@@ -1,12 +1,12 @@
-"""Standalone reproducers of OpenVINO GenAI's findings 2 and 3 and of note 4 (docs/findings/openvino.md), with the
+"""Standalone reproducers of OpenVINO GenAI's findings 2, 3 and 5 and of note 4 (docs/findings/openvino.md), with the
 controls that tell the mechanisms apart. Run in the engine's venv (.ci/openvino makes it):
 
     SPECVERIFY_OPTIMUM_CLI=.venv-ovconvert/bin/optimum-cli .venv-openvino/bin/python benchmarks/openvino_findings.py \
-        [--only 2 3 4 repro]
+        [--only 2 3 4 5 repro]
 
-Only the models come from specverify (the main checkpoint pair, converted to IR by ``adapters.openvino.export``);
-every call below is openvino_genai's own API with token ids in and out, so each block can go into a bug report with
-the two IR folders attached. Prints one line per case.
+Only the models come from specverify (the main checkpoint pair, and the far-eos pair for finding 5, converted to IR
+by ``adapters.openvino.export``); every call below is openvino_genai's own API with token ids in and out, so each
+block can go into a bug report with the two IR folders attached. Prints one line per case.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ F32 = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
 CHUNK = 512  # requests per ContinuousBatchingPipeline.generate(), as the adapter sends them
 
 
-def models():
+def models(name="main"):
     from specverify.adapters.openvino.export import model_dir
     from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
 
-    pair = CHECKPOINT_PAIRS["main"].build()
+    pair = CHECKPOINT_PAIRS[name].build()
     return str(model_dir(pair.target)), str(model_dir(pair.draft)), int(pair.target.vocab.eos_token_id)
 
 
@@ -147,14 +147,111 @@ def reproducibility(og, target, draft, eos):
         print(f"reproducibility, cb + draft, {label}, 2048 seeded requests at T 1: repeats differ by {differ}")
 
 
+def _min_tokens_pipes(og, target, draft, caching=True):
+    sched = scheduler(og, caching)
+    return {
+        "plain": og.LLMPipeline(target, "CPU", **F32),
+        "prompt_lookup": og.LLMPipeline(target, "CPU", prompt_lookup=True, scheduler_config=sched, **F32),
+        "draft_model": og.LLMPipeline(
+            target, "CPU", draft_model=og.draft_model(draft, "CPU", **F32), scheduler_config=scheduler(og, False), **F32
+        ),
+    }
+
+
+def _min_tokens_run(og, pipe, kind, eos, prompt, min_new, max_new, gamma=2, seed=None):
+    config = og.GenerationConfig()
+    config.max_new_tokens, config.eos_token_id, config.do_sample = max_new, eos, seed is not None
+    if seed is not None:
+        config.rng_seed = seed
+    if min_new:
+        config.min_new_tokens = min_new
+    if kind != "plain":
+        config.num_assistant_tokens = gamma
+    if kind == "prompt_lookup":
+        config.max_ngram_size = 2
+    return tuple(int(t) for t in pipe.generate(ids(prompt), config).tokens[0])
+
+
+def finding_5(og, *_):
+    """min_new_tokens under speculation: EOS unmasked too early after a rejection (the count is set in prompt +
+    generated units), and masked too long on the later rows of a step (one count for all its rows)."""
+    import itertools
+
+    from specverify.certification.matrix.checkpoint import CHECKPOINT_PAIRS
+    from specverify.oracles.law import greedy_outcome
+    from specverify.params import SamplingParams
+
+    target, draft, eos = models("far-eos")
+    pipes, off = _min_tokens_pipes(og, target, draft), _min_tokens_pipes(og, target, draft, caching=False)
+    target_model = CHECKPOINT_PAIRS["far-eos"].build().target
+    prompt = (1, 1, 1, 2, 3)  # the certificate's greedy-min-tokens case: min_new_tokens 3, max_new_tokens 5
+    want = greedy_outcome(target_model, prompt, SamplingParams(temperature=0.0, max_tokens=5, min_tokens=3))[0]
+    runs = [("plain", pipes, 0)] + [
+        (k, p, g)
+        for g in (1, 2, 3)
+        for k, p in (("prompt_lookup", pipes), ("prompt_lookup", off), ("draft_model", pipes))
+    ]
+    for kind, which, gamma in runs:
+        got = _min_tokens_run(og, which[kind], kind, eos, prompt, 3, 5, gamma)
+        caching = "on" if which is pipes and kind == "prompt_lookup" else "off"
+        cache = "" if kind == "plain" else f", γ {gamma}, prefix caching {caching}"
+        print(f"finding 5, far-eos greedy {prompt} min 3 max 5, {kind}{cache}: {got} (target {want})")
+    got = _min_tokens_run(og, pipes["prompt_lookup"], "prompt_lookup", eos, prompt, 0, 5)
+    print(f"finding 5, the same without min_new_tokens, prompt_lookup γ 2: {got}")
+    # every prompt of 1-3 tokens: EOS before min_new_tokens (the under-count) or a later difference (the over-mask)
+    for n in (1, 2, 3):
+        tally = collections.Counter()
+        for prompt in itertools.product(range(target_model.vocab.size), repeat=n):
+            if eos in prompt:
+                continue
+            params = SamplingParams(temperature=0.0, max_tokens=5, min_tokens=3)
+            want = greedy_outcome(target_model, prompt, params)[0]
+            for kind, gamma in [("plain", 0)] + [(k, g) for k in ("prompt_lookup", "draft_model") for g in (1, 2, 3)]:
+                got = _min_tokens_run(og, off[kind], kind, eos, prompt, 3, 5, gamma)
+                if got != want:
+                    k = want.index(eos) if eos in want[3:] else None  # the target ends at k >= min_new_tokens
+                    late = k is not None and got[:k] == want[:k] and len(got) > k and got[k] != eos
+                    tally[
+                        (
+                            kind,
+                            gamma,
+                            "EOS before min" if eos in got[:3] else "EOS masked past min" if late else "other",
+                        )
+                    ] += 1
+        print(f"finding 5, far-eos greedy, all {n}-token prompts, min 3 max 5: mismatches {dict(tally)}")
+    # T 1, same seeds as plain: prompt lookup draws the target's tokens from the same stream, so any difference is
+    # a masking difference
+    for min_new in (2, 0):
+        base = [_min_tokens_run(og, off["plain"], "plain", eos, (0, 1), min_new, 3, seed=s) for s in range(2000)]
+        outs = [
+            _min_tokens_run(og, off["prompt_lookup"], "prompt_lookup", eos, (0, 1), min_new, 3, 3, s)
+            for s in range(2000)
+        ]
+        diff = collections.Counter((b, o) for b, o in zip(base, outs) if b != o)
+        print(
+            f"finding 5, far-eos T 1 (0, 1) min {min_new} max 3, prompt_lookup γ 3 vs plain, 2000 seeds: "
+            f"{sum(diff.values())} differ {diff.most_common(3)}"
+        )
+    target, draft, eos = models("main")
+    pipes = _min_tokens_pipes(og, target, draft)
+    for prompt in ((1, 4, 0), (0, 1), (1,)):
+        for kind, pipe in pipes.items():
+            outs = [_min_tokens_run(og, pipe, kind, eos, prompt, 4, 5, 2, s) for s in range(300)]
+            early = collections.Counter(o.index(eos) for o in outs if eos in o[:4])
+            print(
+                f"finding 5, main T 1 {prompt} min 4 max 5 γ 2, {kind}, 300 seeds: {sum(early.values())} with EOS "
+                f"before min_new_tokens, at positions {dict(sorted(early.items()))}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", nargs="+", choices=["2", "3", "4", "repro"], default=["2", "3", "4", "repro"])
+    ap.add_argument("--only", nargs="+", choices=["2", "3", "4", "5", "repro"], default=["2", "3", "4", "5", "repro"])
     args = ap.parse_args()
     import openvino_genai as og
 
     target, draft, eos = models()
-    run = {"2": finding_2, "3": finding_3, "4": note_4, "repro": reproducibility}
+    run = {"2": finding_2, "3": finding_3, "4": note_4, "5": finding_5, "repro": reproducibility}
     for name in args.only:
         run[name](og, target, draft, eos)
 

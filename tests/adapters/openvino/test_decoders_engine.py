@@ -15,6 +15,9 @@ Run in the venvs of .ci/openvino:
   (a request whose prompt the draft finished before the target, then scheduled up to its prompt's end only): greedy
   returns the draft's argmax, and tokens after an EOS come back; a step budget no call reaches avoids it (the
   configuration ``f32-no-prefix-cache-whole-batch``);
+- finding 5: with speculation, ``min_new_tokens`` is counted wrongly after a rejected candidate (the sampler sets the
+  logit processor's generated count to prompt + generated − 1): EOS comes back before ``min_tokens`` for prompts of
+  two or more tokens, at temperature 1 too; a one-token prompt, where the two counts agree, and ``plain`` never do;
 - ``draft_model_confidence``: the threshold reaches the engine and changes the drafts, but not at ``max_tokens`` 3,
   where the engine lets the draft propose one token a round whatever γ or the threshold.
 """
@@ -109,6 +112,30 @@ def test_continuous_batching_with_a_draft_keeps_an_unchecked_draft_token_in_batc
     assert whole.engine_info["requested"]["max_num_batched_tokens"] == 2**20
     out = whole([Request((0, 2), params, 3) for _ in range(4 * CB_CHUNK)])
     assert all((c.tokens, c.finish_reason) == want for c in out)
+
+
+def test_min_tokens_under_speculation_lets_eos_out_early_after_a_rejection_finding_5(pair):
+    eos = pair.target.vocab.eos_token_id
+    params = SamplingParams(min_tokens=4, max_tokens=5)  # temperature 1: EOS has mass at every position
+
+    def early(name, prompt, options=None):
+        decoder = _make(name, pair, **(options or {}))
+        out = decoder([Request(prompt, params, 2, seed=s) for s in range(300)])
+        return sorted(c.tokens.index(eos) for c in out if eos in c.tokens[:4])
+
+    # plain masks EOS up to min_tokens: no completion ends before it
+    assert early("plain", (1, 4, 0)) == []
+    # prompt lookup (the certified configuration, prefix caching on): prompt lookup pads its candidates, so every
+    # round rejects one and the sampler then sets the EOS mask's count to prompt (3) + generated − 1 >= 4 from the
+    # second round on: EOS at positions 2 and 3 (27 of 300 here, 2026-12-06)
+    got = early("prompt_lookup", (1, 4, 0))
+    assert got and set(got) <= {2, 3}, (
+        f"{len(got)} of 300 prompt-lookup completions end in EOS before min_tokens 4 (positions {got}): if none, the "
+        "engine no longer sets the count in prompt + generated units (sampler.cpp:1803 at da1db86): finding 5 may be "
+        "fixed, update docs/findings/openvino.md and this test"
+    )
+    # a one-token prompt: prompt + generated − 1 is the generated count, so the under-count cannot happen
+    assert early("prompt_lookup", (1,)) == []
 
 
 def test_confidence_threshold_changes_the_drafts_but_not_at_max_tokens_3(pair):
