@@ -191,3 +191,42 @@ def test_the_plugin_writes_a_certificate_of_vllm_serve_plain(pytester):
     assert cert["engine"]["name"] == "vllm" and "--dtype float32" in cert["engine"]["requested"]["launch"]
     passed = {s["name"]: s["passed"] for s in cert["scenarios"] if s["covered"]}
     assert passed == {"greedy": True, "temperature-1": True}, cert["reason"]
+
+
+PLUGIN_SPECULATIVE = """
+import sys
+
+import pytest
+
+@pytest.mark.specverify(factory="specverify.adapters.server:vllm_serve_{method}", models="checkpoint", level="quick",
+                        scenarios=["greedy", "temperature-1"], isolation="none", allow_inconclusive=True,
+                        engine_options={options})
+def test_vllm_serve_{method}():
+    pass
+"""
+_WORKAROUNDS = ["expand-kernel", "min-tokens-bonus", "padded-drafts", "padded-draft-probs", "missed-draft-probs"]
+
+
+@pytest.mark.slow  # a server start and two quick scenarios each (1-3 min on 2 cores): run once, not in .ci/vllm
+@pytest.mark.parametrize(
+    "method, workaround, law",
+    [("draft_model", None, False), ("draft_model", _WORKAROUNDS, True), ("ngram", None, False)],
+    ids=["draft_model", "draft_model-workarounds", "ngram"],
+)
+def test_the_plugin_certifies_the_speculative_servers_as_certify_does(pytester, method, workaround, law):
+    """The plugin's certificate of each speculative server on greedy and temperature-1: greedy equal throughout;
+    temperature-1 rejected as shipped (finding 1) and passed with the process-global workarounds, as ``specverify
+    certify`` found on the whole quick matrix (docs/findings/vllm/serve.md)."""
+    import json
+
+    options = {"vllm": "__PY__"} | ({"workaround": workaround} if workaround else {})
+    source = PLUGIN_SPECULATIVE.format(method=method, options=repr(options).replace("'__PY__'", "sys.executable"))
+    path = pytester.path / "cert.json"
+    pytester.makepyfile(test_vllm_plugin=source)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "--specverify-json",
+                                           str(path))  # fmt: skip
+    result.assert_outcomes(passed=2 if law else 1, failed=0 if law else 1)
+    cert = json.loads(path.read_text())
+    assert cert["factory"] == f"specverify.adapters.server:vllm_serve_{method}"
+    passed = {s["name"]: s["passed"] for s in cert["scenarios"] if s["covered"]}
+    assert passed == {"greedy": True, "temperature-1": law}, cert["reason"]
