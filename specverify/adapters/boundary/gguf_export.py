@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from specverify.adapters.boundary.checkpoints import checkpoint_source
 from specverify.errors import InvalidArgument, check
 
 __all__ = ["GGUF_VERSION", "PIECES", "EOS_PIECE", "gguf_file", "export_gguf", "rope_rows", "char_text", "char_tokens"]
@@ -106,14 +107,7 @@ def gguf_file(model: object, pieces: str = "toy") -> Path:
     """The GGUF file of a ``CheckpointModel`` (anything with ``.path`` to a checkpoint directory), written if
     missing; see the module docstring for the layout and the two tokenizers."""
     check(pieces in PIECES, f"pieces={pieces!r} must be one of {PIECES!r}.")
-    path = getattr(model, "path", None)
-    if path is None:
-        raise InvalidArgument(
-            f"model={model!r} has no .path: the llama.cpp adapter exports checkpoints to GGUF, so it needs "
-            "CheckpointModel s (CheckpointPairSpec(...).build(), or certify(..., models='checkpoint'))."
-        )
-    source = Path(path)
-    check((source / "config.json").is_file(), f"path={str(source)!r} must be a checkpoint directory.")
+    source = checkpoint_source(model, "the GGUF export (llama.cpp's adapter)")
     final = source.parent / "gguf" / f"{source.name}.{pieces}.v{GGUF_VERSION}.gguf"
     if not final.is_file():
         final.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specverify.errors import InvalidArgument, check
+from specverify.adapters.boundary.checkpoints import checkpoint_source
+from specverify.errors import check
 
 __all__ = ["EXPORT_VERSION", "model_dir", "speculative_dir", "compose_config", "genai_version"]
 
@@ -46,15 +47,7 @@ def genai_version() -> str:
 
 
 def _checkpoint(model: object) -> Path:
-    path = getattr(model, "path", None)
-    if path is None:
-        raise InvalidArgument(
-            f"model={model!r} has no .path: the ONNX Runtime GenAI adapter converts checkpoints, so it needs "
-            "CheckpointModel s (CheckpointPairSpec(...).build(), or certify(..., models='checkpoint'))."
-        )
-    source = Path(path)
-    check((source / "config.json").is_file(), f"path={str(source)!r} must be a checkpoint directory.")
-    return source
+    return checkpoint_source(model, "the ONNX Runtime GenAI adapter")
 
 
 def _publish(final: Path, write) -> Path:

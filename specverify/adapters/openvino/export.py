@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specverify.errors import InvalidArgument, check
+from specverify.adapters.boundary.checkpoints import checkpoint_source
 
 __all__ = ["EXPORT_VERSION", "CLI_ENV", "model_dir", "optimum_cli", "openvino_genai_version"]
 
@@ -57,14 +57,7 @@ def optimum_cli() -> str:
 
 def model_dir(model: object) -> Path:
     """The OpenVINO IR folder of a ``CheckpointModel``, converted if missing (module docstring)."""
-    path = getattr(model, "path", None)
-    if path is None:
-        raise InvalidArgument(
-            f"model={model!r} has no .path: the OpenVINO adapter converts checkpoints, so it needs CheckpointModel s "
-            "(CheckpointPairSpec(...).build(), or certify(..., models='checkpoint'))."
-        )
-    source = Path(path)
-    check((source / "config.json").is_file(), f"path={str(source)!r} must be a checkpoint directory.")
+    source = checkpoint_source(model, "the OpenVINO adapter")
     final = source.parent / "openvino" / f"{source.name}.ov{openvino_genai_version()}.v{EXPORT_VERSION}"
     if (final / "openvino_model.xml").is_file():
         return final
