@@ -122,7 +122,8 @@ def _unseeded_row(row: dict, cert, scenario, family) -> dict:
     """A row stored by its verdict and planned power: its counts (N under sequential looks, statistics, TV,
     outcomes, acceptance) left out; N is the fixed plan's and the TV it rules out the level's."""
     out = {**row, **_COUNTS, "note": UNSEEDED_NOTE if not row["violation"] else row["note"]}
-    if row["kind"] == "sampling" and cert.config.sequential and row["not_run"] is None and family.exact_law:
+    # a mixed member (row kind "mixed") drawn without a seed stops at its own looks too: its scenario is the member's
+    if str(scenario.kind) == "sampling" and cert.config.sequential and row["not_run"] is None and family.exact_law:
         out["n"] = out["planned_n"] = _planned_n(cert, scenario, family)
         out["detectable_tv"] = float(cert.epsilon)
     return out

@@ -136,6 +136,24 @@ def test_unseeded_rows_are_stored_by_their_verdict_and_planned_power():
     certificate_from_document(baseline_document(cert))  # still a valid certificate document (schema 2)
 
 
+def test_an_unseeded_mixed_member_is_stored_by_the_fixed_plan_too():
+    # was: mixed-kinds/unseeded-law (row kind "mixed") kept the N its looks stopped at, 2712 on one run and 4068 on
+    # the next, so the example's stored baseline failed CI's byte-for-byte check on a correct decoder
+    import specverify as sv
+    from specverify.testing.baseline import UNSEEDED_NOTE, baseline_document
+
+    name = "mixed-kinds/unseeded-law"
+    looks = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["mixed-kinds"],
+                       isolation="none")  # fmt: skip
+    fixed = sv.certify("specverify.reference:make_decoder", level="quick", scenarios=["mixed-kinds"],
+                       isolation="none", sequential=False)  # fmt: skip
+    row = {r["name"]: r for r in baseline_document(looks)["scenarios"]}[name]
+    planned = {r.name: r.planned_n for r in fixed.scenarios}[name]
+    assert row["n"] == row["planned_n"] == planned and row["note"] == UNSEEDED_NOTE and row["detectable_tv"] == 0.05
+    seeded = {r["name"]: r for r in baseline_document(looks)["scenarios"]}["mixed-kinds/gamma-1"]
+    assert seeded["pvalue"] is not None and seeded["note"] != UNSEEDED_NOTE  # a seeded member keeps its counts
+
+
 SLOW_ENGINE = """
 import time
 
