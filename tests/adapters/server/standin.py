@@ -7,8 +7,8 @@ reference decoder on a toy pair, with faults on demand: the server adapter's cli
 - ``"5xx"``: every completion answers HTTP 500; ``"malformed"``: a body that is not JSON;
 - ``"drop"``: the connection is closed before any response; ``"drop-once"``: only the first completion's;
 - ``"slow"``: completions wait ``delay_s`` before answering;
-- ``"ignore-FIELD"`` (``top_k``, ``min_tokens``, ...): the field is accepted and dropped (a server that does not
-  honour it);
+- ``"ignore-FIELD"`` (``top_k``, ``min_tokens``, ...; several: ``"ignore-stop,top_k"``): the field is accepted and
+  dropped (a server that does not honour it);
 - ``"die-after"``: the server stops after ``die_after`` completions;
 - ``idle_close_s``: kept-alive connections idle that long are closed by the server (as uvicorn does);
 - ``"stream-repeat"`` / ``"stream-lose"``: a streamed answer repeats / loses its last chunk (``stream`` bodies are
@@ -45,24 +45,29 @@ _FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "freq
 _STOP_TYPE = {"eos": "eos", "stop": "word", "length": "limit", "no_token": "none"}
 
 
+def ignored(fault) -> set:
+    """The fields fault ``"ignore-A,B"`` drops."""
+    return set(fault[len("ignore-") :].split(",")) if fault is not None and fault.startswith("ignore-") else set()
+
+
 def llamacpp_params_of(body: dict, fault) -> SamplingParams:
     """A llama.cpp ``/completion`` body (every field sent) as the params the reference decoder runs."""
     banned = tuple(sorted({int(t) for t, allowed in body["logit_bias"] if allowed is False}))
     fields = {"temperature": body["temperature"], "top_k": body["top_k"], "top_p": body["top_p"],
               "min_p": body["min_p"], "repetition_penalty": body["repeat_penalty"], "stop": tuple(body["stop"]),
               "bad_token_ids": banned}  # fmt: skip
-    if fault is not None and fault.startswith("ignore-"):
-        fields.pop(fault[len("ignore-") :], None)
+    for field in ignored(fault):
+        fields.pop(field, None)
     return SamplingParams(max_tokens=body["n_predict"], **fields)
 
 
 def params_of(body: dict, vocab_size: int, fault) -> SamplingParams:
     fields = {k: body[k] for k in _FIELDS if k in body}
-    if fault is not None and fault.startswith("ignore-"):
-        fields.pop(fault[len("ignore-") :], None)
-    if "stop" in body and fault != "ignore-stop":
+    for field in ignored(fault):
+        fields.pop(field, None)
+    if "stop" in body and "stop" not in ignored(fault):
         fields["stop"] = tuple(body["stop"])
-    if "allowed_token_ids" in body and fault != "ignore-bad_token_ids":
+    if "allowed_token_ids" in body and "bad_token_ids" not in ignored(fault):
         fields["bad_token_ids"] = tuple(t for t in range(vocab_size) if t not in set(body["allowed_token_ids"]))
     if fault == "hot" and fields.get("temperature", 1.0) > 0:  # a law a little off the exact one (as bf16 is)
         fields["temperature"] = 1.25 * fields.get("temperature", 1.0)

@@ -62,12 +62,23 @@ def test_attached_run_keeps_the_served_pair_and_lists_the_rest(tmp_path, main_pa
         server.close()
 
 
-def test_a_declaration_of_other_weights_refuses_and_flags_go_together(tmp_path, main_pair):
-    from specverify.adapters.server import attached
+def test_a_declaration_of_other_weights_refuses_and_flags_go_together(tmp_path):
+    from types import SimpleNamespace
 
-    declared = _declaration(tmp_path, main_pair, target_sha256="0" * 64)
-    with pytest.raises(InvalidArgument, match="serves pair 'main'"):
-        attached(main_pair.target, main_pair.draft, url="http://127.0.0.1:1", declaration=str(declared))
+    from specverify.adapters.server import attached
+    from specverify.adapters.server.declaration import WEIGHTS
+
+    models = []
+    for name in ("target", "draft"):  # checkpoint-shaped models: a folder with weights (no checkpoint built: ~4 s)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / WEIGHTS).write_bytes(name.encode())
+        models.append(SimpleNamespace(path=str(tmp_path / name)))
+    pair = SimpleNamespace(target=models[0], draft=models[1])
+    assert weights_sha256(pair.target) != weights_sha256(pair.draft)
+    for changed in ({"target_sha256": "0" * 64}, {"draft_sha256": "0" * 64}):
+        declared = _declaration(tmp_path, pair, **changed)
+        with pytest.raises(InvalidArgument, match="serves pair 'main'"):
+            attached(pair.target, pair.draft, url="http://127.0.0.1:1", declaration=str(declared))
     assert read_declaration(declared).gamma == 3
     err = io.StringIO()
     code = main(["certify", "specverify.reference:make_decoder", "--server-url", "http://h:1"], out=io.StringIO(),
