@@ -193,6 +193,8 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(args.one, args.level, args.models, args.first_seed, args.scenario, args.json)))
         return
+    if args.json_dir:  # made now: a run of many minutes must not end on a missing folder (it did once: 835 s lost)
+        pathlib.Path(args.json_dir).mkdir(parents=True, exist_ok=True)
     roots = {"after": AFTER} if args.before is None else {"before": args.before.resolve(), "after": AFTER}
     runs: dict = {}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
