@@ -29,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.certification.composition_decoders
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # composition_power, also when loaded by file path
+
+from composition_power import aligned, flat_tilt  # noqa: E402 -- benchmarks/, the script's folder
 
 from specverify.certification import checks  # noqa: E402
 from specverify.certification.checks.composition import composition_plan, small_call_shape, small_looks  # noqa: E402
@@ -40,22 +43,6 @@ from specverify.enums import Level  # noqa: E402
 from specverify.oracles.law import exact_law  # noqa: E402
 from specverify.oracles.models import draft_near  # noqa: E402
 from specverify.stats import battery  # noqa: E402
-
-
-def flat_tilt(probs: np.ndarray, epsilon: float) -> np.ndarray:
-    """The planning model's worst case: mass ε moved from one half of the law (by mass) to the other, pro rata."""
-    order = np.argsort(-probs)
-    first = order[np.cumsum(probs[order]) <= 0.5 + 1e-12]
-    up = np.zeros(probs.size, dtype=bool)
-    up[first if first.size else order[:1]] = True
-    mass = probs[up].sum()
-    tilted = np.where(up, probs * (1 + epsilon / mass), probs * (1 - epsilon / (1 - mass)))
-    return tilted / tilted.sum()
-
-
-def aligned(law, other) -> np.ndarray:
-    vec = np.array([other.prob(o) for o in law.outcomes])
-    return vec / vec.sum()
 
 
 class Decoder:
