@@ -94,3 +94,12 @@ def test_greedy_scenarios_start_each_gamma_once_per_pair(greedy):
     assert not restarted, f"engines restarted for {restarted}: starts in order {starts}"
     assert len({pair for pair, _ in starts}) == len({SCENARIOS[n].pair for n in greedy}) == 2, starts
     assert len(starts) == 8 and len(MADE) == len(set(MADE)), (starts, MADE)  # γ 1 to 4 on each pair
+
+
+def test_a_mixed_scenario_of_two_gammas_starts_each_gamma_once():
+    """``mixed-kinds`` holds members at γ 3 and γ 1: a fixed-γ decoder gets them γ by γ (every call of one γ, the
+    kinds still mixed in each), so its engine starts once per γ instead of switching at every call."""
+    starts = _run(["mixed-kinds"])
+    members = [SCENARIOS[m] for m in SCENARIOS["mixed-kinds"].members]
+    assert {m.num_draft_tokens for m in members} == {1, 3}
+    assert [gamma for _, gamma in starts] == [3, 1], starts

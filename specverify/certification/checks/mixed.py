@@ -52,24 +52,27 @@ class MixedCheck:
         looks = _looks(run, laws) if run.config.sequential and sizes == planned else None
         if looks is not None:  # each member's design may draw to its last look (its max_n)
             sizes = [look.design.schedule[-1] for look in looks]
-        order = np.repeat(np.arange(len(members)), sizes)  # member of each request, shuffled
-        np.random.default_rng(base % 2**32).shuffle(order)
         templates = [Request(m.prompt, m.params, m.num_draft_tokens) for m in members]
         seeded = [handle.seeded and m.seeded for m in members]  # an unseeded member stays unseeded beside seeded ones
-        requests = _requests(templates, order, base, seeded)
         tallies = [Tally(m.num_draft_tokens, handle.prefill_tokens, handle.draft_law) for m in members]
-        done = 0
-        for batch, completions in run.session.calls(handle, requests, CHUNK):
-            owner = order[done : done + len(batch)]
-            done += len(batch)
-            for i, tally in enumerate(tallies):
-                mine = map(completions.__getitem__, np.flatnonzero(owner == i).tolist())
-                if looks is None:
-                    tally.add_all(mine)
-                else:
-                    looks[i].add(tally, list(mine), laws[i])
-            if looks is not None and not any(look.open for look in looks):
-                break  # every member decided: the calls left are not needed
+        offset = 0  # requests of the earlier phases: request j of the scenario has seed base + j
+        for phase, group in enumerate(_phases(members, handle.fixed_gamma)):
+            order = np.repeat(group, [sizes[i] for i in group])  # member of each request, shuffled
+            np.random.default_rng((base + phase) % 2**32).shuffle(order)
+            requests = _requests(templates, order, base + offset, seeded)
+            offset += order.size
+            done = 0
+            for batch, completions in run.session.calls(handle, requests, CHUNK):
+                owner = order[done : done + len(batch)]
+                done += len(batch)
+                for i in group:
+                    mine = map(completions.__getitem__, np.flatnonzero(owner == i).tolist())
+                    if looks is None:
+                        tallies[i].add_all(mine)
+                    else:
+                        looks[i].add(tallies[i], list(mine), laws[i])
+                if looks is not None and not any(looks[i].open for i in group):
+                    break  # every member of the phase decided: the calls left are not needed
         if looks is not None:
             sizes = planned = [look.n for look in looks]
         out = []
@@ -153,6 +156,18 @@ def _looks(run, laws) -> list:
         )
         for law in laws
     ]
+
+
+def _phases(members, fixed_gamma: bool) -> list:
+    """The members drawn together, as lists of member indices: all of them in every call, except for a decoder that
+    fixes γ per engine (``fixed_gamma``: vLLM runs each γ on an engine of its own, one live at a time), which gets
+    one phase per γ in the members' order. Such an engine runs a call's requests of each γ as a batch of their own
+    anyway, so a call of one γ shows it every batch a mixed call would, without an engine switch per call (on
+    vLLM ``mixed-kinds`` switched between γ 3 and γ 1 at every call)."""
+    if not fixed_gamma:
+        return [list(range(len(members)))]
+    gammas = list(dict.fromkeys(m.num_draft_tokens for m in members))
+    return [[i for i, m in enumerate(members) if m.num_draft_tokens == g] for g in gammas]
 
 
 def _requests(templates: list, order: np.ndarray, base: int, seeded: list) -> Iterator[Request]:
