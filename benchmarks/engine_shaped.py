@@ -121,8 +121,10 @@ def one(spec: str, level: str, models: str, seed: int, scenarios: list, json_out
     cert = specverify.certify(factory, progress=progress, **options)
     elapsed = time.perf_counter() - started
     data = cert.to_dict()
-    if json_out:
-        pathlib.Path(json_out).write_text(json.dumps(data))
+    if json_out:  # the certificate document `specverify report` reads (kind and schema version included)
+        from specverify.report import render_json
+
+        pathlib.Path(json_out).write_text(render_json(cert))
     rows = data["scenarios"]
     tvs = [r["detectable_tv"] for r in rows if r.get("kind") in ("sampling", "mixed") and r.get("covered")
            and r.get("detectable_tv") is not None]  # fmt: skip

@@ -155,6 +155,12 @@ _FIELD = (
         (),
     ),
     (
+        "greedy-rows-sampled-in-mixed-call",
+        "A call holding any sampled request sends its greedy requests through the sampled path",
+        "batch (greedy flag)",
+        (),
+    ),
+    (
         "window-ring-not-restored-on-rollback",
         "A sliding window's ring of W slots keeps rejected drafts after a rollback",
         "target KV (sliding window)",

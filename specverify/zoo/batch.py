@@ -23,6 +23,7 @@ __all__ = [
     "corrupts_beyond_two_sequences",
     "first_request_params_for_batch",
     "any_greedy_request_greedy_call",
+    "sampled_call_samples_greedy_rows",
     "first_seeded_seed_for_call",
 ]
 
@@ -147,6 +148,30 @@ def any_greedy_request_greedy_call(target, draft, *, entropy=None) -> Vectorized
     temperature 0, so their law (one outcome per prompt) is rejected.
     """
     return _AnyGreedy(target, draft, entropy=entropy)
+
+
+class _SampledCall(VectorizedDecoder):
+    def __call__(self, requests):
+        requests = list(requests)
+        if any(r.params.temperature > 0 for r in requests):  # not all greedy: every row takes the sampled path
+            requests = [replace(r, params=replace(r.params, temperature=1.0)) if r.params.temperature == 0 else r
+                        for r in requests]  # fmt: skip
+        return super().__call__(requests)
+
+
+@zoo_entry(verdict=Verdict.APPROXIMATE, mechanism="greedy-rows-sampled-in-mixed-call", showcases=("plain",))
+def sampled_call_samples_greedy_rows(target, draft, *, entropy=None) -> VectorizedDecoder:
+    """A call holding any sampled request sends its greedy requests through the sampled path too (at temperature 1).
+
+    The mirror of :func:`any_greedy_request_greedy_call`. Calls of greedy requests alone, and of sampled requests
+    alone, are exact; only a call that mixes the two kinds shows it. vLLM 0.32 on CPU does this (its finding 1): in a
+    step that is not all greedy, ``apply_sampling_constraints`` divides every row's logits, greedy rows included, by a
+    temperature the CPU expand kernel never wrote, and takes the greedy rows' argmax after that.
+
+    Verdict: approximate. ``mixed-kinds`` sends greedy requests beside sampled ones, and their outputs differ from
+    the target's greedy output (a greedy mismatch, rule 2).
+    """
+    return _SampledCall(target, draft, entropy=entropy)
 
 
 class _FirstSeededSeed(VectorizedDecoder):

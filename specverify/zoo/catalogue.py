@@ -59,6 +59,9 @@ _ROWS: tuple = (
     ("any_greedy_request_greedy_call", "greedy-only", "greedy-request-makes-call-greedy", "batch",
      "A call holding any greedy request decodes every request of it greedily (the batch's greedy flag is "
      "an any())."),
+    ("sampled_call_samples_greedy_rows", "approximate", "greedy-rows-sampled-in-mixed-call", "batch",
+     "A call holding any sampled request sends its greedy requests through the sampled path too (at "
+     "temperature 1)."),
     ("first_seeded_seed_for_call", "exact", "call-rng-from-first-seed", "batch",
      "The seeded requests of a call draw from one generator seeded with the first seeded request's seed.",
      "ar", "reproducible"),

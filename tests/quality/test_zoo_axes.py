@@ -146,3 +146,12 @@ def test_the_unrestored_recurrent_state_is_latent_on_a_kv_target_and_shows_on_a_
         assert differs("recurrent_state_not_rolled_back", requests) == 0
         got, want = entry(requests), make_decoder(target, draft)(requests)
         assert sum(a.tokens != b.tokens for a, b in zip(got, want)) > 0
+
+
+def test_a_sampled_request_sends_the_greedy_ones_of_its_call_through_the_sampled_path_only_in_mixed_calls():
+    sampled = shaped((0, 1), P(max_tokens=4), (3,))
+    greedy = shaped((0, 1), P(temperature=0.0, max_tokens=4), (1, 2))
+    assert differs("sampled_call_samples_greedy_rows", sampled) == 0
+    assert differs("sampled_call_samples_greedy_rows", greedy) == 0
+    mixed = [r for pair in zip(greedy, sampled) for r in pair]
+    assert differs("sampled_call_samples_greedy_rows", mixed) > 0

@@ -145,6 +145,7 @@ SHOWS_LAW = {  # sampling scenarios (beyond the core) where a greedy-only entry'
     "rng_keyed_by_batch_position": ("batch-composition",),
     "corrupts_beyond_two_sequences": ("batch-composition",),
     "any_greedy_request_greedy_call": ("mixed-kinds",),
+    "sampled_call_samples_greedy_rows": ("mixed-kinds",),  # approximate: its greedy member's outputs (rule 2)
 }
 
 
@@ -181,6 +182,7 @@ FAST_TAG_ENTRIES = {
     "recurrent_state_from_first_block",  # approximate, ngram (greedy only)
     "draft_sampler_without_temperature",  # greedy-only, heads
     "bf16_draft_fp32_ratio",  # greedy-only, markov
+    "sampled_call_samples_greedy_rows",  # approximate through a mixed scenario's greedy member, not greedy-only
 }
 
 

@@ -89,8 +89,8 @@ def decide(results, violation, *, matrix, alpha: float, core=None, num_tests=Non
     results = apply_holm(results, alpha, num_tests)
     if violation is not None:
         return Decision(Verdict.INVALID, violation, results)
-    greedy = tuple(r.name for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False)
-    rejected = tuple(r.name for r in results if r.kind != ScenarioKind.GREEDY and r.passed is False)
+    greedy = tuple(r.name for r in results if _greedy_output(r, matrix) and r.passed is False)
+    rejected = tuple(r.name for r in results if not _greedy_output(r, matrix) and r.passed is False)
     covered = {r.scenario for r in results if r.covered}
     core = matrix.core if core is None else tuple(core)
     core_missing = tuple(c for c in core if c not in covered)
@@ -104,14 +104,40 @@ def decide(results, violation, *, matrix, alpha: float, core=None, num_tests=Non
     return Decision(verdict, reason, **facts)
 
 
+def _greedy_output(r, matrix) -> bool:
+    """Whether ``r`` judges greedy outputs: a greedy scenario, or a mixed scenario's member that is one
+    (``mixed-kinds``' greedy requests, sent beside sampled ones: their law is the point mass on the target's greedy
+    output, so any other output is a greedy mismatch, rule 2, not a sampling rejection)."""
+    if r.kind == ScenarioKind.GREEDY:
+        return True
+    return (
+        r.kind == ScenarioKind.MIXED
+        and r.member is not None
+        and r.member in matrix
+        and matrix[r.member].kind == ScenarioKind.GREEDY
+    )
+
+
+def _greedy_mismatch(r) -> str:
+    """What a failed greedy result got wrong: its first mismatch, or for a mixed member the outputs it drew that
+    are not the target's greedy one (probability 0 under the point mass)."""
+    if r.mismatches:
+        return f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}"
+    if r.impossible:  # (label, count) pairs, the five most frequent
+        label, count = r.impossible[0]
+        return (
+            f"{r.name}: greedy output differs from the target's in calls mixed with sampled requests: "
+            f"{sum(c for _, c in r.impossible)} or more of {r.n} greedy requests, e.g. {label} ({count} times)"
+        )
+    return f"{r.name}: greedy output differs from the target's: {r.note or 'rejected'}"
+
+
 def _rules(results, matrix, core_missing, short, against) -> tuple:
     by_name = {r.name: r for r in results}
-    greedy_fail = [r for r in results if r.kind == ScenarioKind.GREEDY and r.passed is False]
+    greedy_fail = [r for r in results if _greedy_output(r, matrix) and r.passed is False]
     if greedy_fail:
         r = greedy_fail[0]
-        return Verdict.APPROXIMATE, (
-            f"{r.name}: greedy output differs from the target's: {r.mismatches[0]}. Reproduce: {r.reproduce}"
-        )
+        return Verdict.APPROXIMATE, f"{_greedy_mismatch(r)}. Reproduce: {r.reproduce}"
     sampling_fail = [r for r in results if r.passed is False]
     if sampling_fail:
         r = sampling_fail[0]
