@@ -61,13 +61,18 @@ def test_ties_broken_by_the_highest_index_are_latent_without_exact_ties():
     assert differs("greedy_ties_last_index", requests, "ties") > 0
 
 
-def test_a_greedy_request_makes_its_call_greedy_only_in_mixed_calls():
+@pytest.mark.parametrize(
+    "name",
+    # a greedy request makes its call greedy; a sampled request sends the greedy ones through the sampled path
+    ["any_greedy_request_greedy_call", "sampled_call_samples_greedy_rows"],
+)
+def test_a_call_mixing_greedy_and_sampled_requests_is_wrong_only_when_mixed(name):
     sampled = shaped((0, 1), P(max_tokens=4), (3,))
     greedy = shaped((0, 1), P(temperature=0.0, max_tokens=4), (1, 2))
-    assert differs("any_greedy_request_greedy_call", sampled) == 0
-    assert differs("any_greedy_request_greedy_call", greedy) == 0
+    assert differs(name, sampled) == 0
+    assert differs(name, greedy) == 0
     mixed = [r for pair in zip(greedy, sampled) for r in pair]
-    assert differs("any_greedy_request_greedy_call", mixed) > 0
+    assert differs(name, mixed) > 0
 
 
 def test_the_first_seed_s_generator_is_reproducible_behind_unseeded_neighbours_only():
@@ -146,12 +151,3 @@ def test_the_unrestored_recurrent_state_is_latent_on_a_kv_target_and_shows_on_a_
         assert differs("recurrent_state_not_rolled_back", requests) == 0
         got, want = entry(requests), make_decoder(target, draft)(requests)
         assert sum(a.tokens != b.tokens for a, b in zip(got, want)) > 0
-
-
-def test_a_sampled_request_sends_the_greedy_ones_of_its_call_through_the_sampled_path_only_in_mixed_calls():
-    sampled = shaped((0, 1), P(max_tokens=4), (3,))
-    greedy = shaped((0, 1), P(temperature=0.0, max_tokens=4), (1, 2))
-    assert differs("sampled_call_samples_greedy_rows", sampled) == 0
-    assert differs("sampled_call_samples_greedy_rows", greedy) == 0
-    mixed = [r for pair in zip(greedy, sampled) for r in pair]
-    assert differs("sampled_call_samples_greedy_rows", mixed) > 0
