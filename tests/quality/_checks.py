@@ -38,10 +38,18 @@ def first_violation(decoder, vocab, requests):
     return None
 
 
-def greedy_mismatches(decoder, target, requests) -> list:
-    """Requests whose output differs from plain greedy decoding of the target."""
+def greedy_mismatches(decoder, target, requests, leader_params=None) -> list:
+    """Requests whose output differs from plain greedy decoding of the target. With ``leader_params``, each request is
+    sent behind one of those parameters (seed 10**9 + i) in a single call, and only the second of each pair is
+    compared (a mixed-parameter call, as ``law_check_behind``)."""
+    from dataclasses import replace
+
+    call = list(requests)
+    if leader_params is not None:
+        call = [x for i, r in enumerate(requests) for x in (replace(r, seed=10**9 + i, params=leader_params), r)]
+    completions = decoder(call) if leader_params is None else decoder(call)[1::2]
     bad = []
-    for req, c in zip(requests, decoder(requests)):
+    for req, c in zip(requests, completions):
         if (c.tokens, c.finish_reason) != _greedy(target, req.prompt, req.params):
             bad.append((req, c))
     return bad

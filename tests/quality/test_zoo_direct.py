@@ -33,15 +33,15 @@ N = 20_000
 PROMPTS = prompts(100, seed=0)
 # entries whose bug lives on the batch path: their law is checked through calls of this size (sample() is exact)
 THROUGH_CALLS = {"rng_keyed_by_batch_position": (1, 300), "corrupts_beyond_two_sequences": (512, N)}
-# entries whose bug needs requests of other parameters in the same call: the law of the showcase request behind one
+# entries whose bug needs requests of other parameters in the same call, with the leading request's parameters: the
+# law (greedy-only entries) or the greedy output (approximate ones) of a request behind one
 BEHIND = {
     "first_request_params_for_batch": SamplingParams(temperature=0.5, max_tokens=4),
     "any_greedy_request_greedy_call": SamplingParams(temperature=0.0, max_tokens=4),  # a greedy request leads
+    "sampled_call_samples_greedy_rows": SamplingParams(temperature=1.0, max_tokens=4),  # a sampled request leads
 }
 # entries whose greedy defect needs a shape the default greedy requests lack (γ 1 to 4, prompts of 1 to 5 tokens):
 # the matrix's scenario that shows it (its γ, prompt lengths, output length and draft distance)
-# entries whose greedy defect needs sampled requests in the same call: each greedy request is sent behind one
-BESIDE_SAMPLED = {"sampled_call_samples_greedy_rows": SamplingParams(temperature=1.0, max_tokens=4)}
 GREEDY_SHAPE = {
     "verify_rows_capped_at_four": "greedy-gamma-sweep",
     "decode_before_chunked_prefill": "greedy-long-prompts",
@@ -76,16 +76,6 @@ DIRECT = {
 def showcase_of(name):
     showcase = SHOWCASES[ZOO[name].showcases[0]]
     return showcase, *showcase.models()
-
-
-class _Second:
-    """``decoder`` seen through calls that put ``first`` ahead of each request (the first completion dropped)."""
-
-    def __init__(self, decoder, first):
-        self.decoder, self.first = decoder, first
-
-    def __call__(self, requests):
-        return [self.decoder([self.first, r])[1] for r in requests]
 
 
 def greedy_setup(name, *, max_tokens=4):
@@ -191,12 +181,11 @@ def test_collision_test_over_identical_unseeded_pairs(name):
 def test_approximate_entry_changes_some_greedy_output(name):
     target, far, requests = greedy_setup(name, max_tokens=6)
     decoder = ZOO[name].factory(target, far, entropy=0)
-    if name in BESIDE_SAMPLED:
-        sampled = [Request((0, 1), BESIDE_SAMPLED[name], 3, seed=i) for i in range(len(requests))]
+    if name in BEHIND:  # its greedy defect shows only behind a request of other parameters in the same call
         alone = [bad for start in range(0, len(requests), 10) for bad in
                  greedy_mismatches(decoder, target, requests[start : start + 10])]  # fmt: skip
         assert not alone, f"{name}: greedy calls without a sampled request should be exact: {alone[:2]}"
-        changed = [r for s, r in zip(sampled, requests) if greedy_mismatches(_Second(decoder, s), target, [r])]
+        changed = greedy_mismatches(decoder, target, requests, BEHIND[name])
         assert changed, f"{name}: no greedy output changed behind a sampled request"
         return
     found = next(
