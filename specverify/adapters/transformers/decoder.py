@@ -358,7 +358,7 @@ class TransformersDecoder:
         """One request through ``generate()``; tokens by the finish rule (cut at a stop string), ``accepted``."""
         import torch
 
-        from specverify.adapters.transformers import hooks
+        from specverify.adapters.transformers import generators, hooks
         from specverify.oracles.checkpoint_tokenizer import quiet_transformers
 
         seed = request.seed if request.seed is not None else int(self.rng.integers(0, 2**63 - 1))
@@ -378,6 +378,8 @@ class TransformersDecoder:
         generated = tuple(int(t) for t in out.sequences[0, len(request.prompt) :].tolist())
         tokens, reason = self._finish(generated, request.params)
         accepted = log.accepted(len(request.prompt), tokens) if self.mode != "plain" else None
+        if log.generator in generators.UNBOUNDED_DRAFTS:  # γ does not bound its drafts (finding 12): not reported
+            accepted = None
         if accepted and self.prefill_tokens == 1:  # the prefill's empty round is no verification round
             accepted = accepted[1:]
         return Completion(tokens, reason, accepted=accepted)

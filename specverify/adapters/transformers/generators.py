@@ -33,6 +33,13 @@ greedy), else ``AssistedCandidateGenerator``.
   family's own id table: the family's word-level tokenizer cannot encode a concatenation ("ab" + "a" is the text
   "aba", no word of its table; its ``unk_token`` is not in the table), which the text round trips need (pinned in
   the tests).
+
+  ``AssistedCandidateGeneratorDifferentTokenizers`` bounds the *assistant's* new tokens by ``num_assistant_tokens``
+  (C:524) and hands back as many *target* tokens as that text re-encodes to (C:613-631), so a round can hold more
+  drafts than the request's γ (docs/findings/transformers.md, finding 12). γ is therefore not the protocol's
+  number of drafts on that path, and the decoder reports no ``accepted`` for its calls (``UNBOUNDED_DRAFTS``):
+  the shape's acceptance is "not reported", as DESIGN's partial-capability rule asks, while USD's sampled rounds
+  (one target id per assistant id) keep theirs.
 """
 
 from __future__ import annotations
@@ -45,7 +52,14 @@ import numpy as np
 
 from specverify.errors import InvalidArgument, check
 
-__all__ = ["OWN_SETUP", "EXTRA_STRING", "UNIVERSAL_FORMAT", "universal_permutation", "universal_draft_dir"]
+__all__ = [
+    "OWN_SETUP",
+    "UNBOUNDED_DRAFTS",
+    "EXTRA_STRING",
+    "UNIVERSAL_FORMAT",
+    "universal_permutation",
+    "universal_draft_dir",
+]
 
 EXTRA_STRING = "aa"  # the one string the universal draft's tokenizer holds and the target's does not
 UNIVERSAL_FORMAT = 1  # bump when the universal draft's recipe changes: part of its directory's hash
@@ -529,6 +543,8 @@ class Dflash(_Setup):
 
 
 OWN_SETUP = {"early_exit": EarlyExit, "universal": Universal, "mtp": Mtp, "dflash": Dflash}
+# candidate generators whose rounds may hold more drafts than the request's γ (module docstring): no ``accepted``
+UNBOUNDED_DRAFTS = frozenset({"AssistedCandidateGeneratorDifferentTokenizers"})
 PREFILL_ROUND = ("mtp", "dflash")  # the first round verifies no candidate (C:1450-1451, 1618-1619): the prefill
 
 

@@ -329,3 +329,36 @@ def test_finding_greedy_different_tokenizers_with_a_bad_token_crash(checkpoint_p
     got = fixed([request])[0]
     want = greedy_outcome(checkpoint_pair.target, request.prompt, params)
     assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1]) and 1 not in got.tokens
+
+
+def test_finding_greedy_different_tokenizer_rounds_exceed_gamma_so_acceptance_is_not_reported(monkeypatch):
+    """Finding 12 (docs/findings/transformers.md): the greedy different-tokenizer generator bounds the assistant's
+    tokens by ``num_assistant_tokens`` (C:524) and hands back every target token their text re-encodes to (C:613-631),
+    so a round at γ 1 can hold two drafts. The adapter reports no ``accepted`` for that generator's calls (the
+    protocol's counts are per drafts ≤ γ); USD's sampled calls keep theirs, each round ≤ γ. The pair, parameters and
+    prompt are those of the certifier's run that found it (``greedy-masks``, checkpoint family)."""
+    from specverify.certification.matrix.scenarios import matrix
+
+    scenario = matrix("checkpoint")["greedy-masks"]
+    pair = scenario.models()
+    rounds = []
+    record = hooks.RoundLog.accepted
+
+    def spy(log, prompt_len, tokens):
+        rounds.append((log.generator, [len(candidates) for _, candidates in log.rounds]))
+        return record(log, prompt_len, tokens)
+
+    monkeypatch.setattr(hooks.RoundLog, "accepted", spy)
+    decoder = tfa.universal(pair.target, pair.draft, workers=0, assistant_cache="fresh", translator="id-order")
+    request = Request((3, 4, 2, 0), scenario.params, num_draft_tokens=1)
+    got = decoder([request])[0]
+    want = greedy_outcome(pair.target, request.prompt, request.params)
+    assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1])
+    generator, sizes = rounds[-1]
+    assert generator in generators.UNBOUNDED_DRAFTS and max(sizes) > request.num_draft_tokens, rounds
+    assert got.accepted is None
+    mark = len(rounds)
+    sampled = Request((0, 1), SamplingParams(temperature=1.0, max_tokens=4), num_draft_tokens=2, seed=3)
+    completions = decoder([sampled] * 8)
+    assert {generator for generator, _ in rounds[mark:]} == {"UniversalSpeculativeDecodingGenerator"}
+    assert all(c.accepted and all(0 <= a <= 2 for a in c.accepted) for c in completions), completions
