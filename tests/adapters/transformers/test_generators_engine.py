@@ -225,8 +225,14 @@ def test_finding_a_sampled_usd_call_prunes_the_assistant_for_later_greedy_calls(
     assert shipped([greedy])[0].tokens == tuple(want[0])
     shipped([sampled])
     assert type(shipped.assistant.get_output_embeddings()).__name__ == "_PruneReindexingLMHead"
-    with pytest.raises((RuntimeError, IndexError)):  # attention shapes, or a draft id past the pruned head
-        shipped([greedy])
+    embedding = shipped.assistant.get_input_embeddings()
+    state = f"input embedding {type(embedding).__name__}, map={getattr(embedding, 'map', None)!r}"
+    try:  # attention shapes (the mapped embedding gives one position for the prompt's), or an id past the pruned head
+        got = shipped([greedy])
+    except (RuntimeError, IndexError):
+        pass
+    else:  # once seen in an xdist worker, never alone: say what the assistant looked like
+        pytest.fail(f"the greedy call after the prune did not raise: {got!r}; {state}; rerun this test alone")
     fixed = tfa.universal(checkpoint_pair.target, checkpoint_pair.draft, workers=0, assistant_cache="fresh")
     fixed([sampled])
     assert fixed([greedy])[0].tokens == tuple(want[0])
