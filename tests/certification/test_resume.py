@@ -78,3 +78,18 @@ def test_a_long_scenario_says_how_far_its_draws_are(monkeypatch, uninterrupted):
     inside = [line for line in lines if line.startswith("specverify: [2/3] temperature-1: ")]
     n = f"{cert.scenarios[1].n:,}".replace(",", " ")
     assert len(inside) > 2 and inside[-1] == f"specverify: [2/3] temperature-1: {n} of {n} draws", inside
+
+
+def test_a_resumed_certificate_counts_the_earlier_processes_time(tmp_path):
+    """``elapsed_s`` is the run's wall time over every process that worked on it: each writes its own into the file
+    (``spent_s``), and the resumed certificate adds the earlier ones (once 2,017 s of a 6,300 s run)."""
+    path = tmp_path / "run.json"
+    greedy = dict(OPTIONS, scenarios=["greedy"], isolation="none")
+    first = sv.certify("specverify.reference:make_decoder", resume=str(path), **greedy)
+    data = json.loads(path.read_text())
+    assert 0 < data["spent_s"] <= first.elapsed_s + 1.0
+    data["spent_s"] = 5000.0  # as if the first process had worked for 5,000 s
+    path.write_text(json.dumps(data))
+    again = sv.certify("specverify.reference:make_decoder", resume=str(path), **greedy)  # finished: nothing drawn
+    assert 5000.0 < again.elapsed_s < 5000.0 + first.elapsed_s + 60.0
+    assert json.loads(path.read_text())["spent_s"] >= 5000.0

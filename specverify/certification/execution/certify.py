@@ -92,7 +92,7 @@ def execute(
             run_local(the_plan, store, progress=progress)
     except SetupFailure as exc:  # the executor could not start an engine host (a malformed ray_resources)
         return Outcome(None, ((None, error_certificate(exc.reason, config=config, elapsed_s=_now() - started)),))
-    elapsed = _now() - started
+    elapsed = _now() - started + store.earlier_s  # a resumed run's earlier processes count (docs/ci.md)
     if execution.shard is not None:
         return Outcome(the_plan, shard=_shard_certificate(the_plan, store, elapsed))
     merged = []

@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from typing import Optional
 
 from specverify.certification.execution.plan import Plan
@@ -43,6 +44,8 @@ HOW = ("isolation", "timeout_s", "threads")  # how the decoder runs, not what it
 
 class MemoryStore:
     """Part documents by id, in this process."""
+
+    earlier_s = 0.0  # wall seconds of the earlier processes of this run (a resume file's; none in memory)
 
     def __init__(self):
         self._docs: dict = {}
@@ -85,6 +88,10 @@ class ResumeFile(MemoryStore):
         self.command = command_line(plan.config, plan.execution)
         self.data = self._load() if os.path.exists(self.path) else self._fresh()
         self.resumed = bool(self.data["finished"] or self.data["draws"])
+        # the run's wall time so far: each process adds its own at every write (a file of an older specverify,
+        # without the key, counts from this process)
+        self.earlier_s = float(self.data.get("spent_s", 0.0))
+        self._started = time.perf_counter()
         self._docs = dict(self.data["finished"])
         self._finished_text = json.dumps(self.data["finished"])
         self._remove_stale()
@@ -154,6 +161,7 @@ class ResumeFile(MemoryStore):
     def write(self) -> None:
         """The whole file, atomically: a temporary file in PATH's directory, fsynced, then renamed over PATH (the
         finished parts' text is kept between writes: only the part in flight changes after a call)."""
+        self.data["spent_s"] = self.earlier_s + (time.perf_counter() - self._started)
         rest = {k: v for k, v in self.data.items() if k != "finished"}
         text = json.dumps(rest)[:-1] + ', "finished": ' + self._finished_text + "}"
         folder, prefix, suffix = self._temporary()
