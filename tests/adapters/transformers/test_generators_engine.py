@@ -60,9 +60,12 @@ def test_each_factory_reaches_its_generator_and_greedy_equals_the_target(decoder
         got = decoder([Request(prompt, params, num_draft_tokens=3)])[0]
         want = greedy_outcome(checkpoint_pair.target, prompt, params)
         assert (got.tokens, got.finish_reason) == (tuple(want[0]), want[1]), (mode, prompt)
-        assert got.accepted is not None and sum(a + 1 for a in got.accepted) >= len(got.tokens) - 1
+        if mode == "universal":  # the greedy twin's rounds are not bounded by γ: not reported (finding 12)
+            assert got.accepted is None
+        else:
+            assert got.accepted is not None and sum(a + 1 for a in got.accepted) >= len(got.tokens) - 1
     sampled = decoder([Request((0, 1), SamplingParams(temperature=1.0, max_tokens=6), num_draft_tokens=3, seed=5)])
-    assert len(sampled[0].tokens) >= 1
+    assert len(sampled[0].tokens) >= 1 and sampled[0].accepted is not None
     counted = {k: v - before.get(k, 0) for k, v in decoder.state.items() if k.startswith("calls_")}
     want_class = configs.GENERATOR_CLASSES[mode]
     greedy_class = "AssistedCandidateGeneratorDifferentTokenizers" if mode == "universal" else want_class
