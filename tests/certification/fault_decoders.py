@@ -60,3 +60,19 @@ def factory_exits(target, draft):
 
 def factory_segfaults(target, draft):
     _segfault()
+
+
+class _RaisesOnThirdCall(VectorizedDecoder):
+    """The reference until its third ``__call__``, which raises (tests/certification/test_calls_at_once.py)."""
+
+    calls = 0
+
+    def __call__(self, requests):
+        self.calls += 1
+        if self.calls == 3:
+            raise ValueError("engine error on call 3")
+        return super().__call__(requests)
+
+
+def raises_on_third_call(target, draft):
+    return _RaisesOnThirdCall(target, draft)

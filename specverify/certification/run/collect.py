@@ -201,7 +201,27 @@ class Session:
         """One decoder call, validated: completions in order, each obeying the protocol."""
         scope = self._counted(handle)
         requests = list(requests)
-        completions = self.runner.request("call", handle.pair.spec, requests)
+        return self._checked(handle, scope, requests, self.runner.request("call", handle.pair.spec, requests))
+
+    def call_each(self, handle: DecoderHandle, batches: list) -> list:
+        """One decoder call per batch of ``batches``, in order, each validated as :meth:`call`'s: the completion
+        lists. A runner with ``calls`` (the worker process) gets them in one message and answers call by call, so
+        the decoder never waits on this process between them; the decoder sees the same calls either way. The
+        first failure in call order is raised (a protocol violation of an earlier call before a later call's
+        crash)."""
+        batches = [list(b) for b in batches]
+        many = getattr(self.runner, "calls", None)
+        if not callable(many) or len(batches) < 2:
+            return [self.call(handle, requests) for requests in batches]
+        scope = self._counted(handle)
+        answers, failure = many(handle.pair.spec, batches)
+        out = [self._checked(handle, scope, requests, got) for requests, got in zip(batches, answers)]
+        if failure is not None:
+            raise failure
+        return out
+
+    def _checked(self, handle: DecoderHandle, scope, requests: list, completions: list) -> list:
+        """``completions`` of one call of ``requests``, checked against the protocol and counted."""
         if len(completions) != len(requests):
             raise ProtocolViolation(f"wrong count: {len(completions)} completions for {len(requests)} requests")
         with gc_paused():

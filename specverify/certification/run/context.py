@@ -71,6 +71,15 @@ class Deadline:
             raise BudgetSpent()
         return self._runner.request(op, *args)
 
+    def calls(self, key, batches: list) -> tuple:
+        """The runner's ``calls`` (several calls sent at once) without a deadline; with one, a call at a time, each
+        refused once the budget is spent, as :meth:`request` does."""
+        if self.end is None and callable(getattr(self._runner, "calls", None)):
+            return self._runner.calls(key, batches)
+        from specverify.certification.run.runner import each_call
+
+        return each_call(lambda requests: self.request("call", key, requests), batches)  # BudgetSpent propagates
+
 
 @dataclass(frozen=True)
 class Run:

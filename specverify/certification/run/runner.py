@@ -38,6 +38,7 @@ __all__ = [
     "DecoderFailure",
     "InProcessRunner",
     "ProcessRunner",
+    "each_call",
     "make_runner",
 ]
 
@@ -257,8 +258,26 @@ class InProcessRunner:
         except Exception as exc:  # the decoder's own failure: report it, never crash
             raise DecoderFailure(_summary(exc)) from None
 
+    def calls(self, key, batches: list) -> tuple:
+        """Several decoder calls, one after another (:meth:`ProcessRunner.calls`' contract): ``(completion lists
+        of the calls that succeeded, the first failure or None)``."""
+        return each_call(lambda requests: self.request("call", key, requests), batches)
+
     def close(self) -> None:
         self._host.release_all()
+
+
+def each_call(call, batches: list) -> tuple:
+    """``call`` on each batch in turn until one raises ``DecoderFailure`` (or ``SetupFailure``): ``(answers,
+    failure or None)``, the contract of a runner's ``calls``."""
+    check(callable(call), f"call={call!r} must be callable: one decoder call, requests -> completions.")
+    answers = []
+    for requests in batches:
+        try:
+            answers.append(call(requests))
+        except (DecoderFailure, SetupFailure) as exc:
+            return answers, exc
+    return answers, None
 
 
 def set_threads(threads: int) -> None:
@@ -291,14 +310,27 @@ def _worker_main(conn, spec, path=None, threads=1, options=None):
         if op == "quit":
             host.release_all()
             return
-        try:
-            conn.send(("ok", getattr(host, op)(*args)))
-        except SetupFailure as exc:
-            conn.send(("setup", exc.reason))
-        except DecoderFailure as exc:
-            conn.send(("error", exc.reason))
-        except BaseException as exc:  # noqa: BLE001
-            conn.send(("error", _summary(exc)))
+        if op == "calls":  # several calls in one message: an answer each, none after the first failure
+            key, batches = args
+            for requests in batches:
+                if not _answer(conn, host, "call", (key, requests)):
+                    break
+            continue
+        _answer(conn, host, op, args)
+
+
+def _answer(conn, host, op, args) -> bool:
+    """Run ``host.op(*args)`` and send its answer (or the failure); whether it succeeded."""
+    try:
+        conn.send(("ok", getattr(host, op)(*args)))
+        return True
+    except SetupFailure as exc:
+        conn.send(("setup", exc.reason))
+    except DecoderFailure as exc:
+        conn.send(("error", exc.reason))
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("error", _summary(exc)))
+    return False
 
 
 class ProcessRunner:
@@ -361,6 +393,26 @@ class ProcessRunner:
         if op == "make":
             _FREEZE.hold(self)  # this process's set-up (the oracle's models, imports) is done too
         return answer
+
+    def calls(self, key, batches: list) -> tuple:
+        """Several decoder calls in one message: the worker makes them one after another and answers each as it
+        ends, so its next call starts while this process checks the last one's answer, with no round trip between
+        them (batch composition's thousands of calls of one or two requests spent half their time in round trips).
+        Each answer is awaited within the per-call timeout, as a single call's is. Returns ``(completion lists of
+        the calls that succeeded, in order; the first failure, a DecoderFailure or SetupFailure, or None)``: the
+        worker makes no call after a failure, so no answer is left in the pipe."""
+        batches = [list(b) for b in batches]
+        if not self._proc.is_alive():
+            return [], DecoderFailure("the worker process is gone (an earlier call hung or crashed)")
+        self._conn.send(("calls", (key, batches)))
+        answers = []
+        for i, requests in enumerate(batches):
+            what = f"running decoder.__call__ on {len(requests)} requests (call {i + 1} of {len(batches)} sent at once)"
+            try:
+                answers.append(self._receive(self.timeout_s, what))
+            except (DecoderFailure, SetupFailure) as exc:
+                return answers, exc
+        return answers, None
 
     def close(self) -> None:
         _FREEZE.release(self)
