@@ -397,7 +397,7 @@ class ProcessRunner:
     def calls(self, key, batches: list) -> tuple:
         """Several decoder calls in one message: the worker makes them one after another and answers each as it
         ends, so its next call starts while this process checks the last one's answer, with no round trip between
-        them (batch composition's thousands of calls of one or two requests spent half their time in round trips).
+        them (batch composition's thousands of calls of one or two requests; docs/design.md says what it saves).
         Each answer is awaited within the per-call timeout, as a single call's is. Returns ``(completion lists of
         the calls that succeeded, in order; the first failure, a DecoderFailure or SetupFailure, or None)``: the
         worker makes no call after a failure, so no answer is left in the pipe."""
