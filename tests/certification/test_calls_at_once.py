@@ -144,3 +144,20 @@ def test_batch_composition_decides_the_same_in_the_worker_as_in_process():
         for i in ("none", "process")
     ]
     assert results[0] == results[1] and len(results[0]) == 3
+
+
+def test_session_sends_calls_at_once_in_messages_of_at_most_calls_at_once_and_stops_at_a_failure():
+    from specverify.certification.run.collect import CALLS_AT_ONCE
+
+    pair, calls = _pair_and_calls(CALLS_AT_ONCE)  # 2 × CALLS_AT_ONCE calls
+    reference = InProcessRunner("specverify.reference:make_decoder")
+    reference.request("make", "k", pair.target, pair.draft)
+    runner = _Recording(lambda requests: reference.request("call", "k", requests))
+    got = Session(runner).call_each(_Handle, calls + calls[:3])
+    assert runner.ops == [f"calls {CALLS_AT_ONCE}", f"calls {CALLS_AT_ONCE}", "calls 3"]
+    assert [len(c) for c in got] == [len(r) for r in calls + calls[:3]]
+    failing = _Recording(lambda requests: reference.request("call", "k", requests), failure=DecoderFailure("crash"))
+    with pytest.raises(DecoderFailure, match="crash"):
+        Session(failing).call_each(_Handle, calls)
+    assert failing.ops == [f"calls {CALLS_AT_ONCE}"], "no message after the one whose call failed"
+    reference.close()

@@ -44,10 +44,11 @@ def greedy_mismatches(decoder, target, requests, leader_params=None) -> list:
     compared (a mixed-parameter call, as ``law_check_behind``)."""
     from dataclasses import replace
 
-    call = list(requests)
-    if leader_params is not None:
+    if leader_params is None:
+        completions = decoder(list(requests))
+    else:
         call = [x for i, r in enumerate(requests) for x in (replace(r, seed=10**9 + i, params=leader_params), r)]
-    completions = decoder(call) if leader_params is None else decoder(call)[1::2]
+        completions = decoder(call)[1::2]
     bad = []
     for req, c in zip(requests, completions):
         if (c.tokens, c.finish_reason) != _greedy(target, req.prompt, req.params):

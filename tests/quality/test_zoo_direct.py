@@ -184,9 +184,9 @@ def test_approximate_entry_changes_some_greedy_output(name):
     if name in BEHIND:  # its greedy defect shows only behind a request of other parameters in the same call
         alone = [bad for start in range(0, len(requests), 10) for bad in
                  greedy_mismatches(decoder, target, requests[start : start + 10])]  # fmt: skip
-        assert not alone, f"{name}: greedy calls without a sampled request should be exact: {alone[:2]}"
+        assert not alone, f"{name}: greedy calls of greedy requests alone should be exact: {alone[:2]}"
         changed = greedy_mismatches(decoder, target, requests, BEHIND[name])
-        assert changed, f"{name}: no greedy output changed behind a sampled request"
+        assert changed, f"{name}: no greedy output changed behind a request of {BEHIND[name]}"
         return
     found = next(
         (

@@ -55,7 +55,6 @@ SMALL_CALL_FLOOR = 0.04  # 2ε at thorough (0.02) would cost 4x the calls of 0.0
 SMALL_MAX_TOKENS = 3
 SMALL_GAMMA = 2
 LARGE_CALL = 512
-CALLS_AT_ONCE = 256  # small calls sent to the worker in one message (Session.call_each): no round trip between them
 _SEED_STRIDE = 1_000_003  # between the compositions' seed ranges (k = 0 calls of one, 1 calls of two, 2 large)
 
 
@@ -179,15 +178,13 @@ def _tally(session, handle, calls) -> tuple:
 
 
 def _outcomes(session, handle, calls) -> list:
-    """``(outcome, first-round accepted count or None)`` of every tested position of ``calls``, in order (the calls
-    sent ``CALLS_AT_ONCE`` at a time: :meth:`Session.call_each`)."""
+    """``(outcome, first-round accepted count or None)`` of every tested position of ``calls``, in order (sent
+    through :meth:`Session.call_each`: no round trip to the worker between two calls)."""
     out = []
-    for start in range(0, len(calls), CALLS_AT_ONCE):
-        part = calls[start : start + CALLS_AT_ONCE]
-        for (_, positions), completions in zip(part, session.call_each(handle, [call for call, _ in part])):
-            for position in positions:
-                comp = completions[position]
-                out.append(((comp.tokens, comp.finish_reason), comp.accepted[0] if comp.accepted else None))
+    for (_, positions), completions in zip(calls, session.call_each(handle, [call for call, _ in calls])):
+        for position in positions:
+            comp = completions[position]
+            out.append(((comp.tokens, comp.finish_reason), comp.accepted[0] if comp.accepted else None))
     return out
 
 

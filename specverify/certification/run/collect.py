@@ -24,6 +24,7 @@ FIRST_SAMPLE = 256  # draws in the first decoder.sample call of a draw; later on
 FIXED_SAMPLE = 4096  # draws per decoder.sample call of a decoder without the ``start`` offset (fixed: its seeded
 #                      counts depend on where the calls split, so the split never depends on timing)
 SAMPLE_SHARE = 8  # a decoder.sample call is sized to take about 1/8 of the per-call time limit
+CALLS_AT_ONCE = 256  # calls of Session.call_each sent to the worker in one message (each checked before the next 256)
 
 
 def _even(size: int) -> int:
@@ -205,19 +206,21 @@ class Session:
 
     def call_each(self, handle: DecoderHandle, batches: list) -> list:
         """One decoder call per batch of ``batches``, in order, each validated as :meth:`call`'s: the completion
-        lists. A runner with ``calls`` (the worker process) gets them in one message and answers call by call, so
-        the decoder never waits on this process between them; the decoder sees the same calls either way. The
-        first failure in call order is raised (a protocol violation of an earlier call before a later call's
-        crash)."""
+        lists. A runner with ``calls`` (the worker process) gets them ``CALLS_AT_ONCE`` to a message and answers
+        call by call, so the decoder never waits on this process between them; the decoder sees the same calls
+        either way. The first failure in call order is raised (a protocol violation of an earlier call before a
+        later call's crash)."""
         batches = [list(b) for b in batches]
         many = getattr(self.runner, "calls", None)
         if not callable(many) or len(batches) < 2:
             return [self.call(handle, requests) for requests in batches]
-        scope = self._counted(handle)
-        answers, failure = many(handle.pair.spec, batches)
-        out = [self._checked(handle, scope, requests, got) for requests, got in zip(batches, answers)]
-        if failure is not None:
-            raise failure
+        scope, out = self._counted(handle), []
+        for start in range(0, len(batches), CALLS_AT_ONCE):
+            part = batches[start : start + CALLS_AT_ONCE]
+            answers, failure = many(handle.pair.spec, part)
+            out += [self._checked(handle, scope, requests, got) for requests, got in zip(part, answers)]
+            if failure is not None:
+                raise failure
         return out
 
     def _checked(self, handle: DecoderHandle, scope, requests: list, completions: list) -> list:
